@@ -1,0 +1,109 @@
+"""Building asv benchmark classes from the registry (used by ``benchmarks/suite.py``).
+
+asv conventions followed (asv docs, "Writing benchmarks"): ``params`` line up with short
+lowercase ``param_names``; ``setup`` raises ``NotImplementedError`` to skip a combination;
+``track_*`` methods return a value in ``unit``; an explicit ``version`` keeps history when the
+generated source moves; ``setup_cache`` runs once per asv run and its value is passed to every
+method.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from fusebench.registry import BACKENDS, DTYPES, Op, shape_label
+
+#: Environment variable naming a sweep file to publish instead of measuring again.
+SWEEP_ENV = "FUSEBENCH_SWEEP"
+#: Bump when a metric's meaning changes (asv then starts a new history line).
+SUITE_VERSION = "1"
+
+try:  # skip a single metric (not the whole combination) from inside a track method
+    from asv_runner.benchmarks.mark import SkipNotImplemented
+except ImportError:  # pragma: no cover - outside asv
+    SkipNotImplemented = NotImplementedError
+
+
+def load_records() -> dict:
+    """The records asv publishes: read from ``$FUSEBENCH_SWEEP`` or measured now.
+
+    Returns ``{(op, backend, shape, dtype): record dict}`` plus ``"ceiling_gbps"``.
+    """
+    from fusebench import sweep
+
+    path = os.environ.get(SWEEP_ENV)
+    if path:
+        result = sweep.Sweep.load(Path(path))
+    else:
+        from kernels import OPS
+
+        result = sweep.run(OPS.values())
+    records = {r.key: vars(r) for r in result.records}
+    return {"records": records, "ceiling_gbps": result.ceiling_gbps}
+
+
+class _OpSuite:
+    """Base of the generated classes; ``op`` is set on each subclass."""
+
+    op = ""
+    param_names = ["backend", "shape", "dtype"]
+    timeout = 3600  # setup_cache measures the whole sweep when no sweep file is given
+    version = SUITE_VERSION
+
+    def setup_cache(self):
+        return load_records()
+
+    def setup(self, cache, backend, shape, dtype):
+        rec = cache["records"].get((self.op, backend, shape, dtype))
+        if rec is None:
+            raise NotImplementedError("not in this run's grid")
+        if rec["status"] == "skipped":
+            raise NotImplementedError(rec["reason"])
+        self.rec = rec
+
+    def _value(self, field):
+        if self.rec["status"] == "failed":
+            raise RuntimeError(f"{self.op}/{self.rec['backend']}/{self.rec['shape']}/"
+                               f"{self.rec['dtype']} failed: {self.rec['reason']}")
+        value = self.rec[field]
+        if value is None:
+            raise SkipNotImplemented(f"{field} is not measured on this device")
+        return value
+
+    def track_device_time(self, cache, backend, shape, dtype):
+        """Device time (hot, CUDA events), median, seconds."""
+        return self._value("device_time_ms") * 1e-3
+
+    track_device_time.unit = "seconds"
+
+    def track_device_time_cold(self, cache, backend, shape, dtype):
+        """Device time with L2 flushed before each call, median, seconds."""
+        return self._value("device_time_cold_ms") * 1e-3
+
+    track_device_time_cold.unit = "seconds"
+
+    def track_wall_time(self, cache, backend, shape, dtype):
+        """Wall time (host clock with synchronization), median, seconds."""
+        return self._value("wall_time_ms") * 1e-3
+
+    track_wall_time.unit = "seconds"
+
+    def track_bandwidth(self, cache, backend, shape, dtype):
+        """Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."""
+        return self._value("bandwidth_gbps")
+
+    track_bandwidth.unit = "GB/s"
+
+    def track_pct_of_ceiling(self, cache, backend, shape, dtype):
+        """Effective bandwidth as % of this run's copy ceiling."""
+        return self._value("pct_of_ceiling")
+
+    track_pct_of_ceiling.unit = "%"
+
+
+def suite_class(op: Op) -> type:
+    """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × dtypes."""
+    params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(DTYPES)]
+    return type(op.name.capitalize(), (_OpSuite,), {"op": op.name, "params": params,
+                                                    "__module__": "benchmarks.suite"})

@@ -1,0 +1,69 @@
+"""Backend-building helpers shared by every op: torch.compile wrapping and availability checks.
+
+These are what make each op's ``compile``, ``triton`` and ``cuda`` entries one short function.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from typing import Callable
+
+import torch
+
+from fusebench.errors import SkipCase
+
+#: Seconds the last :func:`compiled` factory spent compiling (first call), read by the sweep.
+last_compile_seconds: float | None = None
+
+
+def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
+    """``torch.compile`` of ``eager`` for exactly ``x``'s shape and dtype, compiled now.
+
+    Dynamo's caches are reset first so that each case gets its own static-shape graph
+    (``dynamic=False``): a sweep over many shapes would otherwise hit the recompile limit and
+    fall back to eager, or to a slower dynamic-shape kernel. ``fullgraph=True`` makes a graph
+    break an error instead of a silent partial compile. The compile time (the first call) is
+    stored in :data:`last_compile_seconds`.
+
+    Raises:
+        SkipCase: Inductor cannot compile on this machine (e.g. no C++ compiler), with its reason.
+    """
+    global last_compile_seconds
+    torch._dynamo.reset()
+    fn = torch.compile(eager, dynamic=False, fullgraph=True)
+    start = time.perf_counter()
+    try:
+        fn(x)
+    except Exception as exc:  # an unusable compiler toolchain is a skip, with its reason
+        raise SkipCase(f"torch.compile failed: {first_line(exc)}") from exc
+    if x.is_cuda:
+        torch.cuda.synchronize(x.device)
+    last_compile_seconds = time.perf_counter() - start
+    return lambda: fn(x)
+
+
+def require_triton(x: torch.Tensor) -> None:
+    """Check that a Triton kernel can run on ``x``.
+
+    Raises:
+        SkipCase: Triton is not installed, or ``x`` is on the CPU and ``TRITON_INTERPRET=1`` is
+            not set (the interpreter is for tests on small shapes, not for timing).
+    """
+    if importlib.util.find_spec("triton") is None:
+        raise SkipCase("triton is not installed")
+    if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
+        raise SkipCase("triton needs a CUDA GPU (TRITON_INTERPRET=1 runs it on the CPU, for tests)")
+
+
+def require_cuda(x: torch.Tensor) -> None:
+    """Raises :class:`SkipCase` unless ``x`` is on a CUDA device."""
+    if not x.is_cuda:
+        raise SkipCase("needs a CUDA GPU")
+
+
+def first_line(exc: BaseException) -> str:
+    """The first non-empty line of an exception's message, prefixed by its type."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

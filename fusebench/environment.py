@@ -1,0 +1,146 @@
+"""The environment every result carries: device, driver, versions, clocks, image and commit.
+
+GPU facts come from NVML (``nvidia-ml-py``): name, UUID, driver, SM and memory clocks and the
+clock-event (throttle) reasons, sampled around the measurement (NVML API reference,
+``nvmlDeviceGetCurrentClocksEventReasons``). Nothing here changes a GPU setting.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import re
+import subprocess
+from functools import cache
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+
+#: NVML clock-event reason bits (nvml.h ``nvmlClocksEventReason*``) and their names.
+CLOCK_EVENT_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def device() -> torch.device:
+    """The device fusebench measures on: ``cuda`` (current device) when a GPU is usable, else ``cpu``."""
+    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+
+
+def machine_name(dev: torch.device | None = None) -> str:
+    """asv machine name derived from the GPU model (``"NVIDIA H200"`` -> ``"h200"``).
+
+    On the CPU: ``cpu-<arch>`` (``cpu-x86_64``). ``FUSEBENCH_MACHINE`` overrides both.
+    """
+    if name := os.environ.get("FUSEBENCH_MACHINE"):
+        return name
+    dev = dev or device()
+    if dev.type != "cuda":
+        return f"cpu-{platform.machine().lower()}"
+    return slug(torch.cuda.get_device_name(dev))
+
+
+def slug(gpu_name: str) -> str:
+    """Lowercase, vendor dropped, runs of other characters as ``-``: ``"NVIDIA H100 80GB HBM3"`` -> ``"h100-80gb-hbm3"``."""
+    name = re.sub(r"\b(nvidia|geforce)\b", "", gpu_name.lower())
+    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "gpu"
+
+
+@cache
+def _nvml_handle(dev_index: int):
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        uuid = str(getattr(torch.cuda.get_device_properties(dev_index), "uuid", "") or "")
+        if uuid:
+            return pynvml.nvmlDeviceGetHandleByUUID(uuid if uuid.startswith("GPU-") else f"GPU-{uuid}")
+        return pynvml.nvmlDeviceGetHandleByIndex(dev_index)
+    except Exception:  # no NVML (no driver, no nvidia-ml-py): clocks are recorded as unknown
+        return None
+
+
+def clocks(dev: torch.device) -> dict:
+    """SM and memory clocks (MHz), clock-event reasons, temperature (C) and power (W), now.
+
+    Returns an empty dict on the CPU or where NVML is unavailable.
+    """
+    if dev.type != "cuda" or (h := _nvml_handle(dev.index or 0)) is None:
+        return {}
+    import pynvml
+
+    out = {}
+    try:
+        out["sm_clock_mhz"] = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+        out["mem_clock_mhz"] = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)
+        getter = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = getter(h)
+        out["clock_event_reasons"] = [n for bit, n in CLOCK_EVENT_REASONS.items() if mask & bit]
+        out["temperature_c"] = pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU)
+        out["power_w"] = pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0
+    except Exception as exc:  # older drivers lack some queries; keep what was read
+        out["nvml_error"] = str(exc)
+    return out
+
+
+def _version(module: str) -> str | None:
+    try:
+        return __import__(module).__version__
+    except Exception:
+        return None
+
+
+def git_commit() -> str | None:
+    """``git rev-parse HEAD`` of the checkout, or None outside a git checkout."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                              text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def git_dirty() -> bool:
+    """True when tracked files differ from HEAD (the result then is not exactly that commit's)."""
+    try:
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout
+        return bool(out.strip())
+    except (OSError, subprocess.CalledProcessError):
+        return False
+
+
+def capture(dev: torch.device) -> dict:
+    """Everything a result must carry about where it was measured (JSON-serializable dict)."""
+    env = {
+        "device": dev.type,
+        "host": platform.node(),
+        "cpu": platform.processor() or platform.machine(),
+        "num_cpu": os.cpu_count(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": _version("triton"),
+        "cuda_runtime": torch.version.cuda,
+        "git_commit": git_commit(),
+        "git_dirty": git_dirty(),
+        # Set by the container image (Dockerfile); absent on a bare host.
+        "image_digest": os.environ.get("FUSEBENCH_IMAGE_DIGEST"),
+        "lock_hash": os.environ.get("FUSEBENCH_LOCK_HASH"),
+    }
+    if dev.type == "cuda":
+        props = torch.cuda.get_device_properties(dev)
+        env.update(gpu=props.name, gpu_uuid=str(getattr(props, "uuid", "")),
+                   sm_count=props.multi_processor_count,
+                   l2_bytes=getattr(props, "L2_cache_size", None),
+                   memory_bytes=props.total_memory,
+                   capability=f"{props.major}.{props.minor}")
+        if (h := _nvml_handle(dev.index or 0)) is not None:
+            import pynvml
+
+            env["driver"] = pynvml.nvmlSystemGetDriverVersion()
+        env["clocks"] = clocks(dev)
+    return env

@@ -1,0 +1,138 @@
+"""How time is measured: warm-up, device time with CUDA events, wall time, host time on the CPU.
+
+Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
+
+* warm-up until compilation and lazy loading are done; the first call is never timed;
+* device time: a CUDA event pair around each repeat, one synchronize at the end, per-repeat
+  ``elapsed_time`` (CUDA Runtime API, ``cudaEventElapsedTime``: resolution about 0.5 µs);
+  *cold* mode writes a buffer twice the size of L2 before each repeat, outside the event pair,
+  so each timed call reads its input from HBM; *hot* mode runs back to back on the same buffers;
+* wall time: synchronize, host ``perf_counter``, call, synchronize, read the clock: what a
+  caller sees, launch overhead and Python included;
+* on the CPU, host clocks only (there is no asynchronous device to wait for).
+
+Every summary is the median and the interquartile range of the repeats.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+#: Time one measurement (one mode of one case) should take, in seconds: repeats are chosen to
+#: fill it, within [MIN_REPEATS, MAX_REPEATS].
+BUDGET_S = 0.1
+MIN_REPEATS = 20
+MAX_REPEATS = 500
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Summary of repeated timings.
+
+    Attributes:
+        median_ms: median of the repeats, milliseconds.
+        iqr_ms: interquartile range (q3 - q1), milliseconds.
+        repeats: number of timed repeats.
+        clock: ``"cuda-events"``, ``"wall"`` (host clock with synchronization) or ``"host"``.
+    """
+
+    median_ms: float
+    iqr_ms: float
+    repeats: int
+    clock: str
+
+    @property
+    def noise(self) -> float:
+        """Relative spread, iqr / median (nvbench calls it noise); dimensionless."""
+        return self.iqr_ms / self.median_ms if self.median_ms > 0 else float("nan")
+
+    @classmethod
+    def from_samples(cls, samples_ms: list[float], clock: str) -> "Timing":
+        """Summarize ``samples_ms`` (at least one value, ms).
+
+        Raises:
+            ValueError: no samples.
+        """
+        if not samples_ms:
+            raise ValueError("no timing samples")
+        if len(samples_ms) == 1:
+            return cls(samples_ms[0], 0.0, 1, clock)
+        q1, _, q3 = statistics.quantiles(samples_ms, n=4, method="inclusive")
+        return cls(statistics.median(samples_ms), q3 - q1, len(samples_ms), clock)
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait for all work on ``device``; a no-op on the CPU."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def warm_up(fn: Callable[[], object], device: torch.device, calls: int = 3) -> float:
+    """Call ``fn`` ``calls`` times (JIT, autotuning, lazy module loading), then time one more.
+
+    Returns:
+        Seconds one call took after warm-up, with synchronization: the estimate repeats are
+        chosen from.
+    """
+    for _ in range(calls):
+        fn()
+    synchronize(device)
+    start = time.perf_counter()
+    fn()
+    synchronize(device)
+    return time.perf_counter() - start
+
+
+def repeats_for(estimate_s: float, budget_s: float = BUDGET_S) -> int:
+    """Repeats that fill ``budget_s`` at ``estimate_s`` per call, clamped to the bounds above."""
+    if estimate_s <= 0:
+        return MAX_REPEATS
+    return max(MIN_REPEATS, min(MAX_REPEATS, int(budget_s / estimate_s)))
+
+
+def l2_flush_buffer(device: torch.device) -> torch.Tensor:
+    """A buffer twice the size of ``device``'s L2 cache (int8), written to evict L2 in cold mode."""
+    props = torch.cuda.get_device_properties(device)
+    size = max(2 * getattr(props, "L2_cache_size", 0), 256 << 20)
+    return torch.empty(size, dtype=torch.int8, device=device)
+
+
+def device_time(fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None) -> Timing:
+    """Device time of ``fn`` on the current CUDA stream, CUDA events around each repeat.
+
+    Args:
+        fn: ready callable (warmed up).
+        repeats: number of timed calls.
+        flush: when given (cold mode), zeroed before each repeat, outside the timed region.
+    """
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for start, end in zip(starts, ends):
+        if flush is not None:
+            flush.zero_()
+        start.record()
+        fn()
+        end.record()
+    torch.cuda.synchronize()
+    return Timing.from_samples([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda-events")
+
+
+def wall_time(fn: Callable[[], object], repeats: int, device: torch.device) -> Timing:
+    """Host-clock time of ``fn`` with synchronization before and after each repeat.
+
+    On a CUDA device this is wall time (launch overhead included, clock ``"wall"``); on the
+    CPU it is the only clock there is (``"host"``).
+    """
+    samples = []
+    for _ in range(repeats):
+        synchronize(device)
+        start = time.perf_counter()
+        fn()
+        synchronize(device)
+        samples.append((time.perf_counter() - start) * 1e3)
+    return Timing.from_samples(samples, "wall" if device.type == "cuda" else "host")

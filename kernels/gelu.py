@@ -1,0 +1,82 @@
+"""GELU, tanh approximation: 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+
+Hendrycks & Gimpel, "Gaussian Error Linear Units" (arXiv:1606.08415), eq. for the tanh
+approximation. Elementwise, memory-bound: the fused op reads each element once and writes it
+once (2 × element size bytes per element). The eager version below launches one kernel per
+primitive, each reading and writing a full tensor:
+
+    x·x, (x·x)·x      2 kernels, read 3, write 2
+    0.044715·x³       read 1, write 1
+    x + …             read 2, write 1
+    √(2/π)·…          read 1, write 1
+    tanh              read 1, write 1
+    1 + …             read 1, write 1
+    0.5·x             read 1, write 1
+    … · (…)           read 2, write 1   -> 9 kernels, 21 tensor-sized transfers against 2.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+
+from fusebench.backends import compiled, require_triton
+from fusebench.registry import Op
+
+SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+
+
+def reference(x: torch.Tensor) -> torch.Tensor:
+    """float64 GELU (tanh approximation) of ``x`` (any shape); the correctness gate's truth."""
+    x = x.double()
+    return 0.5 * x * (1.0 + torch.tanh(SQRT_2_OVER_PI * (x + 0.044715 * x.pow(3))))
+
+
+def gelu_eager(x: torch.Tensor) -> torch.Tensor:
+    """GELU written op by op: one PyTorch kernel per primitive (9 launches on CUDA), in x's dtype."""
+    inner = SQRT_2_OVER_PI * (x + 0.044715 * (x * x * x))
+    return 0.5 * x * (1.0 + torch.tanh(inner))
+
+
+OP = Op(
+    name="gelu",
+    reference=reference,
+    grids={
+        # numel 2^10 and 2^14: launch-bound; 2^18-2^20: fits in L2 (60 MB on an H200);
+        # 2^22 and up: streams from HBM; 16384 x 16384 is the lecture's 2-D case (1 GiB fp32).
+        "default": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,), (1 << 22,), (1 << 24,),
+                    (1 << 26,), (16384, 16384)],
+        "cpu": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,)],
+        "quick": [(1 << 14,), (1 << 22,)],
+    },
+)
+
+
+@OP.backend("eager")
+def eager(x):
+    """Unfused baseline: :func:`gelu_eager`."""
+    return lambda: gelu_eager(x)
+
+
+@OP.backend("torch")
+def builtin(x):
+    """PyTorch's fused built-in, ``F.gelu(x, approximate="tanh")``."""
+    return lambda: F.gelu(x, approximate="tanh")
+
+
+@OP.backend("compile")
+def compile_(x):
+    """``torch.compile`` of :func:`gelu_eager`, static shape (Inductor fuses it into one kernel)."""
+    return compiled(gelu_eager, x)
+
+
+@OP.backend("triton")
+def triton_(x):
+    """Hand-written fused Triton kernel (``kernels/triton_gelu.py``)."""
+    require_triton(x)
+    from kernels import triton_gelu
+
+    return lambda: triton_gelu.gelu(x)
+
