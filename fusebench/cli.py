@@ -1,0 +1,51 @@
+"""Command-line plumbing: bad input is one line on stderr and a non-zero exit, never a traceback."""
+
+from __future__ import annotations
+
+import sys
+from typing import Callable
+
+from fusebench.errors import UsageError
+
+
+def run_main(main: Callable[[], int | None], prog: str) -> None:
+    """Run ``main`` and exit: 0 on success, 2 on :class:`UsageError`, 130 on Ctrl-C, 1 otherwise.
+
+    Errors print as ``<prog>: error: <one line>`` on stderr.
+    """
+    try:
+        code = main()
+    except UsageError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; stored results were left as they were", file=sys.stderr)
+        sys.exit(130)
+    except Exception as exc:  # one line, not a traceback; FUSEBENCH_DEBUG=1 shows the trace
+        import os
+
+        if os.environ.get("FUSEBENCH_DEBUG"):
+            raise
+        from fusebench.backends import first_line
+
+        print(f"{prog}: error: {first_line(exc)}", file=sys.stderr)
+        sys.exit(1)
+    sys.exit(code or 0)
+
+
+def pick(kind: str, names: str | None, valid) -> list[str]:
+    """Split a comma-separated selection and check each name against ``valid``.
+
+    ``None`` or empty selects all of ``valid``.
+
+    Raises:
+        UsageError: an unknown name (the message lists the valid ones).
+    """
+    valid = list(valid)
+    if not names:
+        return valid
+    chosen = [n.strip() for n in names.split(",") if n.strip()]
+    for n in chosen:
+        if n not in valid:
+            raise UsageError(f"unknown {kind} {n!r}; valid {kind}s: {', '.join(valid)}")
+    return chosen

@@ -1,0 +1,126 @@
+"""Keeping results with asv: the asv machine, a staged ``asv run``, and publishing.
+
+* the asv machine is one GPU model on one host (``h200``); its fields (GPU, driver, CUDA,
+  torch, triton, image digest, lock hash) are written into ``~/.asv-machine.json`` because
+  ``asv machine --yes`` stores only the name, and each field becomes a selector in the site;
+* ``asv run --set-commit-hash`` (the only way asv saves results with ``environment_type:
+  existing``) runs into a staging folder first; only when it succeeds are its files copied into
+  ``results/``, so a failed or interrupted run never overwrites or deletes stored results.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from fusebench.asvsuite import SWEEP_ENV
+from fusebench.environment import ROOT
+
+ASV_CONF = ROOT / "asv.conf.json"
+
+
+def machine_info(name: str, env: dict) -> dict:
+    """The asv machine entry for ``name`` from a captured environment (see ``environment.capture``)."""
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        ram = 0
+    info = {
+        "machine": name,
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
+        "cpu": env.get("cpu", ""),
+        "num_cpu": str(env.get("num_cpu", "")),
+        "ram": str(ram),
+        "gpu": env.get("gpu", "none"),
+        "driver": env.get("driver", "none"),
+        "cuda": env.get("cuda_runtime") or "none",
+        "torch": env.get("torch", ""),
+        "triton": env.get("triton") or "none",
+    }
+    for key in ("image_digest", "lock_hash"):
+        if env.get(key):
+            info[key] = env[key]
+    return info
+
+
+def register_machine(info: dict, path: Path | None = None) -> Path:
+    """Add or replace ``info["machine"]`` in asv's machine file, keeping other machines.
+
+    Returns the file's path (``~/.asv-machine.json`` unless given).
+    """
+    path = path or Path(os.path.expanduser("~/.asv-machine.json"))
+    data = json.loads(path.read_text()) if path.exists() else {}
+    data.setdefault("version", 1)
+    data[info["machine"]] = info
+    path.write_text(json.dumps(data, indent=4))
+    return path
+
+
+def staged_config(staging: Path, results_dir: Path) -> Path:
+    """A copy of ``asv.conf.json`` with absolute paths, writing results under ``staging``."""
+    conf = json.loads(ASV_CONF.read_text())
+    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / conf["benchmark_dir"]),
+                results_dir=str(staging / "results"), env_dir=str(staging / "env"),
+                html_dir=str(staging / "html"))
+    path = staging / "asv.conf.json"
+    path.write_text(json.dumps(conf, indent=4))
+    return path
+
+
+def asv_command(config: Path, machine: str, commit: str, python: str) -> list[str]:
+    """The exact ``asv run`` command line (tests check it)."""
+    return [python, "-m", "asv", "run", "--config", str(config), "--machine", machine,
+            "--set-commit-hash", commit, "-E", f"existing:{python}", "--launch-method",
+            "forkserver"]
+
+
+def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
+            python: str = sys.executable) -> int:
+    """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
+
+    Returns asv's exit status; ``results_dir`` is changed only when it is 0.
+    """
+    with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
+        staging = Path(tmp)
+        config = staged_config(staging, results_dir)
+        env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
+        status = subprocess.run(asv_command(config, machine, commit, python), env=env,
+                                cwd=ROOT).returncode
+        if status != 0:
+            return status
+        merge_results(staging / "results", results_dir)
+    return 0
+
+
+def merge_results(src: Path, dst: Path) -> list[Path]:
+    """Copy asv result files from ``src`` into ``dst``, replacing only files of the same name.
+
+    Returns the files written.
+    """
+    written = []
+    for f in sorted(src.rglob("*.json")):
+        target = dst / f.relative_to(src)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(f, target)
+        written.append(target)
+    return written
+
+
+def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> int:
+    """``asv publish`` of every stored result into ``html_dir``; returns asv's exit status."""
+    with tempfile.TemporaryDirectory(prefix="fusebench-publish-") as tmp:
+        conf = json.loads(ASV_CONF.read_text())
+        conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / conf["benchmark_dir"]),
+                    results_dir=str(results_dir.resolve()), html_dir=str(html_dir.resolve()),
+                    env_dir=str(Path(tmp) / "env"))
+        path = Path(tmp) / "asv.conf.json"
+        path.write_text(json.dumps(conf, indent=4))
+        return subprocess.run([python, "-m", "asv", "publish", "--config", str(path)],
+                              cwd=ROOT).returncode

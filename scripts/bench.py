@@ -1,0 +1,69 @@
+"""``make bench``: measure every case on this machine, store it with asv, print the summary, publish.
+
+    python scripts/bench.py [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--quick]
+                            [--results DIR] [--html DIR] [--no-publish]
+
+On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
+skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results`` (never
+into ``results/``). Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import environment, report, store, sweep  # noqa: E402
+from fusebench.cli import pick, run_main  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+from fusebench.registry import BACKENDS, DTYPES  # noqa: E402
+from kernels import OPS  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(OPS)}")
+    ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)}")
+    ap.add_argument("--quick", action="store_true", help="quick grid, results kept apart")
+    ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
+    ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
+    ap.add_argument("--no-publish", action="store_true")
+    args = ap.parse_args()
+
+    ops = [OPS[n] for n in pick("op", args.ops, OPS)]
+    backends, dtypes = pick("backend", args.backends, BACKENDS), pick("dtype", args.dtypes, DTYPES)
+    results = args.results or environment.ROOT / (".asv/quick-results" if args.quick else "results")
+    commit = environment.git_commit()
+    if commit is None:
+        raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
+
+    result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes)
+    machine = environment.machine_name()
+    sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
+    result.save(sweep_file)
+    print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
+
+    store.register_machine(store.machine_info(machine, result.environment))
+    status = store.run_asv(sweep_file, machine, commit, results)
+    print(report.summary(result))
+    if status != 0:
+        print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
+        return 1
+    print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}", file=sys.stderr)
+    if not args.no_publish and not args.quick:
+        if store.publish(results, args.html) != 0:
+            print("bench: asv publish failed", file=sys.stderr)
+            return 1
+        print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
+    failed = sum(r.status == "failed" for r in result.records)
+    if failed:
+        print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_main(main, "bench")

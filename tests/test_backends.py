@@ -1,0 +1,60 @@
+"""Every registered backend of every op passes the correctness gate on awkward inputs (CPU here:
+Triton under its interpreter, the cuda backend skipped with its reason; everything on a GPU)."""
+
+import pytest
+import torch
+
+from fusebench import correctness
+from fusebench.errors import SkipCase
+from kernels import OPS
+
+CASES = [(op, b) for op in OPS.values() for b in op.backends]
+
+# Shapes that force awkward paths: odd lengths, rows that are not powers of two, 3-D, one row.
+SHAPES = [(7,), (3, 100), (2, 5, 33), (1, 1000)]
+
+
+def _build(op, backend, x):
+    try:
+        return op.backends[backend].factory(x)
+    except SkipCase as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_gate_passes_on_awkward_shapes(op, backend, dtype, device):
+    if backend == "compile" and dtype != torch.float32:
+        pytest.skip("compile on the CPU is slow: float32 covers its code path here")
+    for shape in SHAPES:
+        x = torch.randn(shape, dtype=dtype, generator=torch.Generator().manual_seed(1)).to(device)
+        result = correctness.check(op, _build(op, backend, x), x)
+        assert result.passed, f"{shape}: {result.reason}"
+        assert result.max_rel_error <= result.tolerance
+
+
+@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+def test_non_contiguous_input(op, backend, device):
+    base = torch.randn(40, 24, generator=torch.Generator().manual_seed(2)).to(device)
+    x = base.t()  # (24, 40), last dimension strided
+    assert not x.is_contiguous()
+    result = correctness.check(op, _build(op, backend, x), x)
+    assert result.passed, result.reason
+
+
+@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("shape", [(0,), (0, 16), (4, 0)], ids=str)
+def test_empty_input_gives_empty_output_like_the_builtin(op, backend, shape, device):
+    if backend == "compile":
+        pytest.skip("torch.compile specializes on size 0/1; empty input is not a compiled case")
+    x = torch.empty(shape, device=device)
+    y = _build(op, backend, x)()
+    assert y.shape == x.shape and y.dtype == x.dtype
+
+
+@pytest.mark.parametrize("op", OPS.values(), ids=lambda o: o.name)
+def test_cuda_backend_is_skipped_with_a_reason_on_the_cpu(op):
+    if "cuda" not in op.backends:
+        pytest.skip("no cuda backend registered")
+    with pytest.raises(SkipCase, match=r"\w"):
+        op.backends["cuda"].factory(torch.ones(4))

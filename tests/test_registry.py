@@ -1,0 +1,73 @@
+import pytest
+import torch
+
+from fusebench.cli import pick
+from fusebench.errors import SkipCase, UsageError
+from fusebench.registry import BACKENDS, DTYPES, Op, parse_dtype, parse_shape, shape_label
+from kernels import OPS, get_op
+
+
+def test_every_op_registers_the_portable_backends():
+    for op in OPS.values():
+        assert {"eager", "torch", "compile", "triton"} <= set(op.backends), op.name
+        assert set(op.backends) <= set(BACKENDS)
+
+
+@pytest.mark.parametrize("op", OPS.values(), ids=lambda o: o.name)
+def test_smaller_grids_are_subsets_of_the_default(op):
+    # asv parameters come from the default grid: the cpu and quick grids must not add keys.
+    for grid in ("cpu", "quick"):
+        assert set(op.grids[grid]) <= set(op.grids["default"]), grid
+
+
+def test_unknown_op_lists_the_valid_ones():
+    with pytest.raises(UsageError, match="unknown op 'gleu'; valid ops: gelu, softmax"):
+        get_op("gleu")
+
+
+def test_unknown_backend_lists_the_valid_ones():
+    with pytest.raises(UsageError, match="valid backends: eager, torch, compile, triton, cuda"):
+        get_op("gelu").get_backend("cudnn")
+
+
+def test_valid_but_unregistered_backend_is_a_skip():
+    op = Op("toy", reference=lambda x: x, grids={"default": []})
+    with pytest.raises(SkipCase, match="toy has no cuda backend"):
+        op.get_backend("cuda")
+
+
+def test_registering_a_bad_or_duplicate_backend_is_refused():
+    op = Op("toy", reference=lambda x: x, grids={"default": []})
+    with pytest.raises(ValueError, match="not one of"):
+        op.backend("fast")
+    op.backend("eager")(lambda x: x)
+    with pytest.raises(ValueError, match="twice"):
+        op.backend("eager")(lambda x: x)
+
+
+def test_bytes_moved_is_read_once_write_once():
+    op = get_op("softmax")
+    assert op.bytes_moved((4096, 4096), torch.float32) == 2 * 4096 * 4096 * 4
+    assert op.bytes_moved((1, 1048576), torch.bfloat16) == 2 * 1048576 * 2
+
+
+def test_shape_labels_round_trip():
+    assert shape_label((8192, 16384)) == "8192x16384"
+    assert parse_shape("8192x16384") == (8192, 16384)
+    assert parse_shape(shape_label((1 << 20,))) == (1 << 20,)
+    with pytest.raises(UsageError, match="bad shape"):
+        parse_shape("12xx")
+
+
+def test_dtype_names():
+    assert parse_dtype("bfloat16") is torch.bfloat16
+    with pytest.raises(UsageError, match="valid dtypes: float32, bfloat16, float16"):
+        parse_dtype("fp8")
+    assert list(DTYPES) == ["float32", "bfloat16", "float16"]
+
+
+def test_pick_checks_each_name():
+    assert pick("op", None, OPS) == ["gelu", "softmax"]
+    assert pick("op", "softmax", OPS) == ["softmax"]
+    with pytest.raises(UsageError, match="unknown op 'relu'"):
+        pick("op", "gelu,relu", OPS)

@@ -1,0 +1,65 @@
+import torch
+
+from fusebench import report, sweep
+from fusebench.registry import Op
+from kernels import get_op
+
+CPU = torch.device("cpu")
+
+
+def test_ok_case_has_every_cpu_figure():
+    rec = sweep.run_case(get_op("gelu"), "torch", (4096,), "float32", CPU, 10.0, None)
+    assert rec.status == "ok", rec.reason
+    assert rec.bytes_moved == 2 * 4096 * 4
+    assert rec.clock == "host" and rec.wall_time_ms > 0
+    assert rec.device_time_ms is None and rec.launches is None  # no GPU figure on the CPU
+    assert rec.bandwidth_gbps == rec.bytes_moved / (rec.wall_time_ms * 1e-3) / 1e9
+    assert rec.pct_of_ceiling == 100 * rec.bandwidth_gbps / 10.0
+
+
+def test_triton_without_gpu_or_interpreter_is_skipped(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "0")
+    rec = sweep.run_case(get_op("softmax"), "triton", (4, 8), "float32", CPU, 10.0, None)
+    assert rec.status == "skipped" and "needs a CUDA GPU" in rec.reason
+
+
+def test_a_failing_backend_is_recorded_and_not_timed():
+    op = Op("toy", reference=lambda x: x.double() * 2, grids={"default": [(8,)]})
+    op.backend("eager")(lambda x: (lambda: x * 3))
+    op.backend("torch")(lambda x: (lambda: 1 / 0))
+    wrong = sweep.run_case(op, "eager", (8,), "float32", CPU, 10.0, None)
+    assert wrong.status == "failed" and "relative error" in wrong.reason
+    assert wrong.wall_time_ms is None
+    broken = sweep.run_case(op, "torch", (8,), "float32", CPU, 10.0, None)
+    assert broken.status == "failed" and "ZeroDivisionError" in broken.reason
+
+
+def test_sweep_round_trips_through_json(tmp_path):
+    rec = sweep.Record("gelu", "eager", "1024", "float32", bandwidth_gbps=1.5)
+    s = sweep.Sweep({"device": "cpu"}, 20.0, "cpu", [rec])
+    s.save(tmp_path / "s.json")
+    back = sweep.Sweep.load(tmp_path / "s.json")
+    assert back.records == [rec] and back.ceiling_gbps == 20.0
+
+
+def test_cases_follow_the_grid_and_selection():
+    op = get_op("softmax")
+    todo = sweep.cases([op], "quick", ["eager", "triton"], ["float32"])
+    assert [(c[1], c[2]) for c in todo] == [("eager", (16384, 1024)), ("triton", (16384, 1024)),
+                                            ("eager", (1, 1048576)), ("triton", (1, 1048576))]
+
+
+def test_progress_line_and_summary():
+    ok = sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, noise=0.01,
+                      bandwidth_gbps=4.1, pct_of_ceiling=50.0, launches=1)
+    eager = sweep.Record("gelu", "eager", "1024", "float32", device_time_ms=0.02, noise=0.01,
+                         bandwidth_gbps=0.41, pct_of_ceiling=5.0, launches=9)
+    skipped = sweep.Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")
+    line = sweep.progress_line(3, 40, ok)
+    assert line.startswith("[ 3/40] gelu") and "4.1 GB/s" in line and "1 launch" in line
+    assert "launches" not in line
+    assert sweep.progress_line(4, 40, skipped).endswith("skipped: needs a CUDA GPU")
+    table = report.summary(sweep.Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
+                                       [eager, ok, skipped]))
+    assert "| 1024 | 0 5% 1.0x | 4 50% 10.0x |" in table
+    assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
