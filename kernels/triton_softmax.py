@@ -175,25 +175,36 @@ def _online_update(m, l, x):
 
 @triton.jit
 def _online_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
+    # Both loops load chunk k+1 before working on chunk k (software prefetch: two chunks in
+    # flight per program, as there are only one or two programs per SM at these block sizes).
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
     cols = tl.arange(0, BLOCK)
+    n_chunks = tl.cdiv(n_cols, BLOCK)
     m = tl.full([BLOCK], -3.4028234663852886e38, tl.float32)
     l = tl.zeros([BLOCK], tl.float32)
-    n_chunks = tl.cdiv(n_cols, BLOCK)
-    for c in range(0, n_chunks):
+    x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"))
+    for c in range(1, n_chunks):
         offs = c * BLOCK + cols
-        x = tl.load(x_row + offs, mask=offs < n_cols, other=-float("inf")).to(tl.float32)
-        m, l = _online_update(m, l, x)
+        x_next = tl.load(x_row + offs, mask=offs < n_cols, other=-float("inf"))
+        m, l = _online_update(m, l, x.to(tl.float32))
+        x = x_next
+    m, l = _online_update(m, l, x.to(tl.float32))
     m_row = tl.max(m, axis=0)
     inv_l = 1.0 / tl.sum(l * tl.exp(m - m_row), axis=0)
-    for i in range(0, n_chunks):
-        # Reverse chunk order: the chunks the first loop read last are the likeliest still in L2.
-        offs = (n_chunks - 1 - i) * BLOCK + cols
-        mask = offs < n_cols
-        x = tl.load(x_row + offs, mask=mask, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + offs, (tl.exp(x - m_row) * inv_l).to(y_ptr.dtype.element_ty), mask=mask)
+    # Reverse chunk order: the chunks the first loop read last are the likeliest still in L2.
+    offs = (n_chunks - 1) * BLOCK + cols
+    x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0)
+    for i in range(1, n_chunks):
+        offs_next = (n_chunks - 1 - i) * BLOCK + cols
+        x_next = tl.load(x_row + offs_next)  # never the last, partial chunk: no mask
+        y = tl.exp(x.to(tl.float32) - m_row) * inv_l
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
+        x = x_next
+        offs = offs_next
+    y = tl.exp(x.to(tl.float32) - m_row) * inv_l
+    tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
 
 
 @triton.jit
