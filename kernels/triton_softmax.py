@@ -91,7 +91,9 @@ class SoftmaxPlan:
             if v < 1 or v & (v - 1):
                 raise ValueError(f"SoftmaxPlan: {name} must be a power of two, got {v}")
         if self.kind == "split" and (self.chunk < self.block or self.chunk % self.block):
-            raise ValueError(f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}")
+            raise ValueError(
+                f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}"
+            )
 
 
 def _warps(tile_elements: int) -> int:
@@ -127,13 +129,16 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         return SoftmaxPlan("online", ONLINE_BLOCK, ONLINE_WARPS)
     block = SPLIT_BLOCK_BYTES // element_size
-    while block > SPLIT_MIN_BLOCK and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count:
+    while (
+        block > SPLIT_MIN_BLOCK
+        and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count
+    ):
         block //= 2
     chunk = block * triton.cdiv(triton.cdiv(n_cols, block), SPLIT_MAX_CHUNKS)
     return SoftmaxPlan("split", block, _warps(block), chunk=chunk)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _cuda_sm_count(index: int) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
@@ -208,8 +213,9 @@ def _online_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _split_partial_kernel(x_ptr, pm_ptr, pl_ptr, n_cols, chunk, n_chunks,
-                          BLOCK: tl.constexpr, LOOP: tl.constexpr):
+def _split_partial_kernel(
+    x_ptr, pm_ptr, pl_ptr, n_cols, chunk, n_chunks, BLOCK: tl.constexpr, LOOP: tl.constexpr
+):
     c = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)
     x_row = x_ptr + row * n_cols
@@ -234,8 +240,17 @@ def _split_partial_kernel(x_ptr, pm_ptr, pl_ptr, n_cols, chunk, n_chunks,
 
 
 @triton.jit
-def _split_write_kernel(x_ptr, y_ptr, pm_ptr, pl_ptr, n_cols, chunk, n_chunks,
-                        BLOCK: tl.constexpr, P_BLOCK: tl.constexpr):
+def _split_write_kernel(
+    x_ptr,
+    y_ptr,
+    pm_ptr,
+    pl_ptr,
+    n_cols,
+    chunk,
+    n_chunks,
+    BLOCK: tl.constexpr,
+    P_BLOCK: tl.constexpr,
+):
     # Programs run in the reverse of kernel A's order, so the first ones find in L2 what
     # kernel A read last.
     c = n_chunks - 1 - tl.program_id(0)
@@ -283,7 +298,9 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
     arXiv:1805.02867 ("online", "split").
     """
     if x.dtype not in _DTYPES:
-        raise TypeError(f"softmax: unsupported dtype {x.dtype}; expected float32, bfloat16 or float16")
+        raise TypeError(
+            f"softmax: unsupported dtype {x.dtype}; expected float32, bfloat16 or float16"
+        )
     x = x.contiguous()
     y = torch.empty_like(x)
     if x.numel() == 0:
@@ -299,15 +316,18 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         # the row padded to a power of two. R > 1 only for short rows, so a (65536, 128) input
         # runs 2048 programs of 32 rows rather than 65536 programs of 128 elements.
         grid = (triton.cdiv(n_rows, p.rows_per_program),)
-        _row_kernel[grid](x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block,
-                          num_warps=p.num_warps)
+        _row_kernel[grid](
+            x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, num_warps=p.num_warps
+        )
     elif p.kind == "online":
         # 1-D grid, one program per row (chosen only when there are >= 4 rows per SM); each
         # program loops over its row in BLOCK-element steps, twice.
         _online_kernel[(n_rows,)](x, y, n_cols, BLOCK=p.block, num_warps=p.num_warps)
     else:
         if n_rows > _MAX_GRID_Y:
-            raise ValueError(f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}")
+            raise ValueError(
+                f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}"
+            )
         n_chunks = triton.cdiv(n_cols, p.chunk)
         pm = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
         pl = torch.empty_like(pm)
@@ -316,9 +336,27 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         # of one row in BLOCK-element steps. A writes one (max, sum) pair per program; B reads
         # all n_chunks pairs of its row (a P_BLOCK vector), then rereads and writes its chunk.
         grid = (n_chunks, n_rows)
-        _split_partial_kernel[grid](x, pm, pl, n_cols, p.chunk, n_chunks, BLOCK=p.block,
-                                    LOOP=p.chunk > p.block, num_warps=p.num_warps)
-        _split_write_kernel[grid](x, y, pm, pl, n_cols, p.chunk, n_chunks, BLOCK=p.block,
-                                  P_BLOCK=max(16, triton.next_power_of_2(n_chunks)),
-                                  num_warps=p.num_warps)
+        _split_partial_kernel[grid](
+            x,
+            pm,
+            pl,
+            n_cols,
+            p.chunk,
+            n_chunks,
+            BLOCK=p.block,
+            LOOP=p.chunk > p.block,
+            num_warps=p.num_warps,
+        )
+        _split_write_kernel[grid](
+            x,
+            y,
+            pm,
+            pl,
+            n_cols,
+            p.chunk,
+            n_chunks,
+            BLOCK=p.block,
+            P_BLOCK=max(16, triton.next_power_of_2(n_chunks)),
+            num_warps=p.num_warps,
+        )
     return y

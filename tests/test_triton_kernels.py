@@ -14,9 +14,9 @@ if not torch.cuda.is_available():
 
 triton = pytest.importorskip("triton")
 
-from kernels import triton_softmax as ts  # noqa: E402
-from kernels.triton_gelu import gelu  # noqa: E402
-from kernels.triton_softmax import SoftmaxPlan, plan, softmax  # noqa: E402
+from kernels import triton_softmax as ts
+from kernels.triton_gelu import gelu
+from kernels.triton_softmax import SoftmaxPlan, plan, softmax
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 
@@ -129,8 +129,11 @@ def test_softmax_default_online_split_and_packed_rows(monkeypatch):
     monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
     if DEVICE == "cuda":
         pytest.skip("sm_count comes from the device")
-    cases = {"online": (4, ts.ROW_MAX_COLS + 100), "split": (3, ts.ROW_MAX_COLS + 100),
-             "row": (1000, 100)}
+    cases = {
+        "online": (4, ts.ROW_MAX_COLS + 100),
+        "split": (3, ts.ROW_MAX_COLS + 100),
+        "row": (1000, 100),
+    }
     for kind, shape in cases.items():
         p = plan(shape[0], shape[1], 4, 1)
         assert p.kind == kind
