@@ -81,20 +81,30 @@ def asv_command(config: Path, machine: str, commit: str, python: str) -> list[st
             "forkserver"]
 
 
+#: ``asv run`` exits 2 when some benchmark failed (here: a case that failed the correctness
+#: gate, stored as a failure on purpose); any other non-zero status means the run itself failed.
+ASV_SOME_FAILED = 2
+
+
 def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
             python: str = sys.executable) -> int:
     """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
 
-    Returns asv's exit status; ``results_dir`` is changed only when it is 0.
+    Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
+    non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
     """
     with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
         staging = Path(tmp)
         config = staged_config(staging, results_dir)
         env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
-        status = subprocess.run(asv_command(config, machine, commit, python), env=env,
-                                cwd=ROOT).returncode
-        if status != 0:
-            return status
+        try:
+            status = subprocess.run(asv_command(config, machine, commit, python), env=env,
+                                    cwd=ROOT).returncode
+        except OSError:
+            return 127
+        stored = [p for p in (staging / "results" / machine).glob("*.json") if p.name != "machine.json"]
+        if status not in (0, ASV_SOME_FAILED) or not stored:
+            return status or 1
         merge_results(staging / "results", results_dir)
     return 0
 

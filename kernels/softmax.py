@@ -25,7 +25,12 @@ def reference(x: torch.Tensor) -> torch.Tensor:
 
 
 def softmax_eager(x: torch.Tensor) -> torch.Tensor:
-    """Softmax written op by op (max, subtract, exp, sum, divide: 5 launches), in x's dtype."""
+    """Softmax written op by op (max, subtract, exp, sum, divide: 5 launches), in x's dtype.
+
+    Raises:
+        IndexError: the last dimension has size 0 (``amax`` over an empty row); the built-in
+            returns an empty tensor there.
+    """
     shifted = x - x.amax(dim=-1, keepdim=True)
     e = torch.exp(shifted)
     return e / e.sum(dim=-1, keepdim=True)

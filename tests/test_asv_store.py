@@ -1,0 +1,89 @@
+"""The asv side: discovery, a real asv run into a temporary results folder, and that a failed run
+leaves stored results alone."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusebench import store, sweep
+from fusebench.environment import ROOT
+
+COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    """asv reads its machine file from $HOME: keep the user's untouched."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    return tmp_path
+
+
+def _sweep_file(tmp_path) -> Path:
+    recs = [
+        sweep.Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
+                     pct_of_ceiling=60.0, clock="host"),
+        sweep.Record("gelu", "eager", "16384", "float32", status="failed", reason="correctness gate: NaN"),
+        sweep.Record("gelu", "triton", "16384", "float32", status="skipped", reason="needs a CUDA GPU"),
+    ]
+    path = tmp_path / "sweep.json"
+    sweep.Sweep({"device": "cpu"}, 21.8, "quick", recs).save(path)
+    return path
+
+
+def test_asv_discovers_one_class_per_op():
+    out = subprocess.run([sys.executable, "-m", "asv", "check", "-E", f"existing:{sys.executable}"],
+                         cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "No problems found" in out.stdout
+
+
+def test_the_asv_command_line():
+    cmd = store.asv_command(Path("/s/asv.conf.json"), "h200", "abc123", "/usr/bin/python3")
+    assert cmd == ["/usr/bin/python3", "-m", "asv", "run", "--config", "/s/asv.conf.json",
+                   "--machine", "h200", "--set-commit-hash", "abc123", "-E",
+                   "existing:/usr/bin/python3", "--launch-method", "forkserver"]
+
+
+def test_machine_file_keeps_other_machines(home):
+    path = store.register_machine({"machine": "h200", "gpu": "NVIDIA H200"})
+    store.register_machine({"machine": "cpu-x86_64", "gpu": "none"})
+    data = json.loads(path.read_text())
+    assert path == home / ".asv-machine.json"
+    assert data["h200"]["gpu"] == "NVIDIA H200" and data["cpu-x86_64"]["gpu"] == "none"
+
+
+def test_real_asv_run_stores_the_sweep(tmp_path, home):
+    store.register_machine(store.machine_info("testbox", {"gpu": "none", "torch": "2.13.0"}))
+    results = tmp_path / "results"
+    assert store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results) == 0
+    (result_file,) = [p for p in (results / "testbox").glob("*.json") if p.name != "machine.json"]
+    data = json.loads(result_file.read_text())
+    assert data["commit_hash"] == COMMIT
+    cols = data["result_columns"]
+    bw = dict(zip(cols, data["results"]["suite.Gelu.track_bandwidth"]))
+    params = bw["params"]
+    idx = [i for i, combo in enumerate(_product(params))
+           if combo == ("'torch'", "'16384'", "'float32'")][0]
+    assert bw["result"][idx] == pytest.approx(13.1)
+    machine = json.loads((results / "testbox" / "machine.json").read_text())
+    assert machine["gpu"] == "none" and machine["torch"] == "2.13.0"
+
+
+def test_failed_asv_run_leaves_stored_results_alone(tmp_path, home):
+    results = tmp_path / "results"
+    stored = results / "testbox" / "old.json"
+    stored.parent.mkdir(parents=True)
+    stored.write_text("{}")
+    status = store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results,
+                           python=str(tmp_path / "no-such-python"))
+    assert status != 0
+    assert [p.name for p in results.rglob("*")] == ["testbox", "old.json"]
+
+
+def _product(params):
+    import itertools
+
+    return list(itertools.product(*params))

@@ -1,0 +1,39 @@
+"""Bad input: one line on stderr naming the valid values, exit status 2, never a traceback."""
+
+import subprocess
+import sys
+
+import pytest
+
+from fusebench.environment import ROOT
+
+
+def bench(*args):
+    return subprocess.run([sys.executable, "scripts/bench.py", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--ops", "relu"], "bench: error: unknown op 'relu'; valid ops: gelu, softmax"),
+    (["--backends", "cudnn"], "bench: error: unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
+    (["--dtypes", "fp8"], "bench: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16"),
+])
+def test_unknown_names_are_one_line_and_exit_2(args, message):
+    out = bench(*args)
+    assert out.returncode == 2
+    assert out.stderr.strip() == message
+    assert "Traceback" not in out.stderr
+
+
+def test_quick_bench_end_to_end(tmp_path):
+    """A real quick run on this machine into a temporary results folder: sweep, asv, summary."""
+    out = subprocess.run(
+        [sys.executable, "scripts/bench.py", "--quick", "--ops", "gelu", "--dtypes", "float32",
+         "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish"],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        env={**__import__("os").environ, "HOME": str(tmp_path)})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "[1/4] gelu     eager" in out.stderr
+    assert "| shape | eager | torch |" in out.stdout
+    stored = list((tmp_path / "results").rglob("*.json"))
+    assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
