@@ -60,11 +60,11 @@ inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 
 
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
-  static constexpr float identity() { return -__builtin_huge_valf(); }
+  __host__ __device__ static constexpr float identity() { return -__builtin_huge_valf(); }
 };
 struct SumOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
-  static constexpr float identity() { return 0.f; }
+  __host__ __device__ static constexpr float identity() { return 0.f; }
 };
 
 // Butterfly reduction: every lane ends with the reduction over `width` lanes.
