@@ -24,10 +24,12 @@ cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t st
 enum class SoftmaxVariant : int {
   Auto = 0,
   WarpPerRow = 1,    // cols <= 1024: one warp per row, row in registers
-  BlockPerRow = 2,   // cols <= 32768: one block per row, row in registers
+  BlockPerRow = 2,   // cols <= 32768: one block per row, row in registers (*)
   Online = 3,        // any cols: one block per row, online max/sum + 2nd pass
-  SplitRow = 4,      // any cols: row split over blocks, two kernels
+  SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
 };
+// (*) With unaligned pointers or cols not a multiple of the 16-byte vector
+// width, BlockPerRow runs Online for cols > 16384.
 
 // Largest cols each register-caching variant accepts.
 constexpr int64_t kWarpPerRowMaxCols = 1024;

@@ -9,7 +9,8 @@
 //    Apex / PyTorch (aten/src/ATen/native/cuda/PersistentSoftmax.cuh).
 //  - BlockPerRow (cols <= 32768): one block per row, the row in registers
 //    (<= 32 fp32 values per thread), two block reductions (warp shuffles +
-//    shared memory). Reads the input once.
+//    shared memory). Reads the input once. The scalar (unaligned) path holds
+//    <= 16 values per thread; longer such rows run Online instead.
 //  - Online (any cols): one block per row; pass 1 keeps a running (max, sum)
 //    per thread and merges them (Milakov & Gimelshein 2018, "Online normalizer
 //    calculation for softmax", arXiv:1805.02867); pass 2 walks the row's
@@ -31,7 +32,8 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 constexpr int kWarpRows = 4;             // WarpPerRow: rows (warps) per 128-thread block
 constexpr int kBlockTargetThreads = 256; // BlockPerRow: preferred block size
-constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread
+constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread (vectorized)
+constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 registers)
 constexpr int kOnlineThreads = 512;      // Online: block size
 constexpr int kSplitThreads = 256;       // SplitRow: block size
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
@@ -257,9 +259,20 @@ cudaError_t warp_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t 
   return warp_items<T, 32>(x, y, rows, cols, s);
 }
 
+template <typename T>
+cudaError_t online(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
+  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(rows);
+  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
+    softmax_online_kernel<T, vec16<T>()><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
+  else
+    softmax_online_kernel<T, 1><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
+  return cudaGetLastError();
+}
+
 template <typename T, int VEC, int NV>
 cudaError_t block_nv(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
-  if constexpr (NV * VEC * 2 <= kBlockMaxItems) {
+  if constexpr (NV * VEC * 2 <= (VEC > 1 ? kBlockMaxItems : kBlockMaxItemsScalar)) {
     // Grow NV until the block is at most kBlockTargetThreads (or NV is capped).
     if (ceil_div(cols / VEC, NV) > kBlockTargetThreads) return block_nv<T, VEC, NV * 2>(x, y, rows, cols, s);
   }
@@ -274,18 +287,9 @@ template <typename T>
 cudaError_t block_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   if (cols > kBlockPerRowMaxCols) return cudaErrorInvalidValue;
   if (pick_vec<T>(x, y, cols, vec16<T>()) > 1) return block_nv<T, vec16<T>(), 1>(x, y, rows, cols, s);
+  // The scalar path holds at most 1024 * kBlockMaxItemsScalar elements per row.
+  if (cols > 1024 * kBlockMaxItemsScalar) return online<T>(x, y, rows, cols, s);
   return block_nv<T, 1, 1>(x, y, rows, cols, s);
-}
-
-template <typename T>
-cudaError_t online(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
-  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
-    softmax_online_kernel<T, vec16<T>()><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
-  else
-    softmax_online_kernel<T, 1><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
-  return cudaGetLastError();
 }
 
 template <typename T, int VEC>
