@@ -12,9 +12,9 @@ All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
 same shape and dtype, computed in fp32 and launched on the current stream.
 They are memory-bound: ideal traffic is one read and one write, i.e.
-``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` (a
-``torch`` ``c10::Error`` subclass) for a CPU tensor, another dtype, or a
-forced softmax variant that cannot take the row length; ``RuntimeError`` with
+``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` (from
+TORCH_CHECK, one line) for a non-CUDA tensor, another dtype, or a forced
+softmax variant that cannot take the row length; ``RuntimeError`` quoting
 ``unavailable_reason()`` when the extension cannot be used.
 """
 

@@ -244,7 +244,8 @@ cudaError_t launch_warp(const T* x, T* y, int64_t rows, int cols, cudaStream_t s
 template <typename T, int ITEMS>
 cudaError_t warp_items(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   constexpr int kVec = vec16<T>() < ITEMS ? vec16<T>() : ITEMS;
-  if (pick_vec<T>(x, y, cols, kVec) == kVec) return launch_warp<T, ITEMS / kVec, kVec>(x, y, rows, cols, s);
+  if (pick_vec<T>(x, y, cols, kVec) == kVec)
+    return launch_warp<T, ITEMS / kVec, kVec>(x, y, rows, cols, s);
   return launch_warp<T, ITEMS, 1>(x, y, rows, cols, s);
 }
 
@@ -274,7 +275,8 @@ template <typename T, int VEC, int NV>
 cudaError_t block_nv(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   if constexpr (NV * VEC * 2 <= (VEC > 1 ? kBlockMaxItems : kBlockMaxItemsScalar)) {
     // Grow NV until the block is at most kBlockTargetThreads (or NV is capped).
-    if (ceil_div(cols / VEC, NV) > kBlockTargetThreads) return block_nv<T, VEC, NV * 2>(x, y, rows, cols, s);
+    if (ceil_div(cols / VEC, NV) > kBlockTargetThreads)
+      return block_nv<T, VEC, NV * 2>(x, y, rows, cols, s);
   }
   const int64_t threads = ceil_div(ceil_div(cols / VEC, NV), kWarpSize) * kWarpSize;
   if (threads > 1024 || rows > 0x7fffffff) return cudaErrorInvalidValue;
@@ -286,7 +288,8 @@ cudaError_t block_nv(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
 template <typename T>
 cudaError_t block_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   if (cols > kBlockPerRowMaxCols) return cudaErrorInvalidValue;
-  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1) return block_nv<T, vec16<T>(), 1>(x, y, rows, cols, s);
+  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
+    return block_nv<T, vec16<T>(), 1>(x, y, rows, cols, s);
   // The scalar path holds at most 1024 * kBlockMaxItemsScalar elements per row.
   if (cols > 1024 * kBlockMaxItemsScalar) return online<T>(x, y, rows, cols, s);
   return block_nv<T, 1, 1>(x, y, rows, cols, s);
@@ -299,7 +302,8 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
   softmax_split_stats_kernel<T, VEC><<<grid, kSplitThreads, 0, s>>>(x, partial, cols, chunk / VEC);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  softmax_split_norm_kernel<T, VEC><<<grid, kSplitThreads, 0, s>>>(x, y, partial, cols, chunk / VEC);
+  softmax_split_norm_kernel<T, VEC>
+      <<<grid, kSplitThreads, 0, s>>>(x, y, partial, cols, chunk / VEC);
   return cudaGetLastError();
 }
 
@@ -307,7 +311,8 @@ template <typename T>
 cudaError_t split_row(const T* x, T* y, int64_t rows, int64_t cols, int sm_count, void* ws,
                       cudaStream_t s) {
   const int64_t chunk = split_chunk_elems(rows, cols, sm_count);
-  if (ws == nullptr || rows > 65535 || ceil_div(cols, chunk) > 0x7fffffff) return cudaErrorInvalidValue;
+  if (ws == nullptr || rows > 65535 || ceil_div(cols, chunk) > 0x7fffffff)
+    return cudaErrorInvalidValue;
   MaxSum* partial = static_cast<MaxSum*>(ws);
   if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
     return launch_split<T, vec16<T>()>(x, y, partial, rows, cols, chunk, s);
@@ -321,7 +326,8 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
   T* y = static_cast<T*>(yv);
   switch (variant) {
     case SoftmaxVariant::WarpPerRow: return warp_per_row<T>(x, y, rows, static_cast<int>(cols), s);
-    case SoftmaxVariant::BlockPerRow: return block_per_row<T>(x, y, rows, static_cast<int>(cols), s);
+    case SoftmaxVariant::BlockPerRow:
+      return block_per_row<T>(x, y, rows, static_cast<int>(cols), s);
     case SoftmaxVariant::Online: return online<T>(x, y, rows, cols, s);
     case SoftmaxVariant::SplitRow: return split_row<T>(x, y, rows, cols, sm_count, ws, s);
     case SoftmaxVariant::Auto: break;
