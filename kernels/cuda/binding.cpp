@@ -1,0 +1,119 @@
+// PyTorch binding for the fusebench CUDA kernels (gelu.cu, softmax.cu).
+//
+// Every op checks the device (CUDA) and dtype (float32, bfloat16, float16),
+// makes the input contiguous (a copy for non-contiguous inputs; the result
+// is always a new contiguous tensor of the input's shape), returns an empty
+// result for empty inputs, and launches on the current CUDA stream of the
+// input's device (c10::cuda::getCurrentCUDAStream, which at::cuda re-exports).
+// Only c10/cuda headers are used (not ATen/cuda/CUDAContext.h, which pulls in
+// cuBLAS/cuSPARSE headers), so the file also compiles against a CUDA toolkit
+// that ships just the runtime.
+#include <torch/extension.h>
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <atomic>
+
+#include "fusebench_cuda.h"
+
+namespace fc = fusebench::cuda;
+
+namespace {
+
+void check_input(const at::Tensor& x, const char* op) {
+  TORCH_CHECK(x.is_cuda(), op, ": expected a CUDA tensor, got device ", x.device());
+}
+
+fc::DType to_dtype(const at::Tensor& x, const char* op) {
+  switch (x.scalar_type()) {
+    case at::kFloat: return fc::DType::Float32;
+    case at::kBFloat16: return fc::DType::BFloat16;
+    case at::kHalf: return fc::DType::Float16;
+    default:
+      TORCH_CHECK(false, op, ": dtype must be float32, bfloat16 or float16, got ", x.scalar_type());
+  }
+}
+
+void check_launch(cudaError_t err, const char* op) {
+  TORCH_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
+}
+
+// SM count of `device`, queried once per device.
+int sm_count(c10::DeviceIndex device) {
+  static std::atomic<int> cache[256] = {};
+  std::atomic<int>& slot = cache[static_cast<uint8_t>(device)];
+  int n = slot.load(std::memory_order_relaxed);
+  if (n == 0) {
+    check_launch(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
+                 "sm_count");
+    slot.store(n, std::memory_order_relaxed);
+  }
+  return n;
+}
+
+at::Tensor gelu(const at::Tensor& x) {
+  check_input(x, "gelu");
+  const fc::DType dtype = to_dtype(x, "gelu");
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  if (xc.numel() == 0) return y;
+  check_launch(fc::gelu(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), dtype,
+                        c10::cuda::getCurrentCUDAStream()),
+               "gelu");
+  return y;
+}
+
+// Softmax over the last dimension (a 0-d tensor is one row of one element).
+at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, const char* op) {
+  check_input(x, op);
+  const fc::DType dtype = to_dtype(x, op);
+  TORCH_CHECK(variant >= 0 && variant <= 4, op, ": variant must be 0..4, got ", variant);
+  const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
+  const auto v = static_cast<fc::SoftmaxVariant>(variant);
+  TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
+              ": variant 1 (warp per row) needs cols <= ", fc::kWarpPerRowMaxCols, ", got ", cols);
+  TORCH_CHECK(v != fc::SoftmaxVariant::BlockPerRow || cols <= fc::kBlockPerRowMaxCols, op,
+              ": variant 2 (block per row) needs cols <= ", fc::kBlockPerRowMaxCols, ", got ",
+              cols);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  if (xc.numel() == 0) return y;
+  const int64_t rows = xc.numel() / cols;
+  const int sms = sm_count(x.device().index());
+  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, dtype, sms, v);
+  at::Tensor ws;
+  if (ws_bytes > 0) ws = at::empty({ws_bytes}, xc.options().dtype(at::kByte));
+  check_launch(fc::softmax(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v, sms,
+                           ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr,
+                           c10::cuda::getCurrentCUDAStream()),
+               op);
+  return y;
+}
+
+at::Tensor softmax(const at::Tensor& x) { return softmax_impl(x, 0, "softmax"); }
+
+at::Tensor softmax_variant(const at::Tensor& x, int64_t variant) {
+  return softmax_impl(x, variant, "softmax_variant");
+}
+
+int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int64_t sm_count) {
+  return static_cast<int64_t>(fc::softmax_pick_variant(rows, cols, static_cast<int>(elem_size),
+                                                       static_cast<int>(sm_count)));
+}
+
+}  // namespace
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "fusebench hand-written CUDA kernels";
+  m.def("gelu", &gelu, "GELU (tanh approximation) of a CUDA tensor", py::arg("x"));
+  m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
+  m.def("softmax_variant", &softmax_variant,
+        "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row",
+        py::arg("x"), py::arg("variant"));
+  m.def("softmax_pick_variant", &softmax_pick_variant,
+        "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),
+        py::arg("cols"), py::arg("elem_size"), py::arg("sm_count"));
+}

@@ -1,0 +1,127 @@
+// Device helpers shared by the fusebench CUDA kernels: dtype <-> fp32
+// conversions, 16-byte vector types, warp/block reductions, dispatch macro.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "fusebench_cuda.h"
+
+namespace fusebench {
+namespace cuda {
+
+constexpr int kWarpSize = 32;
+
+template <typename T> __device__ __forceinline__ float to_float(T v);
+template <> __device__ __forceinline__ float to_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ float to_float<__nv_bfloat16>(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <> __device__ __forceinline__ float to_float<__half>(__half v) { return __half2float(v); }
+
+template <typename T> __device__ __forceinline__ T from_float(float v);
+template <> __device__ __forceinline__ float from_float<float>(float v) { return v; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+template <> __device__ __forceinline__ __half from_float<__half>(float v) {
+  return __float2half_rn(v);
+}
+
+// N elements of T loaded/stored as one access; N * sizeof(T) is 16 bytes for
+// the vectorized paths (LDG.128/STG.128), N == 1 for the scalar fallbacks.
+template <typename T, int N>
+struct alignas(sizeof(T) * N) Vec {
+  T v[N];
+};
+
+// Elements per 16-byte vector.
+template <typename T> constexpr int vec16() { return 16 / static_cast<int>(sizeof(T)); }
+
+template <typename T, int N>
+__device__ __forceinline__ void load_vec(const T* p, float (&out)[N]) {
+  const Vec<T, N> v = *reinterpret_cast<const Vec<T, N>*>(p);
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_float(v.v[i]);
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void store_vec(T* p, const float (&in)[N]) {
+  Vec<T, N> v;
+#pragma unroll
+  for (int i = 0; i < N; ++i) v.v[i] = from_float<T>(in[i]);
+  *reinterpret_cast<Vec<T, N>*>(p) = v;
+}
+
+inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
+
+struct MaxOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+  __host__ __device__ static constexpr float identity() { return -__builtin_huge_valf(); }
+};
+struct SumOp {
+  __device__ __forceinline__ float operator()(float a, float b) const { return a + b; }
+  __host__ __device__ static constexpr float identity() { return 0.f; }
+};
+
+// Butterfly reduction: every lane ends with the reduction over `width` lanes.
+template <typename Op, int width = kWarpSize>
+__device__ __forceinline__ float warp_reduce(float v, Op op = Op()) {
+#pragma unroll
+  for (int off = width / 2; off > 0; off /= 2) v = op(v, __shfl_xor_sync(0xffffffffu, v, off));
+  return v;
+}
+
+// Block-wide reduction returned to every thread; blockDim.x must be a multiple
+// of 32. `smem` needs 32 floats and must not be reused by the caller before a
+// following __syncthreads (use distinct buffers for back-to-back reductions).
+template <typename Op>
+__device__ __forceinline__ float block_reduce(float v, float* smem, Op op = Op()) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  const int nwarps = blockDim.x / kWarpSize;
+  v = warp_reduce<Op>(v, op);
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < nwarps ? smem[lane] : Op::identity();
+  return warp_reduce<Op>(v, op);
+}
+
+// Online-softmax state (running max m, sum s of exp(x - m)), Milakov &
+// Gimelshein 2018, arXiv:1805.02867, eq. (4). An empty state is (-inf, 0).
+struct MaxSum {
+  float m, s;
+};
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  // The equality tests keep (-inf, 0) states from producing exp(-inf + inf).
+  const float sa = a.m == m ? a.s : a.s * expf(a.m - m);
+  const float sb = b.m == m ? b.s : b.s * expf(b.m - m);
+  return {m, sa + sb};
+}
+
+__device__ __forceinline__ MaxSum warp_reduce(MaxSum v) {
+#pragma unroll
+  for (int off = kWarpSize / 2; off > 0; off /= 2) {
+    MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)};
+    v = combine(v, o);
+  }
+  return v;
+}
+
+// Block-wide MaxSum reduction to every thread; `smem` needs 32 entries.
+__device__ __forceinline__ MaxSum block_reduce(MaxSum v, MaxSum* smem) {
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
+  v = warp_reduce(v);
+  if (lane == 0) smem[warp] = v;
+  __syncthreads();
+  v = lane < static_cast<int>(blockDim.x / kWarpSize) ? smem[lane]
+                                                      : MaxSum{-__builtin_huge_valf(), 0.f};
+  return warp_reduce(v);
+}
+
+}  // namespace cuda
+}  // namespace fusebench

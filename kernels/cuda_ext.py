@@ -1,0 +1,155 @@
+"""Hand-written CUDA kernels (kernels/cuda/*.cu) as a lazily built torch extension.
+
+Nothing is compiled or touches CUDA at import time. The first call that needs
+the extension builds it once per process with
+``torch.utils.cpp_extension.load`` (``-O3``, sm_80 and sm_90 SASS plus
+compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors)
+into a persistent directory: ``$FUSEBENCH_EXT_DIR`` if set, else
+``~/.cache/fusebench/torch_extensions/<torch version>-<cuda version>``, so
+later processes only re-link when a source changed.
+
+All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
+contiguous (a copy when it is not), and return a new contiguous tensor of the
+same shape and dtype, computed in fp32 and launched on the current stream.
+They are memory-bound: ideal traffic is one read and one write, i.e.
+``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` (from
+TORCH_CHECK, one line) for a non-CUDA tensor, another dtype, or a forced
+softmax variant that cannot take the row length; ``RuntimeError`` quoting
+``unavailable_reason()`` when the extension cannot be used.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from pathlib import Path
+
+import torch
+
+from kernels.cuda_check import find_nvcc
+
+_SRC = Path(__file__).resolve().parent / "cuda"
+SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu"]
+CFLAGS = ["-O3", "-Wall", "-Werror"]
+CUDA_CFLAGS = [
+    "-O3",
+    "-gencode", "arch=compute_80,code=sm_80",
+    "-gencode", "arch=compute_90,code=sm_90",
+    "-gencode", "arch=compute_90,code=compute_90",
+    "-Werror", "all-warnings",
+    "-Xcompiler", "-Wall,-Werror",
+]  # fmt: skip
+
+# softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
+VARIANTS = {"auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4}
+WARP_PER_ROW_MAX_COLS = 1024
+BLOCK_PER_ROW_MAX_COLS = 32768
+
+
+def build_directory() -> Path:
+    """Where the extension is built and cached (see the module docstring)."""
+    if env := os.environ.get("FUSEBENCH_EXT_DIR"):
+        return Path(env)
+    tag = f"{torch.__version__}-{torch.version.cuda}"
+    return Path.home() / ".cache" / "fusebench" / "torch_extensions" / tag
+
+
+def _first_error_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    for ln in lines[1:]:
+        if re.search(r"\berror\b", ln, re.IGNORECASE):
+            return ln
+    return lines[0] if lines else type(exc).__name__
+
+
+@functools.cache
+def _load():
+    """(module, None) once built, else (None, reason); runs once per process."""
+    if torch.version.cuda is None:
+        return None, "torch built without CUDA"
+    if not torch.cuda.is_available():
+        return None, "no CUDA GPU"
+    if find_nvcc() is None:
+        return None, "nvcc not found"
+    from torch.utils.cpp_extension import load
+
+    build_dir = build_directory()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        module = load(
+            name="fusebench_cuda",
+            sources=[str(s) for s in SOURCES],
+            extra_cflags=CFLAGS,
+            extra_cuda_cflags=CUDA_CFLAGS,
+            build_directory=str(build_dir),
+            verbose=False,
+        )
+    except Exception as exc:  # noqa: BLE001 - any build or import failure is reported, not raised
+        return None, f"build failed: {_first_error_line(exc)}"
+    return module, None
+
+
+def unavailable_reason() -> str | None:
+    """None when the extension is usable; otherwise why not, in one line
+    ("torch built without CUDA", "no CUDA GPU", "nvcc not found", or
+    "build failed: <first error line>"). Builds the extension on first call
+    when everything is present."""
+    return _load()[1]
+
+
+def _module():
+    module, reason = _load()
+    if module is None:
+        raise RuntimeError(f"fusebench CUDA extension unavailable: {reason}")
+    return module
+
+
+def gelu(x: torch.Tensor) -> torch.Tensor:
+    """GELU, tanh approximation, elementwise: any shape, float32/bfloat16/float16.
+
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 (``tanhf``).
+    Moves 2 * itemsize bytes per element (memory-bound). Launch: 256-thread
+    blocks, each thread four 16-byte vectors (4 fp32 or 8 16-bit elements),
+    grid = ceil(numel / (1024 * elems_per_vector)); unaligned data uses scalar
+    accesses with the same geometry.
+    """
+    return _module().gelu(x)
+
+
+def softmax(x: torch.Tensor) -> torch.Tensor:
+    """Softmax over the last dimension of x (any shape; viewed as
+    (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
+    max-subtracted. Moves 2 * itemsize bytes per element ideally
+    (memory-bound; the Online and SplitRow variants re-read the row, from L2
+    when it fits). The variant comes from ``pick_variant``; see
+    ``softmax_variant`` for each variant's launch geometry.
+    """
+    return _module().softmax(x)
+
+
+def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
+    """``softmax`` with a forced variant (a ``VARIANTS`` name or code):
+
+    - 1 warp_per_row, cols <= 1024: a warp per row, 4 rows per 128-thread
+      block, row in registers; grid = ceil(rows / 4).
+    - 2 block_per_row, cols <= 32768: a block per row (32..1024 threads,
+      about 256 when each thread can hold up to 32 values), row in
+      registers; grid = rows.
+    - 3 online: a 512-thread block per row, online max/sum then a reverse
+      normalizing pass; grid = rows.
+    - 4 split_row: rows <= 65535; each row split into chunks (multiples of
+      4096 elements, about 2 blocks per SM in total), 256-thread blocks,
+      grid = (chunks, rows), two kernels and a rows * chunks * 8-byte
+      workspace.
+    Raises RuntimeError when the variant cannot take x's row length.
+    """
+    code = VARIANTS[variant] if isinstance(variant, str) else int(variant)
+    return _module().softmax_variant(x, code)
+
+
+def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
+    """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
+    cols <= 1024: warp_per_row; rows < sm_count and cols * elem_size >= 64 KiB:
+    split_row; cols <= 32768: block_per_row; else online."""
+    return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
