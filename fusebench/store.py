@@ -97,6 +97,8 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
         staging = Path(tmp)
         config = staged_config(staging, results_dir)
         env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
+        if "PYTHONPATH" in env:  # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH
+            env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])
         try:
             status = subprocess.run(asv_command(config, machine, commit, python), env=env,
                                     cwd=ROOT).returncode

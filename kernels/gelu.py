@@ -22,7 +22,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from fusebench.backends import compiled, require_triton
+from fusebench.backends import compiled, require_cuda_extension, require_triton
 from fusebench.registry import Op
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -80,3 +80,10 @@ def triton_(x):
 
     return lambda: triton_gelu.gelu(x)
 
+
+
+@OP.backend("cuda")
+def cuda(x):
+    """Hand-written CUDA C++ kernel (``kernels/cuda/gelu.cu``), built as a torch extension."""
+    ext = require_cuda_extension(x)
+    return lambda: ext.gelu(x)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import torch
 
-from fusebench.backends import compiled, require_triton
+from fusebench.backends import compiled, require_cuda_extension, require_triton
 from fusebench.registry import Op
 
 
@@ -92,3 +92,10 @@ def triton_(x):
     from kernels import triton_softmax
 
     return lambda: triton_softmax.softmax(x)
+
+
+@OP.backend("cuda")
+def cuda(x):
+    """Hand-written CUDA C++ kernels (``kernels/cuda/softmax.cu``), built as a torch extension."""
+    ext = require_cuda_extension(x)
+    return lambda: ext.softmax(x)

@@ -15,7 +15,8 @@ def bench(*args):
 
 @pytest.mark.parametrize("args, message", [
     (["--ops", "relu"], "bench: error: unknown op 'relu'; valid ops: gelu, softmax"),
-    (["--backends", "cudnn"], "bench: error: unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
+    (["--backends", "cudnn"],
+     "bench: error: unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
     (["--dtypes", "fp8"], "bench: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16"),
 ])
 def test_unknown_names_are_one_line_and_exit_2(args, message):

@@ -1,0 +1,48 @@
+"""Tests that need an NVIDIA GPU (marked ``gpu``; skipped in CI, run on the H200)."""
+
+import pytest
+import torch
+
+from fusebench import correctness, launches, sweep
+from kernels import get_op
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("variant, shape", [
+    ("warp_per_row", (300, 1000)), ("block_per_row", (64, 5000)), ("online", (16, 70001)),
+    ("split_row", (3, 300000)), ("online", (8, 1000)), ("block_per_row", (5, 33)),
+])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
+    from kernels import cuda_ext
+
+    assert cuda_ext.unavailable_reason() is None
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    r = correctness.check(get_op("softmax"), lambda: cuda_ext.softmax_variant(x, variant), x)
+    assert r.passed, r.reason
+
+
+@pytest.mark.parametrize("op, backend, expected", [
+    ("gelu", "eager", 9), ("gelu", "torch", 1), ("gelu", "triton", 1), ("gelu", "cuda", 1),
+    ("softmax", "eager", 5), ("softmax", "torch", 1), ("softmax", "compile", 1),
+])
+def test_launches_per_call(op, backend, expected):
+    o = get_op(op)
+    x = torch.randn(4096, 512, device="cuda")
+    fn = o.backends[backend].factory(x)
+    fn()
+    assert launches.launches_per_call(fn, torch.device("cuda")) == expected
+
+
+def test_a_gpu_case_has_every_figure():
+    op = get_op("gelu")
+    dev = torch.device("cuda")
+    from fusebench import timing
+
+    rec = sweep.run_case(op, "triton", (1 << 24,), "float32", dev, 4000.0, timing.l2_flush_buffer(dev))
+    assert rec.status == "ok", rec.reason
+    assert rec.clock == "cuda-events" and rec.launches == 1
+    assert 0 < rec.device_time_ms <= rec.device_time_cold_ms * 1.5
+    assert rec.wall_time_ms >= rec.device_time_ms * 0.5
+    assert rec.clocks.get("sm_clock_mhz", 0) > 0
