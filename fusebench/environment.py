@@ -27,8 +27,10 @@ CLOCK_EVENT_REASONS = {
 
 
 def device() -> torch.device:
-    """The device fusebench measures on: ``cuda`` (current device) when a GPU is usable, else ``cpu``."""
-    return torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    """The device measured on: ``cuda`` (the current device) when a GPU is usable, else ``cpu``."""
+    if torch.cuda.is_available():
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
 
 
 def machine_name(dev: torch.device | None = None) -> str:
@@ -45,7 +47,7 @@ def machine_name(dev: torch.device | None = None) -> str:
 
 
 def slug(gpu_name: str) -> str:
-    """Lowercase, vendor dropped, runs of other characters as ``-``: ``"NVIDIA H100 80GB HBM3"`` -> ``"h100-80gb-hbm3"``."""
+    """Lowercase, vendor dropped, other runs as ``-``: ``"NVIDIA H100 80GB HBM3"`` -> ``"h100-80gb-hbm3"``."""
     name = re.sub(r"\b(nvidia|geforce)\b", "", gpu_name.lower())
     return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "gpu"
 
@@ -138,7 +140,7 @@ def capture(dev: torch.device) -> dict:
                    l2_bytes=getattr(props, "L2_cache_size", None),
                    memory_bytes=props.total_memory,
                    capability=f"{props.major}.{props.minor}")
-        if (h := _nvml_handle(dev.index or 0)) is not None:
+        if _nvml_handle(dev.index or 0) is not None:
             import pynvml
 
             env["driver"] = pynvml.nvmlSystemGetDriverVersion()
