@@ -4,7 +4,10 @@ Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
 
 * warm-up until compilation and lazy loading are done; the first call is never timed;
 * device time: a CUDA event pair around each repeat, one synchronize at the end, per-repeat
-  ``elapsed_time`` (CUDA Runtime API, ``cudaEventElapsedTime``: resolution about 0.5 µs);
+  ``elapsed_time`` (CUDA Runtime API, ``cudaEventElapsedTime``: resolution about 0.5 µs).
+  Each batch of repeats is queued behind a *blocking kernel* (a spin of known length, the
+  method of NVIDIA's nvbench) so the GPU never waits for the host: the events then time the
+  kernels, not Python's launch overhead, even for kernels shorter than their launch;
   *cold* mode writes a buffer twice the size of L2 before each repeat, outside the event pair,
   so each timed call reads its input from HBM; *hot* mode runs back to back on the same buffers;
 * wall time: synchronize, host ``perf_counter``, call, synchronize, read the clock: what a
@@ -102,17 +105,43 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device=device)
 
 
+#: Longest blocking kernel, ms, and the clock its cycle count assumes (GHz; a slower clock only
+#: makes the spin longer, which is harmless).
+BLOCK_MS_MAX = 50.0
+BLOCK_CLOCK_GHZ = 2.0
+
+
+def enqueue_ms(fn: Callable[[], object], calls: int = 5) -> float:
+    """Host time to *launch* one call of ``fn`` (no synchronization), ms: the slowest of ``calls``."""
+    worst = 0.0
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        worst = max(worst, time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return worst * 1e3
+
+
 def device_time(fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None) -> Timing:
     """Device time of ``fn`` on the current CUDA stream, CUDA events around each repeat.
+
+    Repeats are queued in batches, each behind a blocking kernel (``torch.cuda._sleep``) long
+    enough for the host to enqueue the whole batch, so no repeat waits on the host.
 
     Args:
         fn: ready callable (warmed up).
         repeats: number of timed calls.
         flush: when given (cold mode), zeroed before each repeat, outside the timed region.
     """
+    # Per repeat the host launches fn, two event records and maybe the flush: allow twice fn's.
+    per_repeat_ms = 2.0 * enqueue_ms(fn) + 0.02
+    batch = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for start, end in zip(starts, ends):
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        if i % batch == 0:
+            n = min(batch, repeats - i)
+            torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * BLOCK_CLOCK_GHZ * 1e9))
         if flush is not None:
             flush.zero_()
         start.record()

@@ -57,3 +57,19 @@ def test_device_time_of_a_sleep_kernel_matches_its_length():
 def test_copy_ceiling_on_gpu_is_plausible():
     c = metrics.measure_copy_ceiling(torch.device("cuda"))
     assert 100 < c.gbps < 20_000
+
+
+@pytest.mark.gpu
+def test_device_time_excludes_host_launch_overhead():
+    # A tiny kernel launched by a slow host (1 ms of Python per call): the blocking kernel keeps
+    # the GPU queued, so device time is the kernel's microseconds, not the host's millisecond.
+    import time as _time
+
+    x = torch.ones(1024, device="cuda")
+
+    def slow_host_tiny_kernel():
+        _time.sleep(0.001)
+        return x.add_(0)
+
+    t = timing.device_time(slow_host_tiny_kernel, 20)
+    assert t.median_ms < 0.1
