@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from fusebench.registry import BACKENDS, DTYPES, Op, shape_label
+from fusebench.registry import BACKENDS, Op, shape_label
 
 #: Environment variable naming a sweep file to publish instead of measuring again.
 SWEEP_ENV = "FUSEBENCH_SWEEP"
@@ -28,7 +28,8 @@ except ImportError:  # pragma: no cover - outside asv
 def load_records() -> dict:
     """The records asv publishes: read from ``$FUSEBENCH_SWEEP`` or measured now.
 
-    Returns ``{(op, backend, shape, dtype): record dict}`` plus ``"ceiling_gbps"``.
+    Returns ``{"records": {(op, backend, shape, dtype): record dict}, "ceiling_gbps": ...,
+    "peak_tflops": ...}``.
     """
     from fusebench import sweep
 
@@ -40,7 +41,7 @@ def load_records() -> dict:
 
         result = sweep.run(OPS.values())
     records = {r.key: vars(r) for r in result.records}
-    return {"records": records, "ceiling_gbps": result.ceiling_gbps}
+    return {"records": records, "ceiling_gbps": result.ceiling_gbps, "peak_tflops": result.peak_tflops}
 
 
 class _OpSuite:
@@ -102,8 +103,26 @@ class _OpSuite:
     track_pct_of_ceiling.unit = "%"
 
 
+class _ComputeMetrics:
+    """Metrics added to the class of an op that declares its arithmetic (``Op.flops``)."""
+
+    def track_tflops(self, cache, backend, shape, dtype):
+        """Throughput, declared flops / device time (host time on the CPU), TFLOP/s."""
+        return self._value("tflops")
+
+    track_tflops.unit = "TFLOP/s"
+
+    def track_pct_of_peak(self, cache, backend, shape, dtype):
+        """Throughput as % of this run's matrix peak (a large bfloat16 matmul)."""
+        return self._value("pct_of_peak")
+
+    track_pct_of_peak.unit = "%"
+
+
 def suite_class(op: Op) -> type:
-    """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × dtypes."""
-    params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(DTYPES)]
-    return type(op.name.capitalize(), (_OpSuite,), {"op": op.name, "params": params,
-                                                    "__module__": "benchmarks.suite"})
+    """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × the op's
+    dtypes; with TFLOP/s and % of peak when the op declares flops."""
+    params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(op.dtypes)]
+    bases = (_OpSuite, _ComputeMetrics) if op.flops is not None else (_OpSuite,)
+    return type(op.name.capitalize(), bases, {"op": op.name, "params": params,
+                                              "__module__": "benchmarks.suite"})

@@ -17,7 +17,7 @@ from typing import Callable
 import torch
 
 from fusebench.backends import first_line
-from fusebench.registry import Op
+from fusebench.registry import PRECISIONS, Op, Shape, dtype_name
 
 #: Normwise relative tolerance by dtype: fp32 well under 1e-5; 16-bit about 1e-2 (bf16 keeps
 #: 8 bits of mantissa, so one rounding of the output alone is up to 2^-8 = 3.9e-3).
@@ -54,12 +54,25 @@ def relative_error(y: torch.Tensor, ref: torch.Tensor) -> float:
     return diff / scale if scale > 0 else diff
 
 
-def check(op: Op, fn: Callable[[], torch.Tensor], x: torch.Tensor) -> GateResult:
+def tolerance(op: Op, shape: Shape, precision: str) -> float:
+    """The gate's tolerance for ``op`` on ``shape`` in ``precision`` (a dtype-axis name).
+
+    The op's own rule when it declares one (``Op.tolerance``: matmul's grows with sqrt(k)),
+    else the storage dtype's entry of :data:`TOLERANCE`.
+    """
+    if op.tolerance is not None:
+        return op.tolerance(tuple(shape), precision)
+    return TOLERANCE[PRECISIONS[precision].dtype]
+
+
+def check(op: Op, fn: Callable[[], torch.Tensor], x: torch.Tensor,
+          precision: str | None = None) -> GateResult:
     """Run the gate on ``fn`` (a backend's ready callable over ``x``, any shape).
 
+    ``precision`` is the case's dtype-axis name (``"tf32"``); by default the name of ``x``'s dtype.
     Never raises for a failing backend: the exception becomes the failure ``reason``.
     """
-    tol = TOLERANCE[x.dtype]
+    tol = tolerance(op, x.shape, precision or dtype_name(x.dtype))
     try:
         first = fn()
         if first.shape == x.shape and first.is_floating_point():

@@ -5,7 +5,12 @@
 * copy ceiling = bandwidth of a device-to-device copy (``dst.copy_(src)``) on the same device in
   the same run, counting bytes read plus bytes written, the practical roofline for memory-bound
   kernels (STREAM's Copy, McCalpin 1995);
-* % of ceiling above :data:`CACHE_FLAG_PCT` means caches are being measured, not memory.
+* % of ceiling above :data:`CACHE_FLAG_PCT` means caches are being measured, not memory;
+* for an op that declares its arithmetic (``Op.flops``): throughput = flops / time, in TFLOP/s
+  (1e12 floating-point operations per second), against the **matrix peak**: the throughput of a
+  large bfloat16 matmul (``torch.matmul``, i.e. cuBLAS) measured on the same device in the same
+  run, the practical compute roof (tensor cores fed at their best), as the copy is the memory
+  roof. % of peak = throughput / matrix peak.
 """
 
 from __future__ import annotations
@@ -71,3 +76,60 @@ def measure_copy_ceiling(device: torch.device, nbytes: int | None = None) -> Cop
     else:
         t = timing.wall_time(copy, reps, device)
     return CopyCeiling(effective_bandwidth_gbps(2 * src.numel() * 4, t.median_ms), src.numel() * 4, t)
+
+
+def tflops(flops: int, time_ms: float) -> float:
+    """``flops`` floating-point operations done in ``time_ms`` milliseconds, in TFLOP/s (1e12/s)."""
+    return flops / (time_ms * 1e-3) / 1e12 if time_ms > 0 else float("nan")
+
+
+def pct_of_peak(tflops_value: float, peak_tflops: float) -> float:
+    """``tflops_value`` as a percentage of ``peak_tflops``."""
+    return 100.0 * tflops_value / peak_tflops if peak_tflops > 0 else float("nan")
+
+
+#: The matrix-peak measurement: n x n x n bfloat16 on a GPU (tensor cores; 8192^3 takes about
+#: 2 ms on an H200), float32 on the CPU (bfloat16 matmul there is emulated, not a peak), smaller.
+PEAK_N_CUDA, PEAK_DTYPE_CUDA = 8192, torch.bfloat16
+PEAK_N_CPU, PEAK_DTYPE_CPU = 512, torch.float32
+
+
+@dataclass(frozen=True)
+class MatrixPeak:
+    """The matrix peak of one device in one run.
+
+    Attributes:
+        tflops: 2 n^3 / median time, TFLOP/s.
+        n: the square matmul's size.
+        dtype: its dtype name (``"bfloat16"`` on a GPU, ``"float32"`` on the CPU).
+        timing: the matmul's timing (device time on a GPU, host time on the CPU).
+    """
+
+    tflops: float
+    n: int
+    dtype: str
+    timing: timing.Timing
+
+
+def measure_matrix_peak(device: torch.device, n: int | None = None,
+                        dtype: torch.dtype | None = None) -> MatrixPeak:
+    """Measure the matmul throughput of ``device`` on an ``n x n`` by ``n x n`` product (hot).
+
+    Args:
+        device: ``cuda`` (CUDA events, behind a blocking kernel) or ``cpu`` (host clock).
+        n, dtype: default :data:`PEAK_N_CUDA` bfloat16 on a GPU, :data:`PEAK_N_CPU` float32 on the CPU.
+    """
+    cuda = device.type == "cuda"
+    n = n or (PEAK_N_CUDA if cuda else PEAK_N_CPU)
+    dtype = dtype or (PEAK_DTYPE_CUDA if cuda else PEAK_DTYPE_CPU)
+    g = torch.Generator(device=device).manual_seed(0)
+    a = torch.randn(n, n, generator=g, device=device).to(dtype)
+    b = torch.randn(n, n, generator=g, device=device).to(dtype)
+    out = torch.empty(n, n, dtype=dtype, device=device)
+
+    def mm():
+        return torch.matmul(a, b, out=out)
+
+    reps = timing.repeats_for(timing.warm_up(mm, device))
+    t = timing.device_time(mm, reps) if cuda else timing.wall_time(mm, reps, device)
+    return MatrixPeak(tflops(2 * n ** 3, t.median_ms), n, str(dtype).removeprefix("torch."), t)

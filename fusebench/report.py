@@ -1,4 +1,5 @@
-"""The end-of-run summary: per op and dtype, shape × backend, GB/s, % of ceiling, speedup over eager."""
+"""The end-of-run summary: per op and dtype, shape × backend: GB/s and % of the copy ceiling (memory-bound
+ops) or ms, TFLOP/s and % of the matrix peak (compute-bound ops), and the speedup over eager."""
 
 from __future__ import annotations
 
@@ -13,12 +14,21 @@ def _time(rec: Record) -> float | None:
 
 
 def cell(rec: Record | None, eager: Record | None) -> str:
-    """``"3986 94% 8.1x"``: GB/s, % of the copy ceiling, speedup over ``eager`` (same case)."""
+    """``"3986 94% 8.1x"``: GB/s, % of the copy ceiling, speedup over ``eager`` (same case).
+
+    For a compute-bound op, ``"0.315 ms 436.2 TF 61%"``: time, TFLOP/s, % of the matrix peak
+    (time first: at small sizes it is the flat launch-overhead plateau).
+    """
     if rec is None:
         return "-"
     if rec.status != "ok":
         return rec.status
-    text = f"{rec.bandwidth_gbps:.0f} {rec.pct_of_ceiling:.0f}%"
+    if rec.roofline == "compute":
+        text = f"{_time(rec):.4g} ms {rec.tflops:.4g} TF"
+        if rec.pct_of_peak is not None:
+            text += f" {rec.pct_of_peak:.0f}%"
+    else:
+        text = f"{rec.bandwidth_gbps:.0f} {rec.pct_of_ceiling:.0f}%"
     if eager is not None and eager.status == "ok":
         text += f" {_time(eager) / _time(rec):.1f}x"
     return text
@@ -33,6 +43,9 @@ def summary(result: Sweep) -> str:
     where = result.environment.get("gpu") or "CPU"
     out = [f"Effective bandwidth GB/s, % of the copy ceiling ({result.ceiling_gbps:.0f} GB/s), "
            f"speedup over eager; {clock}, {where}."]
+    if result.peak_tflops:
+        out[0] += (f" Compute-bound ops: time, TFLOP/s, % of the matrix peak "
+                   f"({result.peak_tflops:.1f} TFLOP/s).")
     for (op, dtype), cases in groups.items():
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any(cases.get((s, b)) and cases[(s, b)].status != "skipped"

@@ -18,7 +18,7 @@ import torch
 
 from fusebench import backends, correctness, environment, inputs, launches, metrics, timing
 from fusebench.errors import SkipCase
-from fusebench.registry import BACKENDS, DTYPES, Op, Shape, shape_label
+from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
 FORMAT_VERSION = 1
@@ -26,8 +26,11 @@ FORMAT_VERSION = 1
 
 @dataclass
 class Record:
-    """One case's outcome. Times in ms, bandwidth in GB/s, sizes in bytes.
+    """One case's outcome. Times in ms, bandwidth in GB/s, sizes in bytes, throughput in TFLOP/s.
 
+    ``dtype`` is the dtype-axis name (``"tf32"`` included). ``flops``, ``tflops`` and
+    ``pct_of_peak`` (of the run's matrix peak) are set for ops that declare their arithmetic;
+    ``roofline`` says which ceiling bounds the op (``cache_flag`` applies to memory-bound ops).
     ``status`` is ``"ok"`` (gated and timed), ``"failed"`` (gate or run failed: ``reason``) or
     ``"skipped"`` (this machine or backend cannot run it: ``reason``). Device times are None on
     the CPU; there ``bandwidth_gbps`` comes from the host clock (``clock`` says which).
@@ -59,6 +62,10 @@ class Record:
     launches: int | None = None
     compile_s: float | None = None
     clocks: dict = field(default_factory=dict)
+    roofline: str = "memory"
+    flops: int | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -67,13 +74,18 @@ class Record:
 
 @dataclass
 class Sweep:
-    """All records of one run, with the environment and the copy ceiling they were measured in."""
+    """All records of one run, with the environment and the ceilings they were measured in.
+
+    ``peak_tflops`` is the matrix peak (``metrics.measure_matrix_peak``), measured only when an
+    op of the run declares flops; None otherwise.
+    """
 
     environment: dict
     ceiling_gbps: float
     grid: str
     records: list[Record]
     format_version: int = FORMAT_VERSION
+    peak_tflops: float | None = None
 
     def save(self, path: Path) -> None:
         """Write as JSON (atomically: a temporary file, then a rename)."""
@@ -105,23 +117,33 @@ def grid_name(dev: torch.device, quick: bool) -> str:
 
 
 def cases(ops: Iterable[Op], grid: str, backend_names: Iterable[str] = BACKENDS,
-          dtype_names: Iterable[str] = DTYPES) -> list[tuple[Op, str, Shape, str]]:
-    """The cases of ``grid`` in run order: op, then shape, then dtype, then backend."""
+          dtype_names: Iterable[str] = PRECISIONS) -> list[tuple[Op, str, Shape, str]]:
+    """The cases of ``grid`` in run order: op, then shape, then dtype, then backend.
+
+    Each op contributes only the selected dtypes on its own dtype axis (``Op.dtypes``).
+    """
     backend_names, dtype_names = list(backend_names), list(dtype_names)
     return [(op, b, shape, d) for op in ops for shape in op.grids[grid]
-            for d in dtype_names for b in backend_names]
+            for d in dtype_names if d in op.dtypes for b in backend_names]
 
 
 def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
-             ceiling_gbps: float, flush: torch.Tensor | None) -> Record:
-    """Gate, warm up and time one case. Never raises for a failing backend (see ``status``)."""
-    rec = Record(op.name, backend, shape_label(shape), dtype,
-                 bytes_moved=op.bytes_moved(shape, DTYPES[dtype]))
+             ceiling_gbps: float, flush: torch.Tensor | None,
+             peak_tflops: float | None = None) -> Record:
+    """Gate, warm up and time one case. Never raises for a failing backend (see ``status``).
+
+    ``dtype`` is a dtype-axis name (:data:`fusebench.registry.PRECISIONS`); ``peak_tflops`` the
+    run's matrix peak, needed for ``pct_of_peak`` of an op that declares flops.
+    """
+    precision = PRECISIONS[dtype]
+    rec = Record(op.name, backend, shape_label(shape), dtype, roofline=op.roofline,
+                 bytes_moved=op.bytes_moved(shape, precision.dtype),
+                 flops=op.flops(shape) if op.flops else None)
     try:
         factory = op.get_backend(backend).factory
-        x = inputs.make_input(shape, DTYPES[dtype], str(dev))
+        x = inputs.make_input(shape, precision.dtype, str(dev))
         backends.last_compile_seconds = None
-        fn = factory(x)
+        fn = precision.bind(factory, x)
         rec.compile_s = backends.last_compile_seconds
     except SkipCase as exc:
         rec.status, rec.reason = "skipped", str(exc)
@@ -129,20 +151,20 @@ def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
     except Exception as exc:
         rec.status, rec.reason = "failed", backends.first_line(exc)
         return rec
-    gate = correctness.check(op, fn, x)
+    gate = correctness.check(op, fn, x, dtype)
     rec.max_rel_error, rec.tolerance = gate.max_rel_error, gate.tolerance
     if not gate.passed:
         rec.status, rec.reason = "failed", f"correctness gate: {gate.reason}"
         return rec
     try:
-        _time(rec, fn, dev, ceiling_gbps, flush)
+        _time(rec, fn, dev, ceiling_gbps, flush, peak_tflops)
     except Exception as exc:
         rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
     return rec
 
 
 def _time(rec: Record, fn: Callable[[], object], dev: torch.device, ceiling_gbps: float,
-          flush: torch.Tensor | None) -> None:
+          flush: torch.Tensor | None, peak_tflops: float | None) -> None:
     reps = timing.repeats_for(timing.warm_up(fn, dev))
     rec.repeats = reps
     if dev.type == "cuda":
@@ -161,7 +183,11 @@ def _time(rec: Record, fn: Callable[[], object], dev: torch.device, ceiling_gbps
     rec.clock, rec.noise = main.clock, main.noise
     rec.bandwidth_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, main.median_ms)
     rec.pct_of_ceiling = metrics.pct_of_ceiling(rec.bandwidth_gbps, ceiling_gbps)
-    rec.cache_flag = rec.pct_of_ceiling > metrics.CACHE_FLAG_PCT
+    rec.cache_flag = rec.roofline == "memory" and rec.pct_of_ceiling > metrics.CACHE_FLAG_PCT
+    if rec.flops is not None:
+        rec.tflops = metrics.tflops(rec.flops, main.median_ms)
+        if peak_tflops:
+            rec.pct_of_peak = metrics.pct_of_peak(rec.tflops, peak_tflops)
 
 
 def progress_line(i: int, n: int, rec: Record) -> str:
@@ -170,8 +196,13 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
     t = rec.device_time_ms if rec.device_time_ms is not None else rec.wall_time_ms
-    text = (f"{head} ok {t:9.4f} ms ±{100 * rec.noise:4.1f}% {rec.bandwidth_gbps:8.1f} GB/s "
-            f"{rec.pct_of_ceiling:5.1f}% of ceiling")
+    text = f"{head} ok {t:9.4f} ms ±{100 * rec.noise:4.1f}% "
+    if rec.roofline == "compute":
+        text += f"{rec.tflops:8.2f} TFLOP/s"
+        if rec.pct_of_peak is not None:
+            text += f" {rec.pct_of_peak:5.1f}% of peak"
+    else:
+        text += f"{rec.bandwidth_gbps:8.1f} GB/s {rec.pct_of_ceiling:5.1f}% of ceiling"
     if rec.launches is not None:
         text += f"  {rec.launches} launch{'es' if rec.launches != 1 else ''}"
     if rec.cache_flag:
@@ -180,19 +211,22 @@ def progress_line(i: int, n: int, rec: Record) -> str:
 
 
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
-        dtype_names: Iterable[str] = DTYPES, out=sys.stderr) -> Sweep:
+        dtype_names: Iterable[str] = PRECISIONS, out=sys.stderr) -> Sweep:
     """Measure every case on this machine's device, printing a progress line per case to ``out``."""
     dev = environment.device()
     grid = grid_name(dev, quick)
     todo = cases(ops, grid, backend_names, dtype_names)
     env = environment.capture(dev)
     ceiling = metrics.measure_copy_ceiling(dev)
+    peak = metrics.measure_matrix_peak(dev) if any(op.flops for op, *_ in todo) else None
     print(f"fusebench: {len(todo)} cases on {env.get('gpu', 'the CPU')} ({grid} grid); copy ceiling "
-          f"{ceiling.gbps:.0f} GB/s", file=out, flush=True)
+          f"{ceiling.gbps:.0f} GB/s" + (f"; matrix peak {peak.tflops:.1f} TFLOP/s ({peak.dtype} "
+                                        f"{peak.n}^3)" if peak else ""), file=out, flush=True)
+    peak_tflops = peak.tflops if peak else None
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
     records, start = [], time.perf_counter()
     for i, (op, backend, shape, dtype) in enumerate(todo, 1):
-        rec = run_case(op, backend, shape, dtype, dev, ceiling.gbps, flush)
+        rec = run_case(op, backend, shape, dtype, dev, ceiling.gbps, flush, peak_tflops)
         records.append(rec)
         print(progress_line(i, len(todo), rec), file=out, flush=True)
         if dev.type == "cuda" and rec.status == "failed":
@@ -200,5 +234,5 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     inputs.clear()
     env["clocks_after"] = environment.clocks(dev)
     env["sweep_seconds"] = round(time.perf_counter() - start, 1)
-    return Sweep(env, ceiling.gbps, grid, records)
+    return Sweep(env, ceiling.gbps, grid, records, peak_tflops=peak_tflops)
 

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from fusebench import environment, report, store, sweep  # noqa: E402
 from fusebench.cli import pick, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
-from fusebench.registry import BACKENDS, DTYPES  # noqa: E402
+from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
 from kernels import OPS  # noqa: E402
 
 
@@ -27,7 +27,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(OPS)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
-    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)}")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)}")
     ap.add_argument("--quick", action="store_true", help="quick grid, results kept apart")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
     ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
@@ -35,7 +35,7 @@ def main() -> int:
     args = ap.parse_args()
 
     ops = [OPS[n] for n in pick("op", args.ops, OPS)]
-    backends, dtypes = pick("backend", args.backends, BACKENDS), pick("dtype", args.dtypes, DTYPES)
+    backends, dtypes = pick("backend", args.backends, BACKENDS), pick("dtype", args.dtypes, PRECISIONS)
     results = args.results or environment.ROOT / (".asv/quick-results" if args.quick else "results")
     commit = environment.git_commit()
     if commit is None:
