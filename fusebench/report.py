@@ -45,7 +45,7 @@ def summary(result: Sweep) -> str:
            f"speedup over eager; {clock}, {where}."]
     if result.peak_tflops:
         out[0] += (f" Compute-bound ops: time, TFLOP/s, % of the matrix peak "
-                   f"({result.peak_tflops:.1f} TFLOP/s).")
+                   f"({result.peak_tflops:.3g} TFLOP/s).")
     for (op, dtype), cases in groups.items():
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any(cases.get((s, b)) and cases[(s, b)].status != "skipped"

@@ -220,7 +220,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     ceiling = metrics.measure_copy_ceiling(dev)
     peak = metrics.measure_matrix_peak(dev) if any(op.flops for op, *_ in todo) else None
     print(f"fusebench: {len(todo)} cases on {env.get('gpu', 'the CPU')} ({grid} grid); copy ceiling "
-          f"{ceiling.gbps:.0f} GB/s" + (f"; matrix peak {peak.tflops:.1f} TFLOP/s ({peak.dtype} "
+          f"{ceiling.gbps:.0f} GB/s" + (f"; matrix peak {peak.tflops:.3g} TFLOP/s ({peak.dtype} "
                                         f"{peak.n}^3)" if peak else ""), file=out, flush=True)
     peak_tflops = peak.tflops if peak else None
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None

@@ -17,7 +17,8 @@ def bench(*args):
     (["--ops", "relu"], "bench: error: unknown op 'relu'; valid ops: gelu, softmax, matmul"),
     (["--backends", "cudnn"],
      "bench: error: unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
-    (["--dtypes", "fp8"], "bench: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16, tf32"),
+    (["--dtypes", "fp8"],
+     "bench: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16, tf32"),
 ])
 def test_unknown_names_are_one_line_and_exit_2(args, message):
     out = bench(*args)

@@ -46,3 +46,21 @@ def test_a_gpu_case_has_every_figure():
     assert 0 < rec.device_time_ms <= rec.device_time_cold_ms * 1.5
     assert rec.wall_time_ms >= rec.device_time_ms * 0.5
     assert rec.clocks.get("sm_clock_mhz", 0) > 0
+
+
+def test_tf32_matmul_really_runs_in_tf32_and_float32_does_not():
+    dev = torch.device("cuda")
+    op = get_op("matmul")
+    fp32 = sweep.run_case(op, "torch", (1024, 1024), "float32", dev, 4000.0, None, 500.0)
+    tf32 = sweep.run_case(op, "torch", (1024, 1024), "tf32", dev, 4000.0, None, 500.0)
+    assert fp32.status == tf32.status == "ok", (fp32.reason, tf32.reason)
+    assert fp32.max_rel_error < 1e-5 < 1e-4 < tf32.max_rel_error  # TF32's 10-bit mantissa shows
+    assert tf32.tflops > 2 * fp32.tflops  # tensor cores
+    assert fp32.launches >= 1 and 0 < tf32.pct_of_peak
+
+
+def test_matrix_peak_is_a_tensor_core_figure():
+    from fusebench import metrics
+
+    peak = metrics.measure_matrix_peak(torch.device("cuda"))
+    assert peak.dtype == "bfloat16" and peak.n == 8192 and peak.tflops > 100
