@@ -23,7 +23,7 @@ BENCH_ARGS    := $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax BACKENDS=eager,torch,... DTYPES=float32,... QUICK=1"
+	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1"
 
 bench: $(DEPS) ## run the suite on this machine, store asv results, print the summary, publish html/
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
@@ -50,3 +50,19 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools)
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/sweeps .pytest_cache
+
+# ---- reports: the lecture's experiments, stored with their environment in reports/<machine>/ ----
+# (pitfalls: the two timing mistakes; profile: torch.profiler per backend; mlp: training-step scaling.
+#  Matmul scaling is an op of the suite: make bench OP=matmul.)
+
+.PHONY: pitfalls profile mlp
+
+pitfalls: $(DEPS) ## timing pitfalls: first call vs warmed up, host clock without sync vs CUDA events
+	$(PYTHON) scripts/pitfalls.py
+
+profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kernels, launches, time
+	$(PYTHON) scripts/profile_op.py --op $(or $(OP),gelu) $(if $(BACKENDS),--backends $(BACKENDS)) \
+	    $(if $(DTYPES),--dtype $(DTYPES))
+
+mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
+	$(PYTHON) scripts/mlp.py

@@ -49,3 +49,11 @@ def pick(kind: str, names: str | None, valid) -> list[str]:
         if n not in valid:
             raise UsageError(f"unknown {kind} {n!r}; valid {kind}s: {', '.join(valid)}")
     return chosen
+
+
+def positive_int(text: str) -> int:
+    """argparse type: an integer >= 1 (argparse turns the ValueError into a one-line usage error)."""
+    value = int(text)
+    if value < 1:
+        raise ValueError(text)
+    return value

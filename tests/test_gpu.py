@@ -64,3 +64,20 @@ def test_matrix_peak_is_a_tensor_core_figure():
 
     peak = metrics.measure_matrix_peak(torch.device("cuda"))
     assert peak.dtype == "bfloat16" and peak.n == 8192 and peak.tflops > 100
+
+
+def test_profile_counts_the_eager_gelu_kernels():
+    from fusebench import profiling
+
+    eager, fused = profiling.profile_op(get_op("gelu"), torch.device("cuda"), (1 << 20,), "float32",
+                                        ["eager", "torch"], calls=4)
+    assert eager.gpu_ops_per_call == 9 and fused.gpu_ops_per_call == 1
+    assert 0 < fused.gpu_ms_per_call < eager.gpu_ms_per_call
+    assert "Self CUDA" in eager.table or "Self Device" in eager.table or "CUDA total" in eager.table
+
+
+def test_pitfalls_on_the_gpu_show_both_mistakes():
+    from fusebench import pitfalls
+
+    res = pitfalls.measure(torch.device("cuda"), n=2048, rounds=2)
+    assert res.understatement > 5 and res.events_ms == pytest.approx(res.synced_ms, rel=0.5)

@@ -1,0 +1,51 @@
+"""``make mlp``: MLP training-step time over steps, layers and batch size (linear growth).
+
+    python scripts/mlp.py [--dtype float32|tf32|bfloat16] [--reports DIR] [--no-save]
+
+Prints the report (markdown) and stores it with its environment in
+``reports/<machine>/mlp-<commit>.json`` and ``.md``. The sizes are fixed per device (a few
+seconds on a GPU or the CPU): see ``fusebench/mlp.py``. Exit status: 0, or 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import environment, mlp, reports  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.errors import SkipCase, UsageError  # noqa: E402
+
+DTYPES = ("float32", "tf32", "bfloat16")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="mlp", description=__doc__.splitlines()[0])
+    ap.add_argument("--dtype", default="float32", help=f"one of: {', '.join(DTYPES)}")
+    ap.add_argument("--reports", type=Path, default=reports.REPORTS_DIR, help="where reports are stored")
+    ap.add_argument("--no-save", action="store_true", help="print only")
+    args = ap.parse_args()
+    if args.dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {args.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
+
+    dev = environment.device()
+    env = environment.capture(dev)
+    try:
+        base, results = mlp.run_all(dev, args.dtype)
+    except SkipCase as exc:
+        raise UsageError(f"dtype {args.dtype} cannot run here: {exc}") from exc
+    env["clocks_after"] = environment.clocks(dev)
+    text = mlp.render(base, results, args.dtype, reports.where(env))
+    print(text)
+    if not args.no_save:
+        name = "mlp" if args.dtype == "float32" else f"mlp-{args.dtype}"
+        paths = reports.save(name, mlp.as_data(base, results, args.dtype), text, env, root=args.reports)
+        print(f"mlp: stored {' and '.join(str(p) for p in paths)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, "mlp")

@@ -1,0 +1,206 @@
+"""The lecture's reports on the CPU at tiny sizes: pitfalls, profile, MLP scaling, their storage
+and their command lines (bad input: one line, exit 2)."""
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from fusebench import mlp, pitfalls, profiling, reports
+from fusebench.environment import ROOT
+from kernels import get_op
+
+CPU = torch.device("cpu")
+
+
+def in_process(name, *args, monkeypatch, capsys):
+    """Run ``scripts/<name>.py`` with ``args`` in this process (no torch import to wait for):
+    returns ``(exit status, stdout, stderr)``."""
+    import importlib.util
+
+    from fusebench.cli import run_main
+
+    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", [name, *args])
+    with pytest.raises(SystemExit) as exc:
+        run_main(module.main, name.removesuffix("_op"))
+    captured = capsys.readouterr()
+    return exc.value.code, captured.out, captured.err
+
+
+def script(name, *args, tmp_path=None):
+    env = {"FUSEBENCH_MACHINE": "testbox", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path or ROOT)}
+    return subprocess.run([sys.executable, f"scripts/{name}.py", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, env=env)
+
+
+# --- pitfalls -------------------------------------------------------------------------------------
+
+def test_pitfalls_on_the_cpu_measure_the_first_call_and_explain_the_sync():
+    res = pitfalls.measure(CPU, n=48, launches=2, rounds=1, warm_budget_s=0.0)
+    assert res.device == "cpu" and res.n == 48 and res.warm_repeats == 5
+    assert res.first_call_ratio == res.first_call_ms / res.warm_median_ms
+    assert res.first_call_ms > 0 and res.warm_median_ms > 0
+    assert res.nosync_ms is res.events_ms is res.understatement is None
+    assert res.note == pitfalls.CPU_NOTE
+    text = pitfalls.render(res, "CPU here")
+    assert f"overstates the steady-state time {res.first_call_ratio:.1f}x" in text
+    assert "no asynchronous queue" in text and "CUDA events" not in text
+
+
+def test_pitfalls_rendering_of_gpu_figures():
+    res = pitfalls.PitfallsResult("cuda", 4096, "float32", 10, 5, first_call_ms=250.0, warm_median_ms=2.5,
+                                  warm_iqr_ms=0.01, warm_repeats=50, first_call_ratio=100.0,
+                                  nosync_ms=0.01, synced_ms=2.52, events_ms=2.5, understatement=250.0)
+    text = pitfalls.render(res, "NVIDIA H200")
+    assert "overstates the steady-state time 100.0x" in text
+    assert "understates the time 250x" in text
+    # 2 * 4096^3 flops in 2.5 ms = 55 TFLOP/s; the unsynchronized clock implies 13744 TFLOP/s.
+    assert "| CUDA events | 2.5000 | 55.0 |" in text
+    assert "| host clock, no synchronize (wrong) | 0.0100 | 13743.9 |" in text
+
+
+def test_pitfalls_refuse_bad_sizes():
+    with pytest.raises(ValueError, match=">= 1"):
+        pitfalls.measure(CPU, n=0)
+
+
+def test_pitfalls_script_stores_the_report(tmp_path):
+    out = script("pitfalls", "--n", "32", "--rounds", "1", "--reports", str(tmp_path), tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    (json_file,) = (tmp_path / "testbox").glob("pitfalls-*.json")
+    data = json.loads(json_file.read_text())
+    assert data["report"] == "pitfalls" and data["environment"]["device"] == "cpu"
+    assert data["environment"]["git_commit"][:12] in json_file.name
+    r = data["results"]
+    assert r["n"] == 32 and math.isclose(r["first_call_ratio"], r["first_call_ms"] / r["warm_median_ms"])
+    assert json_file.with_suffix(".md").read_text() == out.stdout
+    assert not list(tmp_path.rglob("*.tmp"))
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--dtype", "float16"],
+     "pitfalls: error: unknown dtype 'float16'; valid dtypes: float32, tf32, bfloat16"),
+    (["--dtype", "tf32"], "pitfalls: error: dtype tf32 cannot run here: tf32 is a tensor-core mode"),
+])
+def test_pitfalls_bad_input(args, message, monkeypatch, capsys):
+    code, out, err = in_process("pitfalls", "--no-save", *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and err.startswith(message)
+    assert len(err.strip().splitlines()) == 1 and out == ""
+
+
+# --- profile --------------------------------------------------------------------------------------
+
+def test_profile_shows_the_eager_primitives_against_one_fused_op():
+    gelu = get_op("gelu")
+    profiles = profiling.profile_op(gelu, CPU, (4096,), "float32", ["eager", "torch", "cuda"], calls=3)
+    eager, fused, cuda = profiles
+    counts = {r["name"]: r["count"] for r in eager.rows}
+    # 6 multiplies, 2 adds, 1 tanh per call (the 9 launches of eager GELU on a GPU).
+    assert counts["aten::mul"] == 6 * 3 and counts["aten::add"] == 2 * 3 and counts["aten::tanh"] == 3
+    assert {r["name"]: r["count"] for r in fused.rows}["aten::gelu"] == 3
+    assert eager.status == fused.status == "ok" and eager.cpu_ms_per_call > 0
+    assert eager.gpu_ops_per_call is None  # nothing runs on a GPU here
+    assert cuda.status == "skipped" and "CUDA GPU" in cuda.reason
+    assert "aten::tanh" in eager.table and "# of Calls" in eager.table
+    text = profiling.render(gelu, (4096,), "float32", profiles, "CPU here", cuda=False)
+    assert "| cuda | skipped: needs a CUDA GPU |" in text and "## eager" in text and "## cuda" not in text
+
+
+def test_profile_defaults_and_failures():
+    assert profiling.default_shape(get_op("gelu"), CPU) == (1 << 20,)
+    assert profiling.default_shape(get_op("matmul"), CPU) == (512, 512)
+    from fusebench.registry import Op
+
+    toy = Op("toy", reference=lambda x: x.double() * 2, grids={"cpu": [(8,)]})
+    toy.backend("eager")(lambda x: (lambda: x * 3))
+    (bad,) = profiling.profile_op(toy, CPU, (8,), "float32", ["eager"])
+    assert bad.status == "failed" and bad.reason.startswith("correctness gate: relative error")
+
+
+def test_profile_script_stores_the_report(tmp_path):
+    out = script("profile_op", "--op", "matmul", "--shape", "64x64", "--calls", "2",
+                 "--reports", str(tmp_path), tmp_path=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "aten::mm" in out.stdout and "| torch |" in out.stdout
+    (json_file,) = (tmp_path / "testbox").glob("profile-matmul-*.json")
+    data = json.loads(json_file.read_text())
+    assert data["params"] == {"op": "matmul", "shape": "64x64", "dtype": "float32"}
+    assert [r["backend"] for r in data["results"]] == ["torch"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--op", "gleu"], "profile: error: unknown op 'gleu'; valid ops: gelu, softmax, matmul"),
+    (["--op", "gelu", "--backends", "cudnn"], "profile: error: unknown backend 'cudnn'; valid backends:"),
+    (["--op", "gelu", "--dtype", "tf32"], "profile: error: unknown dtype 'tf32' for gelu; valid dtypes: "
+                                          "float32, bfloat16, float16"),
+    (["--op", "matmul", "--shape", "4x8"], "profile: error: matmul takes a square n x n input"),
+    (["--op", "gelu", "--shape", "12xx"], "profile: error: bad shape '12xx'"),
+])
+def test_profile_bad_input(args, message, monkeypatch, capsys):
+    code, out, err = in_process("profile_op", "--no-save", *args, monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and err.startswith(message), err
+    assert len(err.strip().splitlines()) == 1 and out == ""
+
+
+def test_profile_bad_op_from_make_is_one_line_and_exit_2():
+    out = subprocess.run(["make", "-s", f"PYTHON={sys.executable}", "DEPS=", "profile", "OP=gleu"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == "profile: error: unknown op 'gleu'; valid ops: gelu, softmax, matmul"
+
+
+# --- MLP --------------------------------------------------------------------------------------------
+
+def test_linear_fit():
+    fit = mlp.linear_fit([1, 2, 4, 8], [3.0, 5.0, 9.0, 17.0])  # 1 + 2x
+    assert math.isclose(fit.slope_ms, 2.0) and math.isclose(fit.intercept_ms, 1.0) and fit.r2 == 1.0
+    assert mlp.linear_fit([1, 2, 3], [1.0, 3.0, 2.0]).r2 == pytest.approx(0.25)
+    with pytest.raises(ValueError, match="two distinct"):
+        mlp.linear_fit([2, 2], [1.0, 2.0])
+
+
+def test_the_training_step_trains():
+    run = mlp.make_run(mlp.MLPConfig(dim=16, layers=2, batch=8, steps=1), CPU)
+    first = run().item()
+    for _ in range(50):
+        last = run().item()
+    assert last < first
+
+
+def test_mlp_sweep_at_tiny_sizes_and_its_report(tmp_path):
+    base = mlp.MLPConfig(dim=8, layers=1, batch=4, steps=1)
+    base_out, results = mlp.run_all(CPU, base=base, axes={"steps": [1, 3], "layers": [1, 2]},
+                                    budget_s=0.0, max_repeats=3)
+    assert base_out == base and [r.axis for r in results] == ["steps", "layers"]
+    steps = results[0]
+    assert steps.values == [1, 3] and len(steps.time_ms) == 2 and all(t > 0 for t in steps.time_ms)
+    assert math.isclose(steps.fit.slope_ms, (steps.time_ms[1] - steps.time_ms[0]) / 2)
+    text = mlp.render(base, results, "float32", "CPU here")
+    assert "| 3 | " in text and "ms per step" in text and "ms per layer" in text
+    with pytest.raises(ValueError, match="unknown axis"):
+        mlp.sweep_axis(base, "width", [1, 2], CPU)
+    json_path, md_path = reports.save("mlp", mlp.as_data(base, results, "float32"), text,
+                                      {"git_commit": "abcdef0123456789"}, root=tmp_path, machine="box")
+    assert json_path == tmp_path / "box" / "mlp-abcdef012345.json" and md_path.suffix == ".md"
+    data = json.loads(json_path.read_text())
+    assert data["params"]["base"] == {"dim": 8, "layers": 1, "batch": 4, "steps": 1}
+    assert data["results"][0]["fit"]["r2"] == steps.fit.r2
+
+
+def test_mlp_bad_input(monkeypatch, capsys):
+    code, out, err = in_process("mlp", "--no-save", "--dtype", "fp8", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 2 and out == ""
+    assert err.strip() == "mlp: error: unknown dtype 'fp8'; valid dtypes: float32, tf32, bfloat16"
+
+
+def test_report_paths_without_a_commit(tmp_path):
+    assert reports.report_paths("pitfalls", "h200", None, tmp_path) == (
+        tmp_path / "h200" / "pitfalls-nocommit.json", tmp_path / "h200" / "pitfalls-nocommit.md")
+    env = {"git_commit": "abcdef0123456789", "git_dirty": True, "torch": "2.11"}
+    assert reports.where(env) == "CPU (?, ? cores), torch 2.11, commit abcdef012345 (dirty)"
