@@ -19,11 +19,12 @@ PYTEST_ARGS   ?=
 BENCH_ARGS    := $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick)
 
-.PHONY: help bench test lint publish venv lock clean
+.PHONY: help bench test lint venv lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: OP=gelu|softmax BACKENDS=eager,torch,... DTYPES=float32,... QUICK=1"
+	@echo "             BASE=<rev> HEAD=<rev> FACTOR=1.05 MACHINE=h200 PORT=8080 CDN=1"
 
 bench: $(DEPS) ## run the suite on this machine, store asv results, print the summary, publish html/
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
@@ -33,9 +34,6 @@ test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
 
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .
-
-publish: $(DEPS) ## build html/ from every stored result
-	$(PYTHON) -c "import sys; from pathlib import Path; from fusebench import store; sys.exit(store.publish(Path('results'), Path('html')))"
 
 venv: $(VENV)/.installed ## create the virtual environment from requirements.lock
 
@@ -50,3 +48,32 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools)
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/sweeps .pytest_cache
+
+# --- The site, the plots and the regression gate -------------------------------------------------
+# publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
+# into site/node_modules) so the site works offline; without npm it fails unless CDN=1.
+# compare: exits 1 when a case of MACHINE (default: this host's) became slower than
+# FACTOR x (1 + its noise) or newly fails between BASE and HEAD; 2 on an unknown rev or no results.
+
+PORT          ?= 8080
+BASE          ?=
+HEAD          ?= HEAD
+FACTOR        ?= 1.05
+MACHINE       ?=
+CDN           ?=
+
+.PHONY: publish preview compare plots
+
+publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 if npm is missing)
+	$(PYTHON) scripts/publish.py $(if $(CDN),--cdn)
+
+preview: ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
+	@test -f html/index.json || { echo "preview: html/ has no site; run make publish first"; exit 2; }
+	$(SYSTEM_PYTHON) -m http.server --bind 127.0.0.1 --directory html $(PORT)
+
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.05] [MACHINE=h200]
+	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
+	$(PYTHON) scripts/compare.py --base $(BASE) --head $(HEAD) --factor $(FACTOR) $(if $(MACHINE),--machine $(MACHINE))
+
+plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
+	$(PYTHON) scripts/plots.py

@@ -18,6 +18,29 @@ from fusebench.registry import BACKENDS, DTYPES, Op, shape_label
 SWEEP_ENV = "FUSEBENCH_SWEEP"
 #: Bump when a metric's meaning changes (asv then starts a new history line).
 SUITE_VERSION = "1"
+#: asv names benchmarks ``<module>.<Class>.<method>``; the module is ``benchmarks/suite.py``.
+BENCHMARK_MODULE = "suite"
+#: Suffix of the metrics that hold a time metric's spread (interquartile range, seconds).
+NOISE_SUFFIX = "_iqr"
+#: Which time metric's spread is each metric's noise (``fusebench.compare`` reads it): bandwidth
+#: and % of ceiling are computed from the hot device time, so they share its noise.
+NOISE_SOURCE = {
+    "track_device_time": "track_device_time",
+    "track_device_time_cold": "track_device_time_cold",
+    "track_wall_time": "track_wall_time",
+    "track_bandwidth": "track_device_time",
+    "track_pct_of_ceiling": "track_device_time",
+}
+
+
+def class_name(op_name: str) -> str:
+    """Name of the asv class generated for an op: ``"gelu"`` -> ``"Gelu"``."""
+    return op_name.capitalize()
+
+
+def benchmark_name(op_name: str, metric: str) -> str:
+    """asv's name of ``metric`` of the class generated for ``op_name``: ``suite.Gelu.track_bandwidth``."""
+    return f"{BENCHMARK_MODULE}.{class_name(op_name)}.{metric}"
 
 try:  # skip a single metric (not the whole combination) from inside a track method
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -83,11 +106,29 @@ class _OpSuite:
 
     track_device_time_cold.unit = "seconds"
 
+    def track_device_time_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the hot device time, seconds: the noise ``make compare`` allows."""
+        return self._value("device_time_iqr_ms") * 1e-3
+
+    track_device_time_iqr.unit = "seconds"
+
+    def track_device_time_cold_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the cold device time, seconds."""
+        return self._value("device_time_cold_iqr_ms") * 1e-3
+
+    track_device_time_cold_iqr.unit = "seconds"
+
     def track_wall_time(self, cache, backend, shape, dtype):
         """Wall time (host clock with synchronization), median, seconds."""
         return self._value("wall_time_ms") * 1e-3
 
     track_wall_time.unit = "seconds"
+
+    def track_wall_time_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the wall time, seconds."""
+        return self._value("wall_time_iqr_ms") * 1e-3
+
+    track_wall_time_iqr.unit = "seconds"
 
     def track_bandwidth(self, cache, backend, shape, dtype):
         """Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."""
@@ -105,5 +146,5 @@ class _OpSuite:
 def suite_class(op: Op) -> type:
     """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × dtypes."""
     params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(DTYPES)]
-    return type(op.name.capitalize(), (_OpSuite,), {"op": op.name, "params": params,
-                                                    "__module__": "benchmarks.suite"})
+    return type(class_name(op.name), (_OpSuite,), {"op": op.name, "params": params,
+                                                   "__module__": "benchmarks.suite"})

@@ -56,6 +56,8 @@ class Op:
         grids: named lists of shapes: ``default`` (GPU), ``cpu`` and ``quick``; every shape of
             ``cpu`` and ``quick`` is also in ``default`` so that asv parameters stay fixed.
         invariant: optional check ``invariant(y, x) -> str | None`` returning what is wrong.
+        headline: the shape the op's one-number summaries report (the speedup chart), one of
+            ``grids["default"]``.
         backends: registered backends by name, filled by :meth:`backend`.
     """
 
@@ -63,6 +65,7 @@ class Op:
     reference: Callable[[torch.Tensor], torch.Tensor]
     grids: dict[str, list[Shape]]
     invariant: Callable[[torch.Tensor, torch.Tensor], str | None] | None = None
+    headline: Shape | None = None
     backends: dict[str, Backend] = field(default_factory=dict)
 
     def backend(self, name: str) -> Callable[[Factory], Factory]:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fusebench import environment, report, store, sweep  # noqa: E402
+from fusebench import environment, plots, report, site, store, sweep  # noqa: E402
 from fusebench.cli import pick, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
 from fusebench.registry import BACKENDS, DTYPES  # noqa: E402
@@ -55,10 +55,13 @@ def main() -> int:
         return 1
     print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}", file=sys.stderr)
     if not args.no_publish and not args.quick:
-        if store.publish(results, args.html) != 0:
+        # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
+        if site.publish(results, args.html, cdn=True) != 0:
             print("bench: asv publish failed", file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
+        written = plots.write_plots(results, environment.ROOT / "plots", list(OPS.values()), [machine])
+        print(f"bench: {len(written)} plots refreshed in plots/{machine}/", file=sys.stderr)
     failed = sum(r.status == "failed" for r in result.records)
     if failed:
         print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)
