@@ -9,8 +9,9 @@ statistics, so the gate is done here:
   higher-is-better ones (2.0 means twice as slow, 0.5 twice as fast).
 * **noise** = the spread the sweep measured: the interquartile range over the median of the time
   the metric comes from (``track_device_time_iqr`` / ``track_device_time`` for the hot device
-  time, bandwidth and % of ceiling; the cold and wall times have their own), the larger of the
-  two commits' values. Results stored before these ``*_iqr`` metrics existed have no noise (0).
+  time, bandwidth and % of ceiling; the cold and wall times have their own; on the CPU bandwidth
+  comes from the wall time), the larger of the two commits' values. Results stored before these
+  ``*_iqr`` metrics existed have no noise (0).
 * a case **regressed** when slowdown > factor × (1 + noise); **improved** when slowdown <
   1 / (factor × (1 + noise)); slower than the factor but not beyond the noise is reported as
   *within noise* and does not fail the gate.
@@ -86,14 +87,12 @@ def slowdown(before: float, after: float, unit: str) -> float:
 def relative_noise(run: Run, benchmark: str, params: Params) -> float:
     """The metric's spread at this run: IQR / median of the time it is derived from; 0 if unknown."""
     module, cls, metric = benchmark.rsplit(".", 2)
-    source = NOISE_SOURCE.get(metric)
-    if source is None:
-        return 0.0
-    median = run.value(f"{module}.{cls}.{source}", params)
-    iqr = run.value(f"{module}.{cls}.{source}{NOISE_SUFFIX}", params)
-    if not (is_measured(median) and is_measured(iqr)) or median <= 0:
-        return 0.0
-    return iqr / median
+    for source in NOISE_SOURCE.get(metric, ()):
+        median = run.value(f"{module}.{cls}.{source}", params)
+        iqr = run.value(f"{module}.{cls}.{source}{NOISE_SUFFIX}", params)
+        if is_measured(median) and is_measured(iqr) and median > 0:
+            return iqr / median
+    return 0.0
 
 
 def classify(before: float | None, after: float | None, unit: str, factor: float,
