@@ -6,8 +6,8 @@
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
 //   - the benchmark grid lists the fusebench benchmarks (a.benchmark-container links),
-//   - the graph of --benchmark has a flot plot with at least one series with points, and a
-//     selector button for --machine,
+//   - the graph of --benchmark has a flot plot with at least one series with points (`longest`:
+//     the most points of one series, one per commit), and a selector button for --machine,
 //   - no request failed (requestfailed: refused connection, DNS failure, blocked), no response had
 //     a status >= 400, no uncaught page error, and the page never went to asv's error.html;
 // else 1 (2 on bad arguments). --block-external aborts every request to another origin, as a
@@ -55,7 +55,8 @@ function parseArgs(argv) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const report = { ok: false, failed: [], bad_status: [], page_errors: [], external: [],
-    error_page: false, benchmarks: [], machine_button: false, series: 0, points: 0, problems: [] };
+    error_page: false, benchmarks: [], machine_button: false, series: 0, points: 0, longest: 0,
+    problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
   let context;
   try {
@@ -94,7 +95,8 @@ async function main() {
       }, null, { timeout: TIMEOUT_MS });
       const shape = await page.evaluate(() => {
         const data = window.jQuery("#main-graph").data("plot").getData();
-        return { series: data.length, points: data.reduce((n, s) => n + s.data.length, 0) };
+        return { series: data.length, points: data.reduce((n, s) => n + s.data.length, 0),
+          longest: Math.max(...data.map((s) => s.data.length)) };
       });
       Object.assign(report, shape);
       report.machine_button = await page.$$eval("#graphdisplay-state-params a, #graphdisplay-state-params button",

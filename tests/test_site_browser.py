@@ -14,12 +14,13 @@ import shutil
 import subprocess
 import threading
 import urllib.request
+from collections import Counter
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
-from fusebench import site, store
+from fusebench import results, site, store
 from fusebench.environment import ROOT
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
@@ -77,6 +78,10 @@ def test_the_published_site_works_offline(published, serve):
     assert report["problems"] == [] and code == 0, report
     assert {"suite.Gelu.track_bandwidth", "suite.Softmax.track_device_time"} <= set(report["benchmarks"])
     assert report["machine_button"] and report["series"] >= 1 and report["points"] >= 1
+    # history: commits stored with the same machine fields make one line, a point per commit
+    runs = [results.read_file(f) for f in results.result_files(ROOT / "results", "h200")]
+    same_env = Counter(json.dumps(r.fields, sort_keys=True) for r in runs).most_common(1)[0][1]
+    assert report["longest"] >= same_env
     assert report["failed"] == [] and report["external"] == [] and not report["error_page"]
 
 
