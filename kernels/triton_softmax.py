@@ -65,6 +65,13 @@ SPLIT_MIN_PROGRAMS_PER_SM = 2
 #: At most this many chunks per row (kernel B loads all of a row's partials in every program);
 #: beyond it each program loops over several blocks.
 SPLIT_MAX_CHUNKS = 1024
+#: "stream" (off while 0): rows longer than ROW_MAX_COLS use it when n_rows <
+#: STREAM_MAX_ROWS_PER_SM x SMs (checked before "split"/"online"); groups of about
+#: STREAM_GROUP_BYTES of input, SPLIT_BLOCK_BYTES per loop step, STREAM_CHUNK_BLOCKS steps per task.
+STREAM_MAX_ROWS_PER_SM = 0
+STREAM_GROUP_BYTES = 8 << 20
+STREAM_CHUNK_BLOCKS = 1
+STREAM_WARPS = 8
 #: SM count assumed for CPU tensors (the Triton interpreter): an H200's.
 INTERPRETER_SM_COUNT = 132
 
@@ -124,8 +131,9 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         sm_count: streaming multiprocessors of the device.
 
     Returns:
-        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "split" when
-        ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``, else "online".
+        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "stream" when
+        ``n_rows < STREAM_MAX_ROWS_PER_SM * sm_count`` (never while that is 0), else "split"
+        when ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``, else "online".
 
     Raises:
         ValueError: a size is out of range.
@@ -138,6 +146,10 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
         return SoftmaxPlan("row", block, _warps(block * rows), rows_per_program=rows)
+    if n_rows < STREAM_MAX_ROWS_PER_SM * sm_count:
+        block = SPLIT_BLOCK_BYTES // element_size
+        group = max(1, STREAM_GROUP_BYTES // (n_cols * element_size))
+        return SoftmaxPlan("stream", block, STREAM_WARPS, chunk=block * STREAM_CHUNK_BLOCKS, group=group)
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         return SoftmaxPlan("online", ONLINE_BLOCK, ONLINE_WARPS)
     block = SPLIT_BLOCK_BYTES // element_size

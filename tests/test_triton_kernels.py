@@ -258,5 +258,23 @@ def test_plan_every_kind_reachable_and_thresholds():
         plan(1, 10, 8, sms)
 
 
+def test_plan_stream_switch(monkeypatch):
+    assert plan(256, 262144, 4, H200_SMS).kind == "split"  # off by default
+    monkeypatch.setattr(ts, "STREAM_MAX_ROWS_PER_SM", 4)
+    ts.plan.cache_clear()
+    try:
+        p = plan(256, 262144, 4, H200_SMS)
+        assert (p.kind, p.block, p.chunk, p.group) == ("stream", 4096, 4096, 8)  # 8 MB groups
+        assert plan(4096, 65536, 4, H200_SMS).kind == "online"  # 4096 rows >= 4 x 132
+        assert plan(256, 1024, 4, H200_SMS).kind == "row"
+        monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
+        x = _randn((3, ts.ROW_MAX_COLS + 100), torch.float32)
+        if DEVICE == "cpu":
+            assert plan(3, ts.ROW_MAX_COLS + 100, 4, 1).kind == "stream"
+        _check_softmax(softmax(x), x)
+    finally:
+        ts.plan.cache_clear()
+
+
 def test_sm_count_cpu():
     assert ts.sm_count(torch.device("cpu")) == ts.INTERPRETER_SM_COUNT
