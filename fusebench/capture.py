@@ -190,24 +190,27 @@ def run_window(prepared: list[Prepared], dev: torch.device,
 
 @contextlib.contextmanager
 def nvtx_window(cases: list[Case]) -> Iterator[Callable[[Case], ContextManager]]:
-    """The nsys window: NVTX markers built for ``cases``, then ``cudaProfilerStart`` ... ``Stop``.
+    """The nsys window: ``cudaProfilerStart``, NVTX markers built for ``cases``, ..., ``Stop``.
 
-    Yields ``enter(case)``, a context manager pushing and popping the case's NVTX range.
+    Yields ``enter(case)``, a context manager pushing and popping the case's NVTX range. The
+    domain and its registered strings are created just after the window opens (host-only calls,
+    once, before any case), so the capture holds their registration whatever nsys does with
+    events from before the window.
     """
-    markers = Markers((c.range, c.color) for c in cases)
-
-    @contextlib.contextmanager
-    def enter(case: Case):
-        markers.push(case.range)
-        try:
-            yield
-        finally:
-            markers.pop()
-
     cudart = torch.cuda.cudart()
     torch.cuda.synchronize()
     cudart.cudaProfilerStart()
     try:
+        markers = Markers((c.range, c.color) for c in cases)
+
+        @contextlib.contextmanager
+        def enter(case: Case):
+            markers.push(case.range)
+            try:
+                yield
+            finally:
+                markers.pop()
+
         yield enter
     finally:
         torch.cuda.synchronize()

@@ -103,14 +103,13 @@ def read_table(path: str | Path) -> list[dict[str, str | float]]:
     """
     lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
     rows = list(csv.reader(lines))
-    for i, row in enumerate(rows):
-        keys = [column_key(c) for c in row]
-        if any(k in ("range", "nvtx range") for k, _ in keys):
-            break
-    else:
+    header = next((i for i, row in enumerate(rows)
+                   if any(column_key(c)[0] in ("range", "nvtx range") for c in row)), None)
+    if header is None:
         raise StatsError(f"{path}: no header row with a 'Range' column (not an nsys NVTX report?)")
+    keys = [column_key(c) for c in rows[header]]
     out = []
-    for row in rows[i + 1:]:
+    for row in rows[header + 1:]:
         if not any(c.strip() for c in row):
             continue
         rec: dict[str, str | float] = {}

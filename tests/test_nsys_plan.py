@@ -145,8 +145,9 @@ def test_window_runs_each_ready_case_calls_times_inside_its_range_in_plan_order(
         log.append(("close", case.range))
 
     capture.run_window(prepared, torch.device("cpu"), enter)
-    assert log == [("open", "gelu/eager/4/float32"), *[("call", "eager")] * 3, ("close", "gelu/eager/4/float32"),
-                   ("open", "gelu/torch/4/float32"), *[("call", "torch")] * 3, ("close", "gelu/torch/4/float32")]
+    eager, torch_ = "gelu/eager/4/float32", "gelu/torch/4/float32"
+    assert log == [("open", eager), *[("call", "eager")] * 3, ("close", eager),
+                   ("open", torch_), *[("call", "torch")] * 3, ("close", torch_)]
 
 
 def test_a_case_raising_in_the_window_fails_with_its_reason_and_the_rest_runs():
