@@ -80,9 +80,18 @@ def _require_gpu(what: str) -> None:
                            f"traces the CPU ops here")
 
 
+def _require_nvtx() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("nvtx") is None:
+        raise CannotRun("the nvtx package is not installed in this Python (pip install nvtx==0.2.16; "
+                        "requirements.in lists it)")
+
+
 def cmd_check(args) -> int:
     _, cases = _plan(args, "cuda")
     version = nsys.check(args.nsys)
+    _require_nvtx()
     _require_gpu("make nsys")
     print(f"{PROG}: nsys {'.'.join(map(str, version))} ({nsys.locate(args.nsys)}); {len(cases)} "
           f"case(s) of {args.op}, {args.calls} calls per range", file=sys.stderr)
@@ -92,6 +101,7 @@ def cmd_check(args) -> int:
 def cmd_run(args) -> int:
     from fusebench import capture
 
+    _require_nvtx()
     _require_gpu("the nsys driver")
     dev = _device()
     op, cases = _plan(args, dev.type)

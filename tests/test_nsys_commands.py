@@ -38,10 +38,16 @@ def test_driver_args_pass_the_selection_the_way_the_makefile_does():
         "--op=softmax", "--backends", "eager,torch", "--shapes", "4096x4096", "--dtypes", "float32"]
 
 
+def make_env():
+    """The environment for a make of our own: no flags inherited from a `make test` around us."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL")}
+    return {**env, "FUSEBENCH_MACHINE": "h200"}
+
+
 def make_n(*args):
-    env = {**os.environ, "FUSEBENCH_MACHINE": "h200"}
+    env = make_env()
     # DEPS= : this interpreter already has the dependencies (no venv step in the output).
-    out = subprocess.run(["make", "-n", *args, f"PYTHON={sys.executable}", "DEPS="],
+    out = subprocess.run(["make", "-n", "--no-print-directory", *args, f"PYTHON={sys.executable}", "DEPS="],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
@@ -123,10 +129,21 @@ def test_without_nsys_one_line_says_how_to_get_it_and_the_exit_is_non_zero():
     assert "NSYS=/path/to/nsys" in out.stderr
 
 
+def test_with_nsys_but_no_gpu_the_check_says_so(monkeypatch, capsys, tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    path = fake_nsys(tmp_path, "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
+    status, err = driver_in_process(monkeypatch, capsys, "check", "--op=gelu", "--nsys", path)
+    assert (status, err) == (1, "nsys_driver: error: make nsys needs an NVIDIA GPU (torch sees none); "
+                                "`make trace OP=...` traces the CPU ops here\n")
+
+
 def test_make_nsys_without_nsys_stops_before_profiling():
     out = subprocess.run(["make", "nsys", "OP=gelu", "NSYS=/nonexistent/nsys", f"PYTHON={sys.executable}",
                           "DEPS="],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=make_env())
     assert out.returncode != 0
     assert "nsys_driver: error: nsys not found (NSYS=/nonexistent/nsys)" in out.stderr
     assert "profile" not in out.stdout
