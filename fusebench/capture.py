@@ -173,9 +173,9 @@ def run_window(prepared: list[Prepared], dev: torch.device,
         if p.status != "ok":
             continue
         fn, calls = p.fn, p.case.calls
-        if dev.type == "cuda":
-            torch.cuda._sleep(int(block_ms(p) * 1e-3 * timing.BLOCK_CLOCK_GHZ * 1e9))
         graphs = compiled_graphs()
+        if dev.type == "cuda":  # last host work before the range: the spin must outlast the launches
+            torch.cuda._sleep(int(block_ms(p) * 1e-3 * timing.BLOCK_CLOCK_GHZ * 1e9))
         try:
             with enter(p.case):
                 for _ in range(calls):

@@ -175,7 +175,7 @@ def main() -> int:
     p = sub.add_parser("plan", help="print the range names in run order")
     _selection(p)
     p = sub.add_parser("stem", help="print nsys/<op>-<machine>-<short sha>")
-    p.add_argument("op")
+    p.add_argument("op", nargs="?", default="")
     p = sub.add_parser("check", help="validate the selection, the nsys version and the GPU")
     _selection(p)
     p.add_argument("--nsys", default="nsys", help="the nsys executable (default: nsys on PATH)")
