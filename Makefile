@@ -24,7 +24,8 @@ BENCH_ARGS    := $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: OP=gelu|softmax BACKENDS=eager,torch,... DTYPES=float32,... QUICK=1"
-	@echo "             BASE=<rev> HEAD=<rev> FACTOR=1.05 MACHINE=h200 PORT=8080 CDN=1"
+	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
+	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.05 MACHINE=h200 PORT=8080 CDN=1"
 
 bench: $(DEPS) ## run the suite on this machine, store asv results, print the summary, publish html/
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
@@ -48,6 +49,30 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools)
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/sweeps .pytest_cache
+
+# --- Profiling: make nsys / make trace (scripts/nsys_driver.py; nsys/README.md) --------------
+# NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys
+# grid). The capture's files are nsys/<op>-<machine>-<short sha>.*; the stem is computed once,
+# on first use (the machine name comes from the GPU).
+
+NSYS          ?= nsys
+SHAPES        ?=
+PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))
+NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(PYTHON) scripts/nsys_driver.py stem $(OP)))$(NSYS_STEM)
+NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
+NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
+
+.PHONY: nsys trace
+
+nsys: $(DEPS) ## Nsight Systems timeline of one op (OP=gelu), a range per case, summary .md/.csv in nsys/
+	@$(PYTHON) scripts/nsys_driver.py check $(PROFILE_ARGS) --nsys $(NSYS)
+	rm -f $(NSYS_STEM).json $(NSYS_STEM).sqlite $(NSYS_STEM)_nvtx_*.csv
+	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(PYTHON) scripts/nsys_driver.py run $(PROFILE_ARGS) --json $(NSYS_STEM).json
+	$(NSYS) stats -q -r $(NSYS_REPORTS) --format csv -o $(NSYS_STEM) $(NSYS_STEM).nsys-rep
+	$(PYTHON) scripts/nsys_driver.py summary $(NSYS_STEM)
+
+trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
+	$(PYTHON) scripts/nsys_driver.py trace $(PROFILE_ARGS) --out $(NSYS_STEM).trace.json
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json

@@ -53,8 +53,9 @@ class Op:
     Attributes:
         name: short lowercase name (``gelu``, ``softmax``).
         reference: float64 reference ``reference(x) -> y``; never timed.
-        grids: named lists of shapes: ``default`` (GPU), ``cpu`` and ``quick``; every shape of
-            ``cpu`` and ``quick`` is also in ``default`` so that asv parameters stay fixed.
+        grids: named lists of shapes: ``default`` (GPU), ``cpu``, ``quick`` and ``nsys`` (the
+            few shapes ``make nsys`` profiles); every shape of the others is also in ``default``
+            so that asv parameters stay fixed.
         invariant: optional check ``invariant(y, x) -> str | None`` returning what is wrong.
         headline: the shape the op's one-number summaries report (the speedup chart), one of
             ``grids["default"]``.
