@@ -478,6 +478,9 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
+  // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py, 2026-11-29:
+  // 4096x65536 bf16 460 us against 533 for online_l2; 256x262144 level with online).
+  if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
   // re-read in L2 when sm_count rows fit in kOnlineL2BudgetBytes.
