@@ -19,11 +19,13 @@ PYTEST_ARGS   ?=
 BENCH_ARGS    := $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick)
 
-.PHONY: help bench test lint publish venv lock clean
+.PHONY: help bench test lint venv lock clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-10s %s\n", $$1, $$2}'
 	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1"
+	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
+	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.05 MACHINE=h200 PORT=8080 CDN=1"
 
 bench: $(DEPS) ## run the suite on this machine, store asv results, print the summary, publish html/
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
@@ -33,9 +35,6 @@ test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
 
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .
-
-publish: $(DEPS) ## build html/ from every stored result
-	$(PYTHON) -c "import sys; from pathlib import Path; from fusebench import store; sys.exit(store.publish(Path('results'), Path('html')))"
 
 venv: $(VENV)/.installed ## create the virtual environment from requirements.lock
 
@@ -50,6 +49,59 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools)
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/sweeps .pytest_cache
+
+# --- Profiling: make nsys / make trace (scripts/nsys_driver.py; nsys/README.md) --------------
+# NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys
+# grid). The capture's files are nsys/<op>-<machine>-<short sha>.*; the stem is computed once,
+# on first use (the machine name comes from the GPU).
+
+NSYS          ?= nsys
+SHAPES        ?=
+PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))
+NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(PYTHON) scripts/nsys_driver.py stem $(OP)))$(NSYS_STEM)
+NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
+NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
+
+.PHONY: nsys trace
+
+nsys: $(DEPS) ## Nsight Systems timeline of one op (OP=gelu), a range per case, summary .md/.csv in nsys/
+	@$(PYTHON) scripts/nsys_driver.py check $(PROFILE_ARGS) --nsys $(NSYS)
+	rm -f $(NSYS_STEM).json $(NSYS_STEM).sqlite $(NSYS_STEM)_nvtx_*.csv
+	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(PYTHON) scripts/nsys_driver.py run $(PROFILE_ARGS) --json $(NSYS_STEM).json
+	$(NSYS) stats -q -r $(NSYS_REPORTS) --format csv -o $(NSYS_STEM) $(NSYS_STEM).nsys-rep
+	$(PYTHON) scripts/nsys_driver.py summary $(NSYS_STEM)
+
+trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
+	$(PYTHON) scripts/nsys_driver.py trace $(PROFILE_ARGS) --out $(NSYS_STEM).trace.json
+
+# --- The site, the plots and the regression gate -------------------------------------------------
+# publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
+# into site/node_modules) so the site works offline; without npm it fails unless CDN=1.
+# compare: exits 1 when a case of MACHINE (default: this host's) became slower than
+# FACTOR x (1 + its noise) or newly fails between BASE and HEAD; 2 on an unknown rev or no results.
+
+PORT          ?= 8080
+BASE          ?=
+HEAD          ?= HEAD
+FACTOR        ?= 1.05
+MACHINE       ?=
+CDN           ?=
+
+.PHONY: publish preview compare plots
+
+publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 if npm is missing)
+	$(PYTHON) scripts/publish.py $(if $(CDN),--cdn)
+
+preview: ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
+	@test -f html/index.json || { echo "preview: html/ has no site; run make publish first"; exit 2; }
+	$(SYSTEM_PYTHON) -m http.server --bind 127.0.0.1 --directory html $(PORT)
+
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.05] [MACHINE=h200]
+	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
+	$(PYTHON) scripts/compare.py --base $(BASE) --head $(HEAD) --factor $(FACTOR) $(if $(MACHINE),--machine $(MACHINE))
+
+plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
+	$(PYTHON) scripts/plots.py
 
 # ---- reports: the lecture's experiments, stored with their environment in reports/<machine>/ ----
 # (pitfalls: the two timing mistakes; profile: torch.profiler per backend; mlp: training-step scaling.

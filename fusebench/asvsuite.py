@@ -18,6 +18,32 @@ from fusebench.registry import BACKENDS, Op, shape_label
 SWEEP_ENV = "FUSEBENCH_SWEEP"
 #: Bump when a metric's meaning changes (asv then starts a new history line).
 SUITE_VERSION = "1"
+#: asv names benchmarks ``<module>.<Class>.<method>``; the module is ``benchmarks/suite.py``.
+BENCHMARK_MODULE = "suite"
+#: Suffix of the metrics that hold a time metric's spread (interquartile range, seconds).
+NOISE_SUFFIX = "_iqr"
+#: Which time metric's spread is each metric's noise (``fusebench.compare`` reads it), first one
+#: measured wins: bandwidth and % of ceiling are computed from the hot device time on a GPU, from
+#: the wall time on the CPU (no device time there).
+NOISE_SOURCE = {
+    "track_device_time": ("track_device_time",),
+    "track_device_time_cold": ("track_device_time_cold",),
+    "track_wall_time": ("track_wall_time",),
+    "track_bandwidth": ("track_device_time", "track_wall_time"),
+    "track_pct_of_ceiling": ("track_device_time", "track_wall_time"),
+    "track_tflops": ("track_device_time", "track_wall_time"),
+    "track_pct_of_peak": ("track_device_time", "track_wall_time"),
+}
+
+
+def class_name(op_name: str) -> str:
+    """Name of the asv class generated for an op: ``"gelu"`` -> ``"Gelu"``."""
+    return op_name.capitalize()
+
+
+def benchmark_name(op_name: str, metric: str) -> str:
+    """asv's name of ``metric`` of the class generated for ``op_name``: ``suite.Gelu.track_bandwidth``."""
+    return f"{BENCHMARK_MODULE}.{class_name(op_name)}.{metric}"
 
 try:  # skip a single metric (not the whole combination) from inside a track method
     from asv_runner.benchmarks.mark import SkipNotImplemented
@@ -84,11 +110,29 @@ class _OpSuite:
 
     track_device_time_cold.unit = "seconds"
 
+    def track_device_time_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the hot device time, seconds: the noise ``make compare`` allows."""
+        return self._value("device_time_iqr_ms") * 1e-3
+
+    track_device_time_iqr.unit = "seconds"
+
+    def track_device_time_cold_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the cold device time, seconds."""
+        return self._value("device_time_cold_iqr_ms") * 1e-3
+
+    track_device_time_cold_iqr.unit = "seconds"
+
     def track_wall_time(self, cache, backend, shape, dtype):
         """Wall time (host clock with synchronization), median, seconds."""
         return self._value("wall_time_ms") * 1e-3
 
     track_wall_time.unit = "seconds"
+
+    def track_wall_time_iqr(self, cache, backend, shape, dtype):
+        """Interquartile range of the wall time, seconds."""
+        return self._value("wall_time_iqr_ms") * 1e-3
+
+    track_wall_time_iqr.unit = "seconds"
 
     def track_bandwidth(self, cache, backend, shape, dtype):
         """Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."""
@@ -124,5 +168,5 @@ def suite_class(op: Op) -> type:
     dtypes; with TFLOP/s and % of peak when the op declares flops."""
     params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(op.dtypes)]
     bases = (_OpSuite, _ComputeMetrics) if op.flops is not None else (_OpSuite,)
-    return type(op.name.capitalize(), bases, {"op": op.name, "params": params,
+    return type(class_name(op.name), bases, {"op": op.name, "params": params,
                                               "__module__": "benchmarks.suite"})

@@ -14,9 +14,6 @@ import torch
 
 from fusebench.errors import SkipCase
 
-#: Seconds the last :func:`compiled` factory spent compiling (first call), read by the sweep.
-last_compile_seconds: float | None = None
-
 
 def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
     """``torch.compile`` of ``eager`` for exactly ``x``'s shape and dtype, compiled now.
@@ -24,13 +21,12 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
     Dynamo's caches are reset first so that each case gets its own static-shape graph
     (``dynamic=False``): a sweep over many shapes would otherwise hit the recompile limit and
     fall back to eager, or to a slower dynamic-shape kernel. ``fullgraph=True`` makes a graph
-    break an error instead of a silent partial compile. The compile time (the first call) is
-    stored in :data:`last_compile_seconds`.
+    break an error instead of a silent partial compile. The returned callable carries the
+    compile time (its first call, seconds) as its ``compile_s`` attribute.
 
     Raises:
         SkipCase: Inductor cannot compile on this machine (e.g. no C++ compiler), with its reason.
     """
-    global last_compile_seconds
     torch._dynamo.reset()
     fn = torch.compile(eager, dynamic=False, fullgraph=True)
     start = time.perf_counter()
@@ -40,8 +36,11 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
         raise SkipCase(f"torch.compile failed: {first_line(exc)}") from exc
     if x.is_cuda:
         torch.cuda.synchronize(x.device)
-    last_compile_seconds = time.perf_counter() - start
-    return lambda: fn(x)
+    def run():
+        return fn(x)
+
+    run.compile_s = time.perf_counter() - start
+    return run
 
 
 def require_triton(x: torch.Tensor) -> None:

@@ -11,6 +11,7 @@ adding an op is one module and one entry in ``kernels.OPS``.
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -105,6 +106,7 @@ class Precision:
         with _tf32_matmul():
             fn = factory(x)
 
+        @functools.wraps(fn)  # keeps the attributes a factory sets on its callable (compile_s)
         def in_tf32() -> torch.Tensor:
             with _tf32_matmul():
                 return fn()
@@ -145,8 +147,9 @@ class Op:
     Attributes:
         name: short lowercase name (``gelu``, ``softmax``, ``matmul``).
         reference: float64 reference ``reference(x) -> y``; never timed.
-        grids: named lists of shapes: ``default`` (GPU), ``cpu`` and ``quick``; every shape of
-            ``cpu`` and ``quick`` is also in ``default`` so that asv parameters stay fixed.
+        grids: named lists of shapes: ``default`` (GPU), ``cpu``, ``quick`` and ``nsys`` (the
+            few shapes ``make nsys`` profiles); every shape of the others is also in ``default``
+            so that asv parameters stay fixed.
         invariant: optional check ``invariant(y, x) -> str | None`` returning what is wrong.
         dtypes: the op's dtype axis, names from :data:`PRECISIONS` (default: the plain dtypes).
         flops: optional ``flops(shape) -> int``, floating-point operations of one call (a
@@ -157,6 +160,8 @@ class Op:
         tolerance: optional ``tolerance(shape, precision name) -> float`` replacing the gate's
             per-dtype table, for ops whose rounding error grows with the shape (a length-k dot
             product).
+        headline: the shape the op's one-number summaries report (the speedup chart), one of
+            ``grids["default"]``.
         backends: registered backends by name, filled by :meth:`backend`.
     """
 
@@ -168,6 +173,7 @@ class Op:
     flops: Callable[[Shape], int] | None = None
     roofline: str = "memory"
     tolerance: Callable[[Shape, str], float] | None = None
+    headline: Shape | None = None
     backends: dict[str, Backend] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -42,7 +42,9 @@ CUDA_CFLAGS = [
 ]  # fmt: skip
 
 # softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
-VARIANTS = {"auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4}
+VARIANTS = {
+    "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
+}  # fmt: skip
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
 
@@ -109,6 +111,10 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     """GELU, tanh approximation, elementwise: any shape, float32/bfloat16/float16.
 
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 (``tanhf``).
+    float32 uses ``tanhf``; bfloat16/float16 the identical
+    x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) with hardware exp2 and
+    division (fp32 error ~1e-6, far below 16-bit rounding; fewer instructions
+    so the 16-bit kernel stays memory-bound).
     Moves 2 * itemsize bytes per element (memory-bound). Launch: 256-thread
     blocks, each thread four 16-byte vectors (4 fp32 or 8 16-bit elements),
     grid = ceil(numel / (1024 * elems_per_vector)); unaligned data uses scalar
@@ -131,17 +137,26 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
 def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     """``softmax`` with a forced variant (a ``VARIANTS`` name or code):
 
-    - 1 warp_per_row, cols <= 1024: a warp per row, 4 rows per 128-thread
-      block, row in registers; grid = ceil(rows / 4).
+    - 1 warp_per_row, cols <= 1024: row in registers, 128-thread blocks.
+      16-byte-aligned rows with cols a multiple of 16 bytes: a group of
+      L = min(32, pow2(cols * itemsize / 16)) lanes per row, each lane one
+      16-byte vector per row slice, and each group 4 / (vectors per lane)
+      rows (at least 1), so every thread has ~4 vectors in flight (128 bf16
+      columns: 16 lanes x 4 rows, 32 rows per block). Otherwise a warp per
+      row, 4 rows per block; grid = ceil(rows / rows per block).
     - 2 block_per_row, cols <= 32768: a block per row (32..1024 threads,
       about 256 when each thread can hold up to 32 values), row in
       registers; grid = rows.
     - 3 online: a 512-thread block per row, online max/sum then a reverse
       normalizing pass; grid = rows.
     - 4 split_row: rows <= 65535; each row split into chunks (multiples of
-      4096 elements, about 2 blocks per SM in total), 256-thread blocks,
+      1024 elements, about 4 blocks per SM in total), 128-thread blocks,
       grid = (chunks, rows), two kernels and a rows * chunks * 8-byte
-      workspace.
+      workspace; on sm_90+ kernel 2 is a programmatic dependent launch that
+      loads its x chunk while kernel 1 finishes.
+    - 5 online_l2: as online, but 1024-thread blocks, one per SM, each
+      looping over rows, so only sm_count rows are in flight and the second
+      pass re-reads from L2; grid = min(rows, sm_count).
     Raises RuntimeError when the variant cannot take x's row length.
     """
     code = VARIANTS[variant] if isinstance(variant, str) else int(variant)
@@ -151,5 +166,6 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
     cols <= 1024: warp_per_row; rows < sm_count and cols * elem_size >= 64 KiB:
-    split_row; cols <= 32768: block_per_row; else online."""
+    split_row; cols <= 32768: block_per_row; rows >= 2 * sm_count and
+    sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)

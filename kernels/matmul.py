@@ -68,7 +68,10 @@ OP = Op(
         "default": [(n, n) for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192)],
         "cpu": [(n, n) for n in (64, 128, 256, 512)],
         "quick": [(256, 256), (4096, 4096)],
+        # make nsys: one launch-bound, one compute-bound size.
+        "nsys": [(256, 256), (8192, 8192)],
     },
+    headline=(8192, 8192),
 )
 
 

@@ -11,11 +11,13 @@ float32, 4 for bfloat16/float16), and about a dozen flops: memory-bound on any G
 kernel is written to stream at copy bandwidth (large blocks, 16-byte vector loads).
 """
 
+from dataclasses import dataclass
+
 import torch
 import triton
 import triton.language as tl
 
-__all__ = ["gelu"]
+__all__ = ["GeluConfig", "gelu"]
 
 #: Launch table: itemsize (bytes) -> (BLOCK_SIZE elements per program, num_warps). Each program
 #: moves 16 KiB in and 16 KiB out; 256 threads x 16 elements (fp32) or x 32 elements (16-bit),
@@ -23,25 +25,95 @@ __all__ = ["gelu"]
 _LAUNCH = {4: (4096, 8), 2: (8192, 8)}
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+#: SM count assumed for CPU tensors (the Triton interpreter): an H200's.
+_INTERPRETER_SM_COUNT = 132
+
+
+@dataclass(frozen=True)
+class GeluConfig:
+    """How :func:`gelu` launches (for tuning; the default comes from ``_LAUNCH``).
+
+    Attributes:
+        block: elements per program and loop step (power of two).
+        num_warps: warps per program (power of two).
+        programs_per_sm: 0: one program per block (grid ``cdiv(numel, block)``); k > 0: a
+            persistent grid of ``k x SM count`` programs, each looping over blocks with a grid
+            stride (no more programs than blocks).
+        evict_first: load the input with ``eviction_policy="evict_first"`` (it is never reread).
+        streaming_store: store with ``cache_modifier=".cs"`` (streaming: likely accessed once).
+    """
+
+    block: int
+    num_warps: int
+    programs_per_sm: int = 0
+    evict_first: bool = False
+    streaming_store: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("block", "num_warps"):
+            v = getattr(self, name)
+            if v < 1 or v & (v - 1):
+                raise ValueError(f"GeluConfig: {name} must be a power of two, got {v}")
+        if self.programs_per_sm < 0:
+            raise ValueError(f"GeluConfig: programs_per_sm must be >= 0, got {self.programs_per_sm}")
 
 
 @triton.jit
-def _gelu_kernel(x_ptr, y_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
-    pid = tl.program_id(0).to(tl.int64)  # int64: numel may exceed 2**31
-    offs = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+def _gelu_block(
+    x_ptr,
+    y_ptr,
+    n_elements,
+    b,
+    BLOCK_SIZE: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
+    STREAM_STORE: tl.constexpr,
+):
+    offs = tl.cast(b, tl.int64) * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)  # int64: numel may exceed 2**31
     mask = offs < n_elements
-    x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
+    if EVICT_FIRST:
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+    else:
+        x = tl.load(x_ptr + offs, mask=mask, other=0.0)
+    x = x.to(tl.float32)
     u = 0.7978845608028654 * (x + 0.044715 * x * x * x)  # sqrt(2/pi) * (...)
-    y = x / (1.0 + tl.exp(-2.0 * u))  # == 0.5 * x * (1 + tanh(u))
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+    y = (x / (1.0 + tl.exp(-2.0 * u))).to(y_ptr.dtype.element_ty)  # == 0.5 * x * (1 + tanh(u))
+    if STREAM_STORE:
+        tl.store(y_ptr + offs, y, mask=mask, cache_modifier=".cs")
+    else:
+        tl.store(y_ptr + offs, y, mask=mask)
 
 
-def _launch_config(itemsize: int) -> tuple[int, int]:
-    """``(BLOCK_SIZE, num_warps)`` for an element size in bytes (4 or 2)."""
-    return _LAUNCH[itemsize]
+@triton.jit
+def _gelu_kernel(
+    x_ptr,
+    y_ptr,
+    n_elements,
+    BLOCK_SIZE: tl.constexpr,
+    PERSISTENT: tl.constexpr,
+    EVICT_FIRST: tl.constexpr,
+    STREAM_STORE: tl.constexpr,
+):
+    if PERSISTENT:  # grid-stride loop over the blocks
+        n_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
+        for b in range(tl.program_id(0), n_blocks, tl.num_programs(0)):
+            _gelu_block(x_ptr, y_ptr, n_elements, b, BLOCK_SIZE, EVICT_FIRST, STREAM_STORE)
+    else:
+        _gelu_block(x_ptr, y_ptr, n_elements, tl.program_id(0), BLOCK_SIZE, EVICT_FIRST, STREAM_STORE)
 
 
-def gelu(x: torch.Tensor) -> torch.Tensor:
+def _launch_config(itemsize: int) -> GeluConfig:
+    """The default :class:`GeluConfig` for an element size in bytes (4 or 2)."""
+    block, warps = _LAUNCH[itemsize]
+    return GeluConfig(block, warps)
+
+
+def _sm_count(device: torch.device) -> int:
+    if device.type != "cuda":
+        return _INTERPRETER_SM_COUNT
+    return torch.cuda.get_device_properties(device).multi_processor_count
+
+
+def gelu(x: torch.Tensor, *, _config: GeluConfig | None = None) -> torch.Tensor:
     """GELU, tanh approximation, elementwise.
 
     Args:
@@ -53,6 +125,9 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
         A new contiguous tensor of ``x``'s shape and dtype. Arithmetic is float32 throughout;
         the result is rounded once to ``x``'s dtype. An empty ``x`` gives an empty tensor and no
         launch.
+
+        _config: force a launch configuration (tuning, tests); default ``_LAUNCH`` for the
+            element size.
 
     Raises:
         TypeError: ``x`` has another dtype.
@@ -66,10 +141,22 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     n = x.numel()
     if n == 0:
         return y
-    block, warps = _launch_config(x.element_size())
+    c = _config if _config is not None else _launch_config(x.element_size())
     # 1-D grid, one program per BLOCK_SIZE consecutive elements of the flattened tensor; the
     # last program is masked. At 2**24 fp32 elements that is 4096 programs, ~31 per SM on a
-    # 132-SM H200: enough waves that the tail wave costs little.
-    grid = (triton.cdiv(n, block),)
-    _gelu_kernel[grid](x, y, n, BLOCK_SIZE=block, num_warps=warps)
+    # 132-SM H200: enough waves that the tail wave costs little. A persistent config instead
+    # launches programs_per_sm x SMs programs that stride over the blocks.
+    n_blocks = triton.cdiv(n, c.block)
+    persistent = c.programs_per_sm > 0
+    grid = (min(n_blocks, c.programs_per_sm * _sm_count(x.device)) if persistent else n_blocks,)
+    _gelu_kernel[grid](
+        x,
+        y,
+        n,
+        BLOCK_SIZE=c.block,
+        PERSISTENT=persistent,
+        EVICT_FIRST=c.evict_first,
+        STREAM_STORE=c.streaming_store,
+        num_warps=c.num_warps,
+    )
     return y

@@ -17,6 +17,15 @@ Three strategies, chosen by :func:`plan` from the shape (the input is viewed as
   grid ``(chunks, rows)``: each program writes its chunk's ``(max, sum exp(x - max))`` to small
   float32 buffers. Kernel B, same grid: each program combines its row's partials and writes
   its chunk normalized. Reads the input twice.
+* ``"stream"``: "split"'s two kinds of task in ONE launch, ordered so the second read hits L2.
+  Rows are taken ``group`` at a time; each program draws a ticket from an atomic counter, and
+  tickets run A-tasks of group g, then B-tasks of group g - 1, then A-tasks of group g + 1, ...
+  A B-task spins until its row's A-tasks have published their partials. Between the two reads
+  of an element only about three groups' bytes pass through L2, so with a group of a few MB
+  the second read is an L2 hit. Deadlock-free on any occupancy: a task waits only on A-tasks,
+  which never wait, and only on lower tickets, which programs already running hold (tickets
+  are drawn at program start: the argument of CUB's decoupled look-back scan, Merrill &
+  Garland 2016, NVR-2016-002).
 
 Bytes moved per element: ideally ``2 * itemsize`` (one read, one write), which ``"row"``
 achieves; ``"online"`` and ``"split"`` read twice, ``3 * itemsize`` of traffic, less what the
@@ -56,10 +65,17 @@ SPLIT_MIN_PROGRAMS_PER_SM = 2
 #: At most this many chunks per row (kernel B loads all of a row's partials in every program);
 #: beyond it each program loops over several blocks.
 SPLIT_MAX_CHUNKS = 1024
+#: "stream" (off while 0): rows longer than ROW_MAX_COLS use it when n_rows <
+#: STREAM_MAX_ROWS_PER_SM x SMs (checked before "split"/"online"); groups of about
+#: STREAM_GROUP_BYTES of input, SPLIT_BLOCK_BYTES per loop step, STREAM_CHUNK_BLOCKS steps per task.
+STREAM_MAX_ROWS_PER_SM = 0
+STREAM_GROUP_BYTES = 8 << 20
+STREAM_CHUNK_BLOCKS = 1
+STREAM_WARPS = 8
 #: SM count assumed for CPU tensors (the Triton interpreter): an H200's.
 INTERPRETER_SM_COUNT = 132
 
-_KINDS = ("row", "online", "split")
+_KINDS = ("row", "online", "split", "stream")
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_GRID_Y = 65535
 
@@ -69,12 +85,14 @@ class SoftmaxPlan:
     """How :func:`softmax` launches.
 
     Attributes:
-        kind: ``"row"``, ``"online"`` or ``"split"``.
+        kind: ``"row"``, ``"online"``, ``"split"`` or ``"stream"`` (:func:`plan` never picks
+            ``"stream"`` yet: forced plans only, for tuning).
         block: elements per tile row (power of two): the padded row ("row"), the loop step
-            ("online", "split").
+            ("online", "split", "stream").
         num_warps: warps per program.
         rows_per_program: rows per program ("row" only; power of two).
-        chunk: elements of a row per program ("split" only; a multiple of ``block``).
+        chunk: elements of a row per program ("split", "stream"; a multiple of ``block``).
+        group: rows per group ("stream" only, >= 1).
     """
 
     kind: str
@@ -82,6 +100,7 @@ class SoftmaxPlan:
     num_warps: int
     rows_per_program: int = 1
     chunk: int = 0
+    group: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -90,15 +109,21 @@ class SoftmaxPlan:
             v = getattr(self, name)
             if v < 1 or v & (v - 1):
                 raise ValueError(f"SoftmaxPlan: {name} must be a power of two, got {v}")
-        if self.kind == "split" and (self.chunk < self.block or self.chunk % self.block):
-            raise ValueError(
-                f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}"
-            )
+        if self.group < 1:
+            raise ValueError(f"SoftmaxPlan: group must be >= 1, got {self.group}")
+        if self.kind in ("split", "stream") and (self.chunk < self.block or self.chunk % self.block):
+            raise ValueError(f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}")
 
 
 def _warps(tile_elements: int) -> int:
-    """Warps for a tile: 4 up to 2048 elements, 8 up to 4096, then 16 (<= 64 values/thread)."""
-    return 4 if tile_elements <= 2048 else 8 if tile_elements <= 4096 else 16
+    """Warps for a tile: 4 up to 2048 elements, 8 up to 4096, 16 up to 16384, then 32.
+
+    32 warps for a 32768-element row halves the values each thread holds: 1024 x 32768 bfloat16
+    went from 58.2 to 48.7 µs on an H200 (scripts/tune_triton.py, 2026-11-29).
+    """
+    if tile_elements <= 2048:
+        return 4
+    return 8 if tile_elements <= 4096 else 16 if tile_elements <= 16384 else 32
 
 
 @functools.lru_cache(maxsize=4096)
@@ -112,8 +137,9 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         sm_count: streaming multiprocessors of the device.
 
     Returns:
-        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "split" when
-        ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``, else "online".
+        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "stream" when
+        ``n_rows < STREAM_MAX_ROWS_PER_SM * sm_count`` (never while that is 0), else "split"
+        when ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``, else "online".
 
     Raises:
         ValueError: a size is out of range.
@@ -126,12 +152,15 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
         return SoftmaxPlan("row", block, _warps(block * rows), rows_per_program=rows)
+    if n_rows < STREAM_MAX_ROWS_PER_SM * sm_count:
+        block = SPLIT_BLOCK_BYTES // element_size
+        group = max(1, STREAM_GROUP_BYTES // (n_cols * element_size))
+        return SoftmaxPlan("stream", block, STREAM_WARPS, chunk=block * STREAM_CHUNK_BLOCKS, group=group)
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         return SoftmaxPlan("online", ONLINE_BLOCK, ONLINE_WARPS)
     block = SPLIT_BLOCK_BYTES // element_size
     while (
-        block > SPLIT_MIN_BLOCK
-        and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count
+        block > SPLIT_MIN_BLOCK and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count
     ):
         block //= 2
     chunk = block * triton.cdiv(triton.cdiv(n_cols, block), SPLIT_MAX_CHUNKS)
@@ -272,6 +301,77 @@ def _split_write_kernel(
         tl.store(y_row + offs, (tl.exp(x - m_row) * inv_l).to(y_ptr.dtype.element_ty), mask=mask)
 
 
+@triton.jit
+def _stream_kernel(
+    x_ptr,
+    y_ptr,
+    pm_ptr,
+    pl_ptr,
+    sync_ptr,
+    n_rows,
+    n_cols,
+    chunk,
+    n_chunks,
+    group_rows,
+    BLOCK: tl.constexpr,
+    P_BLOCK: tl.constexpr,
+):
+    # sync_ptr[0]: ticket counter; sync_ptr[1 + row]: A-tasks of the row done. All zero at launch.
+    # Ticket layout, GC = group_rows * n_chunks tasks per group and stage: virtual ticket
+    # v = t + GC; stage s = v // (2 GC) holds A-tasks of group s then B-tasks of group s - 1.
+    t = tl.atomic_add(sync_ptr, 1)  # drawn at program start: lower tickets are running or done
+    gc = group_rows * n_chunks
+    v = t + gc
+    stage = v // (2 * gc)
+    k = v % (2 * gc)
+    is_b = k < gc
+    task = tl.where(is_b, k, k - gc)
+    group = tl.where(is_b, stage - 1, stage)
+    row32 = group * group_rows + task // n_chunks
+    c = task % n_chunks
+    if row32 < n_rows:
+        row = row32.to(tl.int64)
+        x_row = x_ptr + row * n_cols
+        cols = tl.arange(0, BLOCK)
+        start = c * chunk
+        end = tl.minimum(start + chunk, n_cols)
+        if is_b:
+            # Wait for the row's n_chunks A-tasks (all hold lower tickets), then normalize.
+            done = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+            while done < n_chunks:
+                done = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
+            p = tl.arange(0, P_BLOCK)
+            pmask = p < n_chunks
+            pm = tl.load(
+                pm_ptr + row * n_chunks + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
+            )
+            pl = tl.load(pl_ptr + row * n_chunks + p, mask=pmask, other=0.0, cache_modifier=".cg")
+            m_row = tl.max(pm, axis=0)
+            inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+            y_row = y_ptr + row * n_cols
+            for off in range(start, end, BLOCK):
+                offs = off + cols
+                mask = offs < n_cols
+                x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
+                y = tl.exp(x.to(tl.float32) - m_row) * inv_l
+                tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+        else:
+            m = tl.full([BLOCK], -3.4028234663852886e38, tl.float32)
+            l = tl.zeros([BLOCK], tl.float32)
+            for off in range(start, end, BLOCK):
+                offs = off + cols
+                x = tl.load(
+                    x_row + offs, mask=offs < n_cols, other=-float("inf"), eviction_policy="evict_last"
+                )
+                m, l = _online_update(m, l, x.to(tl.float32))
+            m_c = tl.max(m, axis=0)
+            l_c = tl.sum(l * tl.exp(m - m_c), axis=0)
+            tl.store(pm_ptr + row * n_chunks + c, m_c)
+            tl.store(pl_ptr + row * n_chunks + c, l_c)
+            tl.debug_barrier()  # every thread's stores precede the release below
+            tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+
+
 def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tensor:
     """Softmax over the last dimension, numerically stable.
 
@@ -290,17 +390,18 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
     Raises:
         TypeError: ``x`` has another dtype.
         ValueError: a forced ``"row"`` plan's block is shorter than the row, or a forced
-            ``"split"`` plan has more rows than a grid's second dimension allows (65535).
+            ``"split"`` plan has more rows than a grid's second dimension allows (65535), or a
+            forced ``"stream"`` plan would need 2**31 or more programs.
 
-    Bytes moved per element: ``2 * itemsize`` for "row", ``3 * itemsize`` for "online" and
-    "split" (the row is read twice; the second read partly hits L2). Memory-bound.
+    Bytes moved per element: ``2 * itemsize`` for "row", ``3 * itemsize`` for "online",
+    "split" and "stream" (the row is read twice; the second read partly hits L2, mostly for
+    "stream"). Memory-bound.
     Sources: Triton tutorial 02-fused-softmax ("row"); Milakov & Gimelshein 2018,
-    arXiv:1805.02867 ("online", "split").
+    arXiv:1805.02867 ("online", "split", "stream"); Merrill & Garland 2016, NVR-2016-002 (the
+    ticket order of "stream").
     """
     if x.dtype not in _DTYPES:
-        raise TypeError(
-            f"softmax: unsupported dtype {x.dtype}; expected float32, bfloat16 or float16"
-        )
+        raise TypeError(f"softmax: unsupported dtype {x.dtype}; expected float32, bfloat16 or float16")
     x = x.contiguous()
     y = torch.empty_like(x)
     if x.numel() == 0:
@@ -316,18 +417,39 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         # the row padded to a power of two. R > 1 only for short rows, so a (65536, 128) input
         # runs 2048 programs of 32 rows rather than 65536 programs of 128 elements.
         grid = (triton.cdiv(n_rows, p.rows_per_program),)
-        _row_kernel[grid](
-            x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, num_warps=p.num_warps
-        )
+        _row_kernel[grid](x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, num_warps=p.num_warps)
     elif p.kind == "online":
         # 1-D grid, one program per row (chosen only when there are >= 4 rows per SM); each
         # program loops over its row in BLOCK-element steps, twice.
         _online_kernel[(n_rows,)](x, y, n_cols, BLOCK=p.block, num_warps=p.num_warps)
+    elif p.kind == "stream":
+        n_chunks = triton.cdiv(n_cols, p.chunk)
+        group = min(p.group, n_rows)
+        n_tasks = 2 * group * n_chunks * triton.cdiv(n_rows, group)
+        if n_tasks + group * n_chunks >= 2**31:  # int32 ticket arithmetic
+            raise ValueError(f"softmax: stream plan would launch {n_tasks} programs (max 2**31 - 1)")
+        pm = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
+        pl = torch.empty_like(pm)
+        sync = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)
+        # 1-D grid of n_tasks programs; the ticket, not the program id, picks each one's task.
+        _stream_kernel[(n_tasks,)](
+            x,
+            y,
+            pm,
+            pl,
+            sync,
+            n_rows,
+            n_cols,
+            p.chunk,
+            n_chunks,
+            group,
+            BLOCK=p.block,
+            P_BLOCK=max(16, triton.next_power_of_2(n_chunks)),
+            num_warps=p.num_warps,
+        )
     else:
         if n_rows > _MAX_GRID_Y:
-            raise ValueError(
-                f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}"
-            )
+            raise ValueError(f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}")
         n_chunks = triton.cdiv(n_cols, p.chunk)
         pm = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
         pl = torch.empty_like(pm)

@@ -1,7 +1,7 @@
 """``make bench``: measure every case on this machine, store it with asv, print the summary, publish.
 
     python scripts/bench.py [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--quick]
-                            [--results DIR] [--html DIR] [--no-publish]
+                            [--results DIR] [--html DIR] [--plots DIR] [--no-publish]
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
 skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results`` (never
@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fusebench import environment, report, store, sweep  # noqa: E402
+from fusebench import environment, plots, report, site, store, sweep  # noqa: E402
 from fusebench.cli import pick, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
 from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
@@ -31,6 +31,7 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="quick grid, results kept apart")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
     ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
+    ap.add_argument("--plots", type=Path, default=environment.ROOT / "plots", help="where plots go")
     ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
 
@@ -55,10 +56,13 @@ def main() -> int:
         return 1
     print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}", file=sys.stderr)
     if not args.no_publish and not args.quick:
-        if store.publish(results, args.html) != 0:
+        # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
+        if site.publish(results, args.html, cdn=True) != 0:
             print("bench: asv publish failed", file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
+        written = plots.write_plots(results, args.plots, list(OPS.values()), [machine])
+        print(f"bench: {len(written)} plots refreshed in {args.plots}/{machine}/", file=sys.stderr)
     failed = sum(r.status == "failed" for r in result.records)
     if failed:
         print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)

@@ -12,6 +12,10 @@ pytestmark = pytest.mark.gpu
 @pytest.mark.parametrize("variant, shape", [
     ("warp_per_row", (300, 1000)), ("block_per_row", (64, 5000)), ("online", (16, 70001)),
     ("split_row", (3, 300000)), ("online", (8, 1000)), ("block_per_row", (5, 33)),
+    # 16-byte sub-warp groups, several rows per group, a partial last block.
+    ("warp_per_row", (1001, 128)), ("warp_per_row", (77, 8)), ("warp_per_row", (333, 256)),
+    ("warp_per_row", (50, 100)), ("split_row", (1, 1 << 20)), ("split_row", (2, 70000)),
+    ("online_l2", (1000, 4096)), ("online_l2", (3, 65536)), ("online_l2", (400, 1001)),
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):

@@ -161,8 +161,9 @@ def test_asv_classes_add_compute_metrics_only_where_flops_are_declared():
     assert gelu.params[2] == ["float32", "bfloat16", "float16"]
     assert not hasattr(gelu, "track_tflops")
     assert sorted(m for m in dir(gelu) if m.startswith("track_")) == [
-        "track_bandwidth", "track_device_time", "track_device_time_cold", "track_pct_of_ceiling",
-        "track_wall_time"]
+        "track_bandwidth", "track_device_time", "track_device_time_cold", "track_device_time_cold_iqr",
+        "track_device_time_iqr", "track_pct_of_ceiling", "track_wall_time", "track_wall_time_iqr"]
+    assert set(dir(mm)) - set(dir(gelu)) >= {"track_tflops", "track_pct_of_peak"}
     bench = mm()
     bench.setup({"records": {("matmul", "torch", "64x64", "float32"): {
         "status": "ok", "tflops": 0.25, "pct_of_peak": 50.0}}}, "torch", "64x64", "float32")

@@ -16,7 +16,7 @@ def test_every_memory_bound_op_registers_the_portable_backends():
 @pytest.mark.parametrize("op", OPS.values(), ids=lambda o: o.name)
 def test_smaller_grids_are_subsets_of_the_default(op):
     # asv parameters come from the default grid: the cpu and quick grids must not add keys.
-    for grid in ("cpu", "quick"):
+    for grid in ("cpu", "quick", "nsys"):
         assert set(op.grids[grid]) <= set(op.grids["default"]), grid
 
 

@@ -63,3 +63,9 @@ def test_progress_line_and_summary():
                                        [eager, ok, skipped]))
     assert "| 1024 | 0 5% 1.0x | 4 50% 10.0x |" in table
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
+
+
+def test_compile_time_is_recorded_apart_from_run_time():
+    rec = sweep.run_case(get_op("gelu"), "compile", (256,), "float32", CPU, 10.0, None)
+    assert rec.status == "ok", rec.reason
+    assert rec.compile_s is not None and rec.compile_s > rec.wall_time_ms * 1e-3

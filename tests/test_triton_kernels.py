@@ -15,7 +15,7 @@ if not torch.cuda.is_available():
 triton = pytest.importorskip("triton")
 
 from kernels import triton_softmax as ts
-from kernels.triton_gelu import gelu
+from kernels.triton_gelu import GeluConfig, gelu
 from kernels.triton_softmax import SoftmaxPlan, plan, softmax
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
@@ -64,6 +64,30 @@ def test_gelu_non_contiguous(dtype):
         _close(gelu(x), _gelu_ref(x), dtype)
 
 
+@pytest.mark.parametrize("dtype", (torch.float32, torch.bfloat16))
+@pytest.mark.parametrize(
+    "config",
+    [
+        GeluConfig(256, 2),  # several programs, masked last block
+        GeluConfig(64, 1, programs_per_sm=1),  # persistent: 132 programs stride over 157 blocks
+        GeluConfig(128, 4, programs_per_sm=4, evict_first=True, streaming_store=True),
+        GeluConfig(16384, 8, evict_first=True),  # one program, mostly masked
+    ],
+)
+def test_gelu_forced_configs(config, dtype):
+    x = _randn((10001,), dtype)
+    _close(gelu(x, _config=config), _gelu_ref(x), dtype)
+
+
+def test_gelu_config_validation():
+    with pytest.raises(ValueError):
+        GeluConfig(100, 4)
+    with pytest.raises(ValueError):
+        GeluConfig(128, 3)
+    with pytest.raises(ValueError):
+        GeluConfig(128, 4, programs_per_sm=-1)
+
+
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (4, 0, 3)])
 def test_gelu_empty(shape):
     y = gelu(torch.empty(shape, device=DEVICE))
@@ -88,6 +112,9 @@ FORCED = {
     "online": SoftmaxPlan("online", block=16, num_warps=1),
     "split": SoftmaxPlan("split", block=16, num_warps=1, chunk=16),
     "split-loop": SoftmaxPlan("split", block=16, num_warps=1, chunk=48),
+    # group=2 leaves a partial last group on 3 rows; group=8 is clamped to the row count.
+    "stream": SoftmaxPlan("stream", block=16, num_warps=1, chunk=16, group=2),
+    "stream-loop": SoftmaxPlan("stream", block=16, num_warps=1, chunk=48, group=8),
 }
 
 
@@ -172,6 +199,8 @@ def test_softmax_rejects_bad_plans():
     with pytest.raises(ValueError):
         SoftmaxPlan("tiled", 16, 1)
     with pytest.raises(ValueError):
+        SoftmaxPlan("stream", 16, 1, chunk=16, group=0)
+    with pytest.raises(ValueError):
         SoftmaxPlan("row", 100, 4)
 
 
@@ -200,8 +229,8 @@ def test_plan_targets(shape, element_size):
     assert p.kind == TARGETS[shape]
     tile = p.block * p.rows_per_program
     assert tile <= 2**20  # Triton's largest tensor
-    assert tile // (32 * p.num_warps) <= 64  # values per thread: no spilling
-    assert p.num_warps <= 16
+    assert tile // (32 * p.num_warps) <= 32  # values per thread: no spilling
+    assert p.num_warps <= 32  # Triton's largest program
     if p.kind == "row":
         assert p.block >= n_cols and p.block < 2 * max(n_cols, 16)
         programs = triton.cdiv(n_rows, p.rows_per_program)
@@ -227,6 +256,24 @@ def test_plan_every_kind_reachable_and_thresholds():
     assert huge.kind == "split" and triton.cdiv(2**31 - 2**20, huge.chunk) <= ts.SPLIT_MAX_CHUNKS
     with pytest.raises(ValueError):
         plan(1, 10, 8, sms)
+
+
+def test_plan_stream_switch(monkeypatch):
+    assert plan(256, 262144, 4, H200_SMS).kind == "split"  # off by default
+    monkeypatch.setattr(ts, "STREAM_MAX_ROWS_PER_SM", 4)
+    ts.plan.cache_clear()
+    try:
+        p = plan(256, 262144, 4, H200_SMS)
+        assert (p.kind, p.block, p.chunk, p.group) == ("stream", 4096, 4096, 8)  # 8 MB groups
+        assert plan(4096, 65536, 4, H200_SMS).kind == "online"  # 4096 rows >= 4 x 132
+        assert plan(256, 1024, 4, H200_SMS).kind == "row"
+        monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
+        x = _randn((3, ts.ROW_MAX_COLS + 100), torch.float32)
+        if DEVICE == "cpu":
+            assert plan(3, ts.ROW_MAX_COLS + 100, 4, 1).kind == "stream"
+        _check_softmax(softmax(x), x)
+    finally:
+        ts.plan.cache_clear()
 
 
 def test_sm_count_cpu():

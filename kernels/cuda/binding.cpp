@@ -69,7 +69,7 @@ at::Tensor gelu(const at::Tensor& x) {
 at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, const char* op) {
   check_input(x, op);
   const fc::DType dtype = to_dtype(x, op);
-  TORCH_CHECK(variant >= 0 && variant <= 4, op, ": variant must be 0..4, got ", variant);
+  TORCH_CHECK(variant >= 0 && variant <= 5, op, ": variant must be 0..5, got ", variant);
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
@@ -111,7 +111,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("gelu", &gelu, "GELU (tanh approximation) of a CUDA tensor", py::arg("x"));
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
-        "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row",
+        "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
+        "5 online, one block per SM",
         py::arg("x"), py::arg("variant"));
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),

@@ -27,6 +27,7 @@ enum class SoftmaxVariant : int {
   BlockPerRow = 2,   // cols <= 32768: one block per row, row in registers (*)
   Online = 3,        // any cols: one block per row, online max/sum + 2nd pass
   SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
+  OnlineL2 = 5,      // any cols: Online with one block per SM looping over rows
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
 // width, BlockPerRow runs Online for cols > 16384.

@@ -3,10 +3,12 @@
 // fp32 arithmetic (expf, no fast-math), 16-bit types converted on load/store.
 //
 // Memory-bound: the ideal is one read and one write, 2 * itemsize bytes per
-// element. Four variants (see SoftmaxVariant in fusebench_cuda.h):
-//  - WarpPerRow (cols <= 1024): one warp per row, the row in registers, warp
-//    shuffles only, kWarpRows rows per block. The "persistent softmax" of
-//    Apex / PyTorch (aten/src/ATen/native/cuda/PersistentSoftmax.cuh).
+// element. Five variants (see SoftmaxVariant in fusebench_cuda.h):
+//  - WarpPerRow (cols <= 1024): a warp (or, for rows of < 32 16-byte
+//    vectors, a sub-warp group) per row, the row in registers, shuffles
+//    only; short rows pack several rows per group so each thread keeps
+//    kWarpVecsPerThread 16-byte vectors in flight. The "persistent softmax"
+//    of Apex / PyTorch (aten/src/ATen/native/cuda/PersistentSoftmax.cuh).
 //  - BlockPerRow (cols <= 32768): one block per row, the row in registers
 //    (<= 32 fp32 values per thread), two block reductions (warp shuffles +
 //    shared memory). Reads the input once. The scalar (unaligned) path holds
@@ -16,10 +18,14 @@
 //    calculation for softmax", arXiv:1805.02867); pass 2 walks the row's
 //    chunks in reverse, so the chunks read last in pass 1 (most likely still
 //    in L2) are re-read first.
+//  - OnlineL2 (any cols): Online with one 1024-thread block per SM looping
+//    over rows, so only sm_count rows are in flight; when they fit in L2,
+//    pass 2 re-reads from L2 instead of DRAM.
 //  - SplitRow (any cols): a row is split into chunks of whole blocks so few,
 //    long rows still fill the GPU. Kernel 1 writes each chunk's (max, sum)
-//    partial; kernel 2 merges its row's partials and normalizes its chunk
-//    (re-read from L2 when rows * cols * itemsize fits there).
+//    partial; kernel 2 (a programmatic dependent launch on sm_90+) loads its
+//    chunk while kernel 1 finishes, then merges its row's partials and
+//    normalizes the chunk (re-read from L2 when rows * cols * itemsize fits).
 // All variants load 16-byte vectors when both base pointers are 16-byte
 // aligned and cols is a multiple of the vector width, else scalars.
 #include "common.cuh"
@@ -30,14 +36,18 @@ namespace {
 
 constexpr float kNegInf = -__builtin_huge_valf();
 
-constexpr int kWarpRows = 4;             // WarpPerRow: rows (warps) per 128-thread block
+constexpr int kWarpRows = 4;             // WarpPerRow: warps per 128-thread block
+constexpr int kWarpVecsPerThread = 4;    // WarpPerRow (16-byte path): vectors in flight per thread
 constexpr int kBlockTargetThreads = 256; // BlockPerRow: preferred block size
 constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread (vectorized)
 constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 registers)
 constexpr int kOnlineThreads = 512;      // Online: block size
-constexpr int kSplitThreads = 256;       // SplitRow: block size
+constexpr int kOnlineL2Threads = 1024;   // OnlineL2: block size (one block per SM)
+constexpr int64_t kOnlineL2BudgetBytes = int64_t{36} << 20;  // rows in flight, < 50 MiB H100/H200 L2
+constexpr int kSplitThreads = 128;       // SplitRow: block size
+constexpr int kSplitBlocksPerSm = 4;     // SplitRow: target blocks per SM (all rows together)
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
-constexpr int64_t kSplitChunkQuantum = 4096;  // SplitRow chunk granule (elements)
+constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
 
 template <typename T, int N>
@@ -51,39 +61,62 @@ __device__ __forceinline__ void load_or_fill(const T* p, bool valid, float (&v)[
 }
 
 // ---------------------------------------------------------------- WarpPerRow
-// Lane l holds vectors l, l + 32, ... of its row: ITEMS = NV * VEC elements,
-// cols <= 32 * ITEMS. Out-of-row slots hold -inf and are not stored.
-template <typename T, int NV, int VEC>
+// A group of LANES lanes (a whole warp when LANES == 32, else a sub-warp)
+// owns ROWS rows; lane l of a group holds vectors l, l + LANES, ... (NV of
+// them) of each: ITEMS = NV * VEC elements per row, cols <= LANES * ITEMS.
+// The warp's rows are consecutive, row r of group g being warp_first +
+// r * (32 / LANES) + g, so one load instruction covers 32 / LANES adjacent
+// rows. Short 16-bit rows (128 bf16 columns = 16 x 16 bytes) thus still use
+// 16-byte vectors on every lane, and ROWS keeps several vectors per thread in
+// flight. Reductions are butterflies of width LANES. Out-of-row slots hold
+// -inf and are not stored; out-of-range rows are computed but not stored.
+template <typename T, int NV, int VEC, int LANES, int ROWS>
 __global__ void __launch_bounds__(kWarpRows * kWarpSize)
     softmax_warp_kernel(const T* x, T* y, int64_t rows, int cols) {
-  const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpRows + threadIdx.x / kWarpSize;
-  if (row >= rows) return;  // uniform per warp
-  const int lane = threadIdx.x % kWarpSize;
-  const T* xr = x + row * cols;
-  T* yr = y + row * cols;
-  float v[NV][VEC];
-  float m = kNegInf;
+  constexpr int kGroups = kWarpSize / LANES;
+  const int lane = threadIdx.x % kWarpSize, sub = lane % LANES;
+  const int64_t first =
+      (static_cast<int64_t>(blockIdx.x) * kWarpRows + threadIdx.x / kWarpSize) * kGroups * ROWS +
+      lane / LANES;
+  if (first - lane / LANES >= rows) return;  // uniform per warp
+  float v[ROWS][NV][VEC];
+  float m[ROWS], s[ROWS];
 #pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int c = (k * kWarpSize + lane) * VEC;
-    load_or_fill<T, VEC>(xr + c, c < cols, v[k]);
+  for (int r = 0; r < ROWS; ++r) {
+    const int64_t row = first + r * kGroups;
+    m[r] = kNegInf;
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
+    for (int k = 0; k < NV; ++k) {
+      const int c = (k * LANES + sub) * VEC;
+      const bool ok = row < rows && c < cols;
+      load_or_fill<T, VEC>(ok ? x + row * cols + c : x, ok, v[r][k]);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) m[r] = fmaxf(m[r], v[r][k][i]);
+    }
   }
-  m = warp_reduce<MaxOp>(m);
-  float s = 0.f;
 #pragma unroll
-  for (int k = 0; k < NV; ++k)
+  for (int r = 0; r < ROWS; ++r) m[r] = warp_reduce<MaxOp, LANES>(m[r]);
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) s += (v[k][i] = expf(v[k][i] - m));
-  const float r = 1.f / warp_reduce<SumOp>(s);
+  for (int r = 0; r < ROWS; ++r) {
+    s[r] = 0.f;
 #pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    const int c = (k * kWarpSize + lane) * VEC;
-    if (c < cols) {
+    for (int k = 0; k < NV; ++k)
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[k][i] *= r;
-      store_vec<T, VEC>(yr + c, v[k]);
+      for (int i = 0; i < VEC; ++i) s[r] += (v[r][k][i] = expf(v[r][k][i] - m[r]));
+  }
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) s[r] = 1.f / warp_reduce<SumOp, LANES>(s[r]);
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const int64_t row = first + r * kGroups;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      const int c = (k * LANES + sub) * VEC;
+      if (row < rows && c < cols) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[r][k][i] *= s[r];
+        store_vec<T, VEC>(y + row * cols + c, v[r][k]);
+      }
     }
   }
 }
@@ -178,14 +211,35 @@ __device__ __forceinline__ void normalize(const T* xr, T* yr, int64_t begin, int
   }
 }
 
-template <typename T, int VEC>
-__global__ void __launch_bounds__(kOnlineThreads) softmax_online_kernel(const T* x, T* y,
-                                                                        int64_t cols) {
+// Block b handles rows b, b + gridDim.x, ... (one row when the grid covers
+// every row; the OnlineL2 launch caps the grid so that the rows in flight fit
+// in L2 and pass 2 re-reads from there).
+template <typename T, int VEC, int THREADS>
+__global__ void __launch_bounds__(THREADS) softmax_online_kernel(const T* x, T* y, int64_t rows,
+                                                                 int64_t cols) {
   __shared__ MaxSum red[kWarpSize];
-  const int64_t row = blockIdx.x, nvec = cols / VEC;
-  const T* xr = x + row * cols;
-  const MaxSum st = block_reduce(thread_stats<T, VEC>(xr, 0, nvec), red);
-  normalize<T, VEC>(xr, y + row * cols, 0, nvec, st.m, 1.f / st.s, /*reverse=*/true);
+  const int64_t nvec = cols / VEC;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* xr = x + row * cols;
+    const MaxSum st = block_reduce(thread_stats<T, VEC>(xr, 0, nvec), red);
+    normalize<T, VEC>(xr, y + row * cols, 0, nvec, st.m, 1.f / st.s, /*reverse=*/true);
+    __syncthreads();  // `red` is rewritten by the next row's reduction
+  }
+}
+
+// Programmatic dependent launch (sm_90+): the primary kernel lets the
+// dependent one start early; the dependent one waits (griddepcontrol.wait)
+// until the primary grid has completed and its writes are visible. No-ops
+// on older GPUs, where the host also launches without the attribute.
+__device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
+}
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  cudaGridDependencySynchronize();
+#endif
 }
 
 // Kernel 1 of SplitRow: grid (chunks, rows); partial[row * chunks + chunk].
@@ -193,13 +247,16 @@ template <typename T, int VEC>
 __global__ void __launch_bounds__(kSplitThreads)
     softmax_split_stats_kernel(const T* x, MaxSum* partial, int64_t cols, int64_t chunk_vecs) {
   __shared__ MaxSum red[kWarpSize];
+  pdl_trigger();  // kernel 2 may start prefetching x now
   const int64_t row = blockIdx.y, nvec = cols / VEC, begin = blockIdx.x * chunk_vecs;
   const int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
   const MaxSum st = block_reduce(thread_stats<T, VEC>(x + row * cols, begin, end), red);
   if (threadIdx.x == 0) partial[row * gridDim.x + blockIdx.x] = st;
 }
 
-// Kernel 2 of SplitRow: same grid; merge the row's partials, normalize the chunk.
+// Kernel 2 of SplitRow: same grid. Loads the chunk's first step of x (which
+// kernel 1 does not write) before waiting for kernel 1, then merges the
+// row's partials and normalizes the chunk.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kSplitThreads)
     softmax_split_norm_kernel(const T* x, T* y, const MaxSum* partial, int64_t cols,
@@ -207,21 +264,41 @@ __global__ void __launch_bounds__(kSplitThreads)
   __shared__ MaxSum red[kWarpSize];
   const int64_t row = blockIdx.y, nvec = cols / VEC, begin = blockIdx.x * chunk_vecs;
   const int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
+  const T* xr = x + row * cols;
+  T* yr = y + row * cols;
+  float v[kUnroll][VEC];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (i < end) load_vec<T, VEC>(xr + i * VEC, v[u]);
+  }
+  pdl_wait();
   MaxSum st{kNegInf, 0.f};
   for (unsigned j = threadIdx.x; j < gridDim.x; j += blockDim.x)
     st = combine(st, partial[row * gridDim.x + j]);
   st = block_reduce(st, red);
-  normalize<T, VEC>(x + row * cols, y + row * cols, begin, end, st.m, 1.f / st.s,
-                    /*reverse=*/false);
+  const float r = 1.f / st.s;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
+    if (i < end) {
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) v[u][k] = expf(v[u][k] - st.m) * r;
+      store_vec<T, VEC>(yr + i * VEC, v[u]);
+    }
+  }
+  const int64_t step = static_cast<int64_t>(blockDim.x) * kUnroll;
+  if (begin + step < end) normalize<T, VEC>(xr, yr, begin + step, end, st.m, r, /*reverse=*/false);
 }
 
 // ------------------------------------------------------------------- host side
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
-// every vector width): aim for >= 2 blocks per SM over all rows.
+// every vector width): aim for >= kSplitBlocksPerSm blocks per SM over all rows.
 int64_t split_chunk_elems(int64_t rows, int64_t cols, int sm_count) {
-  const int64_t want = ceil_div(2 * static_cast<int64_t>(sm_count > 0 ? sm_count : 1), rows);
+  const int64_t want =
+      ceil_div(int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1), rows);
   return ceil_div(ceil_div(cols, want), kSplitChunkQuantum) * kSplitChunkQuantum;
 }
 
@@ -231,16 +308,16 @@ int pick_vec(const void* x, const void* y, int64_t cols, int max_vec) {
   return aligned16(x) && aligned16(y) && cols % v == 0 ? v : 1;
 }
 
-template <typename T, int NV, int VEC>
+template <typename T, int NV, int VEC, int LANES = kWarpSize, int ROWS = 1>
 cudaError_t launch_warp(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
-  const int64_t blocks = ceil_div(rows, kWarpRows);
+  const int64_t blocks = ceil_div(rows, int64_t{kWarpRows} * (kWarpSize / LANES) * ROWS);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  softmax_warp_kernel<T, NV, VEC>
+  softmax_warp_kernel<T, NV, VEC, LANES, ROWS>
       <<<static_cast<unsigned>(blocks), kWarpRows * kWarpSize, 0, s>>>(x, y, rows, cols);
   return cudaGetLastError();
 }
 
-// ITEMS = elements per lane (power of two, 1..32).
+// ITEMS = elements per lane (power of two, 1..32), a whole warp per row.
 template <typename T, int ITEMS>
 cudaError_t warp_items(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   constexpr int kVec = vec16<T>() < ITEMS ? vec16<T>() : ITEMS;
@@ -249,9 +326,30 @@ cudaError_t warp_items(const T* x, T* y, int64_t rows, int cols, cudaStream_t s)
   return launch_warp<T, ITEMS, 1>(x, y, rows, cols, s);
 }
 
+// 16-byte vectors only (aligned, cols % VEC == 0): LANES = the row's vector
+// count rounded up to a power of two (<= 32), NV vectors per lane and row,
+// ROWS rows per group so that each thread keeps kWarpVecsPerThread vectors
+// in flight (fewer only for rows longer than that alone provides).
+template <typename T>
+cudaError_t warp_packed(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
+  constexpr int V = vec16<T>();
+  constexpr int R = kWarpVecsPerThread;
+  const int nvec = cols / V;
+  if (nvec <= 1) return launch_warp<T, 1, V, 1, R>(x, y, rows, cols, s);
+  if (nvec <= 2) return launch_warp<T, 1, V, 2, R>(x, y, rows, cols, s);
+  if (nvec <= 4) return launch_warp<T, 1, V, 4, R>(x, y, rows, cols, s);
+  if (nvec <= 8) return launch_warp<T, 1, V, 8, R>(x, y, rows, cols, s);
+  if (nvec <= 16) return launch_warp<T, 1, V, 16, R>(x, y, rows, cols, s);
+  if (nvec <= 32) return launch_warp<T, 1, V, 32, R>(x, y, rows, cols, s);
+  if (nvec <= 64) return launch_warp<T, 2, V, 32, (R / 2 > 1 ? R / 2 : 1)>(x, y, rows, cols, s);
+  if (nvec <= 128) return launch_warp<T, 4, V, 32, (R / 4 > 1 ? R / 4 : 1)>(x, y, rows, cols, s);
+  return launch_warp<T, 8, V, 32, 1>(x, y, rows, cols, s);
+}
+
 template <typename T>
 cudaError_t warp_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   if (cols > kWarpPerRowMaxCols) return cudaErrorInvalidValue;
+  if (pick_vec<T>(x, y, cols, vec16<T>()) == vec16<T>()) return warp_packed<T>(x, y, rows, cols, s);
   if (cols <= 32) return warp_items<T, 1>(x, y, rows, cols, s);
   if (cols <= 64) return warp_items<T, 2>(x, y, rows, cols, s);
   if (cols <= 128) return warp_items<T, 4>(x, y, rows, cols, s);
@@ -260,15 +358,32 @@ cudaError_t warp_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t 
   return warp_items<T, 32>(x, y, rows, cols, s);
 }
 
+// Online with grid = min(rows, max_grid); max_grid 0 means one block per row.
+template <typename T, int THREADS>
+cudaError_t launch_online(const T* x, T* y, int64_t rows, int64_t cols, int64_t max_grid,
+                          cudaStream_t s) {
+  const int64_t grid = max_grid > 0 && max_grid < rows ? max_grid : rows;
+  if (grid > 0x7fffffff) return cudaErrorInvalidValue;
+  const unsigned g = static_cast<unsigned>(grid);
+  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
+    softmax_online_kernel<T, vec16<T>(), THREADS><<<g, THREADS, 0, s>>>(x, y, rows, cols);
+  else
+    softmax_online_kernel<T, 1, THREADS><<<g, THREADS, 0, s>>>(x, y, rows, cols);
+  return cudaGetLastError();
+}
+
 template <typename T>
 cudaError_t online(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
-  if (rows > 0x7fffffff) return cudaErrorInvalidValue;
-  const unsigned grid = static_cast<unsigned>(rows);
-  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
-    softmax_online_kernel<T, vec16<T>()><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
-  else
-    softmax_online_kernel<T, 1><<<grid, kOnlineThreads, 0, s>>>(x, y, cols);
-  return cudaGetLastError();
+  return launch_online<T, kOnlineThreads>(x, y, rows, cols, 0, s);
+}
+
+// OnlineL2: one kOnlineL2Threads block per SM, each looping over rows, so
+// sm_count rows are in flight (sm_count * row bytes, within L2 when
+// softmax_pick_variant chooses it) and pass 2's reverse re-read hits L2.
+template <typename T>
+cudaError_t online_l2(const T* x, T* y, int64_t rows, int64_t cols, int sm_count,
+                      cudaStream_t s) {
+  return launch_online<T, kOnlineL2Threads>(x, y, rows, cols, sm_count > 0 ? sm_count : 1, s);
 }
 
 template <typename T, int VEC, int NV>
@@ -300,11 +415,28 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
                          int64_t chunk, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(ceil_div(cols, chunk)), static_cast<unsigned>(rows));
   softmax_split_stats_kernel<T, VEC><<<grid, kSplitThreads, 0, s>>>(x, partial, cols, chunk / VEC);
-  const cudaError_t err = cudaGetLastError();
+  cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
-  softmax_split_norm_kernel<T, VEC>
-      <<<grid, kSplitThreads, 0, s>>>(x, y, partial, cols, chunk / VEC);
-  return cudaGetLastError();
+  // Kernel 2 as a programmatic dependent launch where the GPU supports it.
+  int device = 0, major = 0;
+  err = cudaGetDevice(&device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (err != cudaSuccess) return err;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = dim3(kSplitThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = major >= 9 ? 1 : 0;
+  const T* xc = x;
+  const MaxSum* pc = partial;
+  const int64_t chunk_vecs = chunk / VEC;
+  return cudaLaunchKernelEx(&cfg, softmax_split_norm_kernel<T, VEC>, xc, y, pc, cols, chunk_vecs);
 }
 
 template <typename T>
@@ -330,6 +462,7 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
       return block_per_row<T>(x, y, rows, static_cast<int>(cols), s);
     case SoftmaxVariant::Online: return online<T>(x, y, rows, cols, s);
     case SoftmaxVariant::SplitRow: return split_row<T>(x, y, rows, cols, sm_count, ws, s);
+    case SoftmaxVariant::OnlineL2: return online_l2<T>(x, y, rows, cols, sm_count, s);
     case SoftmaxVariant::Auto: break;
   }
   return cudaErrorInvalidValue;
@@ -345,6 +478,15 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
+  // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py, 2026-11-29:
+  // 4096x65536 bf16 460 us against 533 for online_l2; 256x262144 level with online).
+  if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
+  // Long rows: with one block per row, far more rows are in flight than L2
+  // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
+  // re-read in L2 when sm_count rows fit in kOnlineL2BudgetBytes.
+  if (rows >= 2 * static_cast<int64_t>(sm_count) &&
+      static_cast<int64_t>(sm_count) * cols * elem_size <= kOnlineL2BudgetBytes)
+    return SoftmaxVariant::OnlineL2;
   return SoftmaxVariant::Online;
 }
 

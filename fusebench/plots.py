@@ -1,0 +1,221 @@
+"""Plots of stored asv results, per op and machine (matplotlib, Agg, PNG).
+
+* ``<op>-bandwidth.png``: effective bandwidth (GB/s) against bytes moved (log x), one line per
+  backend, one panel per dtype, the copy ceiling as a dashed line. The ceiling is not stored
+  as a metric of its own; it is derived from the stored ones as bandwidth / (% of ceiling / 100)
+  (the median over the run's cases: one copy ceiling is measured per run).
+* ``<op>-tflops.png`` instead, for a compute-bound op (``Op.roofline``): TFLOP/s against the
+  declared flops, the matrix peak as the dashed line (derived the same way from % of peak):
+  the launch-overhead plateau at small sizes, the compute roof at large ones.
+* ``<op>-speedup.png``: device time of ``eager`` / device time of each backend at the op's
+  headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
+  measured, e.g. on the CPU).
+
+The results are those of each machine's most recent commit (``fusebench.results.load_latest``).
+Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg without pyplot.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+from fusebench import results
+from fusebench.asvsuite import benchmark_name
+from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
+
+#: The baseline every speedup is relative to.
+BASELINE = "eager"
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """What the throughput figure of an op of one roofline kind plots (``THROUGHPUT[op.roofline]``)."""
+
+    metric: str      # asv metric on the y axis
+    pct_metric: str  # its % of the roof, from which the roof is derived
+    ylabel: str
+    roof: str        # name of the dashed line
+    unit: str
+    xlabel: str
+    x_scale: float   # the x axis is work / x_scale
+    kind: str        # file name: <op>-<kind>.png
+
+    def work(self, op: Op, shape, dtype: str) -> float:
+        """The declared work of one case: bytes moved (memory) or flops (compute)."""
+        if self.kind == "tflops":
+            return op.flops(shape)
+        return op.bytes_moved(shape, PRECISIONS[dtype].dtype)
+
+
+THROUGHPUT = {
+    "memory": Throughput("track_bandwidth", "track_pct_of_ceiling", "effective bandwidth (GB/s)",
+                         "copy ceiling", "GB/s", "bytes moved (MB, read + write)", 1e6, "bandwidth"),
+    "compute": Throughput("track_tflops", "track_pct_of_peak", "throughput (TFLOP/s)", "matrix peak",
+                          "TFLOP/s", "work (GFLOP)", 1e9, "tflops"),
+}
+
+
+def ceiling_gbps(run: results.Run, op: Op) -> float | None:
+    """The run's roof for ``op`` from its throughput and % of roof; None if not stored.
+
+    The copy ceiling (GB/s) for a memory-bound op, the matrix peak (TFLOP/s) for a compute-bound one.
+    """
+    t = THROUGHPUT[op.roofline]
+    bw = run.values.get(benchmark_name(op.name, t.metric), {})
+    pct = run.values.get(benchmark_name(op.name, t.pct_metric), {})
+    derived = [bw[k] / (pct[k] / 100.0) for k in bw
+               if results.is_measured(bw[k]) and results.is_measured(pct.get(k)) and pct[k] > 0]
+    return statistics.median(derived) if derived else None
+
+
+def bandwidth_series(run: results.Run, op: Op, dtype: str) -> dict[str, list[tuple[int, float, str]]]:
+    """``{backend: [(work, throughput, shape label), ...]}`` sorted by size, measured cases only.
+
+    Work and throughput are bytes moved and GB/s for a memory-bound op, flops and TFLOP/s for a
+    compute-bound one (:data:`THROUGHPUT`).
+    """
+    t = THROUGHPUT[op.roofline]
+    values = run.values.get(benchmark_name(op.name, t.metric), {})
+    out = {}
+    for backend in BACKENDS:
+        points = []
+        for shape in op.grids["default"]:
+            v = values.get((backend, shape_label(shape), dtype))
+            if results.is_measured(v):
+                points.append((t.work(op, shape, dtype), v, shape_label(shape)))
+        if points:
+            out[backend] = sorted(points)
+    return out
+
+
+def speedups(run: results.Run, op: Op) -> tuple[str, dict[str, dict[str, float | None]]]:
+    """Speedup over :data:`BASELINE` at ``op.headline``: ``(metric, {backend: {dtype: x}})``.
+
+    The metric is ``track_device_time``, or ``track_wall_time`` when no device time is stored at
+    that shape. A value is None where the backend or the baseline has no measurement (failed,
+    skipped or not run).
+    """
+    label = shape_label(op.headline) if op.headline else ""
+    for metric in ("track_device_time", "track_wall_time"):
+        values = run.values.get(benchmark_name(op.name, metric), {})
+        if any(results.is_measured(values.get((b, label, d))) for b in BACKENDS for d in op.dtypes):
+            break
+    out = {}
+    for backend in BACKENDS:
+        out[backend] = {}
+        for dtype in op.dtypes:
+            base, t = values.get((BASELINE, label, dtype)), values.get((backend, label, dtype))
+            ok = results.is_measured(base) and results.is_measured(t) and t > 0
+            out[backend][dtype] = base / t if ok else None
+    return metric, out
+
+
+def _short(commit: str) -> str:
+    return commit[:8]
+
+
+def bandwidth_figure(run: results.Run, op: Op):
+    """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
+    GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one."""
+    from matplotlib.figure import Figure
+
+    t = THROUGHPUT[op.roofline]
+    series = {d: bandwidth_series(run, op, d) for d in op.dtypes}
+    if not any(series.values()):
+        return None
+    ceiling = ceiling_gbps(run, op)
+    fig = Figure(figsize=(5 * len(op.dtypes), 4.4), layout="constrained")
+    axes = fig.subplots(1, len(op.dtypes), sharey=True)
+    for ax, dtype in zip(axes, op.dtypes):
+        for backend, points in series[dtype].items():
+            ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
+                    label=backend)
+        if ceiling:
+            ax.axhline(ceiling, color="black", ls="--", lw=1, label=f"{t.roof} ({ceiling:.0f} {t.unit})")
+        ax.set_xscale("log")
+        if t.kind == "tflops":
+            ax.set_yscale("log")  # the plateau: TFLOP/s ~ n^3 while time is flat
+        ax.set_title(dtype)
+        ax.set_xlabel(t.xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+        shapes: dict[int, list[str]] = {}  # shapes of equal size share a tick: "16384x1024 | 4096x4096"
+        for size, _, label in sorted({p for pts in series[dtype].values() for p in pts}):
+            if label not in shapes.setdefault(size, []):
+                shapes[size].append(label)
+        top = ax.secondary_xaxis("top")
+        top.set_xticks([s / t.x_scale for s in shapes], [" | ".join(v) for v in shapes.values()],
+                       rotation=90, fontsize=6)
+        top.minorticks_off()
+    axes[0].set_ylabel(t.ylabel)
+    legend = {}  # one entry per backend, whichever panel has it
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), fontsize=8, loc="outside lower center", ncol=len(legend))
+    what = t.ylabel.split(' (')[0]
+    fig.suptitle(f"{op.name} on {run.machine}: {what} by size (commit {_short(run.commit)})")
+    return fig
+
+
+def speedup_figure(run: results.Run, op: Op):
+    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored."""
+    from matplotlib.figure import Figure
+
+    if op.headline is None:
+        return None
+    metric, table = speedups(run, op)
+    if not any(v is not None for per in table.values() for v in per.values()):
+        return None
+    fig = Figure(figsize=(7.5, 4.2), layout="constrained")
+    ax = fig.subplots()
+    width = 0.8 / len(op.dtypes)
+    for i, dtype in enumerate(op.dtypes):
+        xs = [j + (i - (len(op.dtypes) - 1) / 2) * width for j in range(len(BACKENDS))]
+        ys = [table[b][dtype] for b in BACKENDS]
+        bars = ax.bar(xs, [y or 0.0 for y in ys], width, label=dtype)
+        for bar, y in zip(bars, ys):
+            text = "n/a" if y is None else f"{y:.1f}"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
+                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+    ax.axhline(1.0, color="black", lw=0.8)
+    ax.set_xticks(range(len(BACKENDS)), list(BACKENDS))
+    what = "device time" if metric == "track_device_time" else "wall time"
+    ax.set_ylabel(f"speedup over {BASELINE} ({what})")
+    ax.legend(fontsize=8)
+    ax.margins(y=0.12)
+    ax.set_title(f"{op.name} {shape_label(op.headline)} on {run.machine}: speedup over {BASELINE} "
+                 f"(commit {_short(run.commit)})", fontsize=10)
+    return fig
+
+
+def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
+                dpi: int = 110) -> list[Path]:
+    """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine.
+
+    Args:
+        results_dir: asv results folder (``results/``).
+        out_root: where the per-machine folders go (``plots/``).
+        ops: the ops to plot (``kernels.OPS.values()``); ops with no stored result are left out.
+        machines: machine names; default every machine with results.
+
+    Returns the files written.
+
+    Raises:
+        UsageError: a named machine has no results.
+    """
+    written = []
+    for machine in machines if machines is not None else results.machines(results_dir):
+        run = results.load_latest(results_dir, machine)
+        for op in ops:
+            for kind, make in ((THROUGHPUT[op.roofline].kind, bandwidth_figure), ("speedup", speedup_figure)):
+                fig = make(run, op)
+                if fig is None:
+                    continue
+                path = out_root / machine / f"{op.name}-{kind}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                fig.savefig(path, dpi=dpi)
+                written.append(path)
+    return written
+

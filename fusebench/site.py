@@ -1,0 +1,351 @@
+"""The published asv site, made to work with no internet access, with the plots linked.
+
+asv 0.6.6's ``index.html`` loads jQuery, flot (and two plugins), stupidtable, blueimp-md5 and
+bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers send the reader to
+``error.html``. After ``asv publish`` this module:
+
+1. installs those libraries with ``npm ci`` from ``site/package.json`` + ``site/package-lock.json``
+   (exact versions) into ``site/node_modules`` (ignored by git; skipped when what is installed
+   already matches the lock file);
+2. copies the files the site needs into ``html/vendor/<package>/<path>`` (a stylesheet's relative
+   ``url(...)`` files too: bootstrap's glyphicon fonts);
+3. rewrites every ``<script src>`` / ``<link href>`` that points at a CDN to the local copy. The
+   ``integrity`` hash is kept where the local file is byte-identical to the CDN's (jQuery,
+   bootstrap, orderBars, md5: checked by the browser) and dropped where the npm release ships a
+   different file (:data:`ASSETS` says which and why). An external URL not in :data:`ASSETS` is an
+   error: the site would still need the internet;
+4. renders the plots (``fusebench.plots``) into ``html/plots/`` with an index page, and adds a
+   "Plots" tab to asv's navigation bar.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import html as htmllib
+import json
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from fusebench.environment import ROOT
+
+#: The npm project whose dependencies the site loads.
+SITE_DIR = ROOT / "site"
+#: Where in the published site the local copies go.
+VENDOR = "vendor"
+#: Where in the published site the plots go.
+PLOTS = "plots"
+
+
+class SiteError(Exception):
+    """The offline site cannot be built (npm missing or failing, an unknown CDN URL); one line."""
+
+
+@dataclass(frozen=True)
+class Asset:
+    """A CDN file asv's page loads, and the file of an npm package that replaces it.
+
+    Attributes:
+        url: the URL exactly as in asv's ``www/index.html``.
+        package: npm package name (version pinned in ``site/package-lock.json``).
+        path: the file inside the package.
+        note: why the local file differs from the CDN's, where it does (integrity then dropped).
+    """
+
+    url: str
+    package: str
+    path: str
+    note: str = ""
+
+    @property
+    def local(self) -> str:
+        """The file's path in the published site, relative to its root."""
+        return f"{VENDOR}/{self.package}/{self.path}"
+
+
+_FLOT = "the same flot 0.8.3 release; npm ships it unminified (cdnjs minified it)"
+#: Every external file asv 0.6.6's ``index.html`` loads (checked by tests against the installed asv).
+ASSETS: tuple[Asset, ...] = (
+    Asset("https://code.jquery.com/jquery-3.3.1.min.js", "jquery", "dist/jquery.min.js"),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js", "flot",
+          "jquery.flot.js", _FLOT),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.time.min.js", "flot",
+          "jquery.flot.time.js", _FLOT),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.selection.min.js", "flot",
+          "jquery.flot.selection.js", _FLOT),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.categories.min.js", "flot",
+          "jquery.flot.categories.js", _FLOT),
+    Asset("https://cdn.jsdelivr.net/npm/flot-orderbars@1.0.0/js/jquery.flot.orderBars.js",
+          "flot-orderbars", "js/jquery.flot.orderBars.js"),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/stupidtable/1.0.1/stupidtable.min.js",
+          "stupid-table-plugin", "stupidtable.min.js",
+          "stupidtable 1.0.1 was never published to npm; 1.1.3 (its first npm release) has the same "
+          "stupidtable()/stupidsort() API"),
+    Asset("https://cdnjs.cloudflare.com/ajax/libs/blueimp-md5/2.19.0/js/md5.min.js", "blueimp-md5",
+          "js/md5.min.js"),
+    Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/js/bootstrap.min.js", "bootstrap",
+          "dist/js/bootstrap.min.js"),
+    Asset("https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css", "bootstrap",
+          "dist/css/bootstrap.min.css"),
+)
+
+_TAG = re.compile(r"<(script|link)\b[^>]*>", re.IGNORECASE)
+_URL_ATTR = re.compile(r'\b(src|href)\s*=\s*"([^"]*)"', re.IGNORECASE)
+_INTEGRITY = re.compile(r'\s+integrity\s*=\s*"([^"]*)"', re.IGNORECASE)
+_CSS_URL = re.compile(r"url\(\s*['\"]?([^'\")]+)['\"]?\s*\)")
+
+
+def is_external(url: str) -> bool:
+    """True for a URL on another host (``https://…``, ``http://…``, ``//host/…``)."""
+    return bool(re.match(r"^(https?:)?//", url.strip(), re.IGNORECASE))
+
+
+def external_loads(page: str) -> list[str]:
+    """URLs of the scripts and stylesheets ``page`` (HTML text) loads from other hosts.
+
+    Only ``<script src>`` and ``<link href>`` count: ``<a href>`` links load nothing.
+    """
+    out = []
+    for tag in _TAG.finditer(page):
+        for _, url in _URL_ATTR.findall(tag.group(0)):
+            if is_external(htmllib.unescape(url)):
+                out.append(htmllib.unescape(url))
+    return out
+
+
+def sri_matches(integrity: str, data: bytes) -> bool:
+    """True when ``data`` has one of the Subresource Integrity hashes (``sha256-<base64> ...``)."""
+    for item in integrity.split():
+        alg, _, digest = item.partition("-")
+        if alg.lower() in ("sha256", "sha384", "sha512"):
+            if base64.b64encode(hashlib.new(alg.lower(), data).digest()).decode() == digest:
+                return True
+    return False
+
+
+def installed_matches(site_dir: Path = SITE_DIR) -> bool:
+    """True when ``site_dir/node_modules`` holds exactly the versions of ``package-lock.json``.
+
+    Reads npm's own record of what it installed, ``node_modules/.package-lock.json``.
+    """
+    try:
+        want = json.loads((site_dir / "package-lock.json").read_text())["packages"]
+        have = json.loads((site_dir / "node_modules" / ".package-lock.json").read_text())["packages"]
+    except (OSError, ValueError, KeyError):
+        return False
+    want = {k: v.get("version") for k, v in want.items() if k}
+    have = {k: v.get("version") for k, v in have.items() if k}
+    return want == have and all((site_dir / k).is_dir() for k in want)
+
+
+def npm_install(site_dir: Path = SITE_DIR, npm: str | None = None) -> Path:
+    """``npm ci`` in ``site_dir`` unless what is installed matches the lock file.
+
+    Returns the ``node_modules`` folder.
+
+    Raises:
+        SiteError: npm is not installed, or ``npm ci`` failed (its last error line quoted).
+    """
+    modules = site_dir / "node_modules"
+    if installed_matches(site_dir):
+        return modules
+    npm = npm or shutil.which("npm")
+    if not npm:
+        raise SiteError("npm not found: the site's scripts (jQuery, flot, bootstrap) cannot be "
+                        "installed locally; install Node.js and npm")
+    try:
+        out = subprocess.run([npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund"], cwd=site_dir,
+                             capture_output=True, text=True)
+    except OSError as exc:
+        raise SiteError(f"cannot run {npm}: {exc}") from None
+    if out.returncode != 0:
+        lines = [ln for ln in (out.stderr + out.stdout).splitlines() if ln.strip()]
+        raise SiteError(f"npm ci failed in {site_dir} (exit {out.returncode}): "
+                        f"{lines[-1] if lines else 'no output'}")
+    return modules
+
+
+def _normalise(path: str) -> str:
+    """``"dist/css/../fonts/a.woff"`` -> ``"dist/fonts/a.woff"`` (POSIX, relative)."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part not in ("", "."):
+            parts.append(part)
+    return "/".join(parts)
+
+
+def copy_vendor(modules: Path, html_dir: Path, assets: tuple[Asset, ...] = ASSETS) -> list[Path]:
+    """Copy each asset (and the files a stylesheet's relative ``url(...)`` names) into the site.
+
+    Returns the files written.
+
+    Raises:
+        SiteError: a file is missing from the installed packages.
+    """
+    written = []
+    todo = [(a.package, a.path) for a in assets]
+    seen = set()
+    while todo:
+        package, path = todo.pop()
+        if (package, path) in seen:
+            continue
+        seen.add((package, path))
+        src = modules / package / path
+        if not src.is_file():
+            raise SiteError(f"{src} is missing: is site/package-lock.json in step with fusebench/site.py?")
+        dst = html_dir / VENDOR / package / path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst)
+        written.append(dst)
+        if src.suffix == ".css":
+            for ref in _CSS_URL.findall(src.read_text(errors="replace")):
+                ref = re.split(r"[?#]", ref)[0]
+                if ref and not is_external(ref) and not ref.startswith(("data:", "/")):
+                    todo.append((package, _normalise(f"{Path(path).parent.as_posix()}/{ref}")))
+    return written
+
+
+def rewrite_page(page: str, root_prefix: str, html_dir: Path, assets: tuple[Asset, ...] = ASSETS
+                 ) -> tuple[str, list[str]]:
+    """``page`` with every CDN ``<script src>`` / ``<link href>`` pointing at the local copy.
+
+    Args:
+        page: HTML text.
+        root_prefix: relative path from the page to the site root (``""`` or ``"../"``).
+        html_dir: the site root, where :func:`copy_vendor` put the files (for the integrity check).
+
+    Returns ``(new page, URLs rewritten)``.
+
+    Raises:
+        SiteError: the page loads an external URL that :data:`ASSETS` does not know.
+    """
+    by_url = {a.url: a for a in assets}
+    rewritten = []
+
+    def fix(tag_match: re.Match) -> str:
+        tag = tag_match.group(0)
+        for _, url in _URL_ATTR.findall(tag):
+            plain = htmllib.unescape(url)
+            if not is_external(plain):
+                continue
+            asset = by_url.get(plain)
+            if asset is None:
+                raise SiteError(f"the site loads {plain}, which fusebench/site.py has no local copy of "
+                                "(add it to ASSETS and site/package.json)")
+            tag = tag.replace(f'"{url}"', f'"{root_prefix}{asset.local}"', 1)
+            integrity = _INTEGRITY.search(tag)
+            local = html_dir / _normalise(asset.local)
+            if integrity and not (local.is_file() and sri_matches(integrity.group(1), local.read_bytes())):
+                tag = tag.replace(integrity.group(0), "", 1)
+            rewritten.append(plain)
+        return tag
+
+    return _TAG.sub(fix, page), rewritten
+
+
+def rewrite_cdn(html_dir: Path, assets: tuple[Asset, ...] = ASSETS) -> list[str]:
+    """Rewrite every ``*.html`` under ``html_dir`` in place (see :func:`rewrite_page`).
+
+    Returns the URLs rewritten, over all pages.
+
+    Raises:
+        SiteError: a page loads an unknown external URL (no page is changed then).
+    """
+    pages = sorted(html_dir.rglob("*.html"))
+    new = {}
+    urls = []
+    for page in pages:
+        depth = len(page.relative_to(html_dir).parts) - 1
+        text, done = rewrite_page(page.read_text(), "../" * depth, html_dir, assets)
+        new[page] = text
+        urls += done
+    for page, text in new.items():
+        page.write_text(text)
+    return urls
+
+
+#: The tab added to asv's navigation bar, after "Regressions".
+NAV_ANCHOR = '<li id="nav-li-regressions">'
+NAV_PLOTS = f'<li id="nav-li-plots"><a href="{PLOTS}/index.html">Plots</a></li>'
+
+
+def add_plots_tab(html_dir: Path) -> None:
+    """Add a "Plots" tab linking ``plots/index.html`` to asv's ``index.html`` (once).
+
+    Raises:
+        SiteError: asv's page has no "Regressions" tab to put it after.
+    """
+    index = html_dir / "index.html"
+    page = index.read_text()
+    if NAV_PLOTS in page:
+        return
+    start = page.find(NAV_ANCHOR)
+    end = page.find("</li>", start)
+    if start < 0 or end < 0:
+        raise SiteError(f"{index} has no {NAV_ANCHOR!r} to add the plots tab after (asv changed?)")
+    end += len("</li>")
+    index.write_text(page[:end] + "\n\t" + NAV_PLOTS + page[end:])
+
+
+def write_plots_page(html_dir: Path, pngs: list[Path]) -> Path:
+    """``html/plots/index.html``: every PNG under ``html/plots/``, grouped by machine; no script."""
+    plots_dir = html_dir / PLOTS
+    body = []
+    by_machine: dict[str, list[Path]] = {}
+    for png in sorted(pngs):
+        by_machine.setdefault(png.parent.name, []).append(png)
+    for machine, files in by_machine.items():
+        body.append(f"<h2>{htmllib.escape(machine)}</h2>")
+        for png in files:
+            rel = png.relative_to(plots_dir).as_posix()
+            body.append(f'<figure><img src="{htmllib.escape(rel)}" alt="{htmllib.escape(png.stem)}" '
+                        f'style="max-width:100%"><figcaption>{htmllib.escape(png.stem)}</figcaption></figure>')
+    if not body:
+        body.append("<p>No results to plot.</p>")
+    page = plots_dir / "index.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>fusebench plots</title>"
+                    "</head>\n<body style=\"font-family:sans-serif\">\n<p><a href=\"../index.html\">"
+                    "&larr; benchmarks</a></p>\n<h1>fusebench: bandwidth and speedup per GPU</h1>\n"
+                    + "\n".join(body) + "\n</body></html>\n")
+    return page
+
+
+def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str = sys.executable,
+            site_dir: Path = SITE_DIR) -> int:
+    """``asv publish`` of every stored result into ``html_dir``, then made offline, plots added.
+
+    Args:
+        cdn: keep asv's CDN URLs (the site then needs internet) instead of failing when the local
+            copies cannot be installed; a warning says so.
+
+    Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
+    could not be installed (npm missing or failing) and ``cdn`` is False.
+    """
+    from fusebench import plots, store
+    from kernels import OPS
+
+    status = store.publish(results_dir, html_dir, python=python)
+    if status != 0:
+        return status
+    try:
+        copy_vendor(npm_install(site_dir), html_dir)
+        rewrite_cdn(html_dir)
+    except SiteError as exc:
+        if not cdn:
+            print(f"publish: error: {exc} (or publish with CDN=1: the site then needs internet)",
+                  file=sys.stderr)
+            return 1
+        print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
+              file=sys.stderr)
+    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()))
+    write_plots_page(html_dir, pngs)
+    add_plots_tab(html_dir)
+    return 0

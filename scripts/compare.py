@@ -1,0 +1,83 @@
+"""``make compare``: the regression gate between two commits' stored results on one machine.
+
+    python scripts/compare.py --base REV [--head REV] [--factor 1.05] [--machine NAME]
+                              [--results DIR] [--all]
+
+Prints the cases that changed (``+`` regression, ``!`` new failure, ``~`` slower within noise,
+``*`` fixed, ``-`` improvement; ``--all`` prints every case) and a summary line. Exit status: 0
+when nothing regressed, 1 when a case became slower than factor × (1 + noise) or newly fails,
+2 on bad input (unknown revision, no stored results for a commit or machine). The rule is in
+``fusebench/compare.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import compare, results  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.environment import ROOT  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+
+
+def resolve(rev: str) -> str:
+    """The full sha of git revision ``rev`` in this checkout.
+
+    Raises:
+        UsageError: git does not know ``rev`` as a commit.
+    """
+    try:
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=ROOT,
+                             capture_output=True, text=True)
+    except OSError as exc:
+        raise UsageError(f"cannot run git: {exc}") from None
+    if out.returncode != 0 or not out.stdout.strip():
+        raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit)")
+    return out.stdout.strip()
+
+
+def parse_factor(text: str) -> float:
+    """``--factor``: a number >= 1 (1.05 allows 5 %)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value >= 1.0 or value == float("inf"):
+        raise UsageError(f"bad factor {text!r}; give a number >= 1, e.g. 1.05 for 5 %")
+    return value
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="compare", description=__doc__.splitlines()[0])
+    ap.add_argument("--base", required=True, help="git revision compared against")
+    ap.add_argument("--head", default="HEAD", help="git revision checked (default HEAD)")
+    ap.add_argument("--factor", default="1.05", help="allowed slowdown beyond noise (default 1.05)")
+    ap.add_argument("--machine", help="asv machine (default: this host's, e.g. h200)")
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
+    ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
+    args = ap.parse_args()
+
+    factor = parse_factor(args.factor)
+    base, head = resolve(args.base), resolve(args.head)
+    if not args.machine:
+        from fusebench.environment import machine_name
+
+        args.machine = machine_name()
+    units = results.units(args.results)
+    before = results.load_commit(args.results, args.machine, base)
+    after = results.load_commit(args.results, args.machine, head)
+    rows = compare.compare(before, after, units, factor)
+    print(compare.table(rows, show_all=args.all))
+    failed = compare.failed_gate(rows)
+    print(f"compare: {args.machine} {base[:8]} -> {head[:8]}, factor {factor:g}: {compare.summary(rows)}"
+          f" -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_main(main, "compare")

@@ -1,0 +1,201 @@
+"""``make nsys`` / ``make trace``: profile every backend of one op, one named range per case.
+
+    python scripts/nsys_driver.py plan    --op gelu [--backends ..] [--shapes ..] [--dtypes ..]
+    python scripts/nsys_driver.py stem    gelu
+    python scripts/nsys_driver.py check   --op gelu [...] --nsys nsys
+    python scripts/nsys_driver.py run     --op gelu [...] --json nsys/<stem>.json    (under nsys)
+    python scripts/nsys_driver.py summary nsys/<stem>
+    python scripts/nsys_driver.py trace   --op gelu [...] --out nsys/<stem>.trace.json
+
+``plan`` prints the range names in run order; ``stem`` the capture's path without extension
+(``nsys/<op>-<machine>-<short sha>``); ``check`` validates the selection and the nsys version
+and that a GPU is there; ``run`` is what ``nsys profile`` starts: it gates, warms up and times
+every case with the harness outside the capture window, then runs each case's calls inside one
+NVTX range between ``cudaProfilerStart`` and ``cudaProfilerStop``, and writes the side file the
+summary reads; ``summary`` reads the ``nsys stats`` CSVs and the side file and writes
+``<stem>.md`` and ``<stem>.csv``; ``trace`` writes a ``torch.profiler`` Chrome trace with the
+same range names (no nsys needed; on the CPU it traces CPU ops only).
+
+Exit status: 0 on success (cases that are skipped or fail the gate are reported, and the rest
+runs), 1 when nsys or a GPU is missing or nothing could run, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import environment, nsys, nsys_stats, profile_summary  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+from fusebench.profile_plan import CALLS, select  # noqa: E402
+from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
+from kernels import OPS, get_op  # noqa: E402
+
+PROG = "nsys_driver"
+
+
+class CannotRun(Exception):
+    """This machine cannot do what was asked (no GPU, nothing runnable); exit status 1."""
+
+
+def _selection(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--op", required=True, help=f"one of: {', '.join(OPS)}")
+    ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
+    ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)} (the op's)")
+    ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per range (default {CALLS})")
+
+
+def _plan(args, device_type: str):
+    if not args.op:
+        raise UsageError(f"OP= names the op to profile; valid ops: {', '.join(OPS)}")
+    op = get_op(args.op)
+    return op, select(op, args.backends, args.shapes, args.dtypes, device_type, args.calls)
+
+
+def _device():
+    return environment.device()
+
+
+def cmd_plan(args) -> int:
+    _, cases = _plan(args, _device().type)
+    for case in cases:
+        print(case.range)
+    return 0
+
+
+def cmd_stem(args) -> int:
+    print(nsys.report_stem(args.op, environment.machine_name(), environment.git_commit()))
+    return 0
+
+
+def _require_gpu(what: str) -> None:
+    if _device().type != "cuda":
+        raise CannotRun(f"{what} needs an NVIDIA GPU (torch sees none); `make trace OP=...` "
+                           f"traces the CPU ops here")
+
+
+def _require_nvtx() -> None:
+    import importlib.util
+
+    if importlib.util.find_spec("nvtx") is None:
+        raise CannotRun("the nvtx package is not installed in this Python (pip install nvtx==0.2.16; "
+                        "requirements.in lists it)")
+
+
+def cmd_check(args) -> int:
+    _, cases = _plan(args, "cuda")
+    version = nsys.check(args.nsys)
+    _require_nvtx()
+    _require_gpu("make nsys")
+    print(f"{PROG}: nsys {'.'.join(map(str, version))} ({nsys.locate(args.nsys)}); {len(cases)} "
+          f"case(s) of {args.op}, {args.calls} calls per range", file=sys.stderr)
+    return 0
+
+
+def cmd_run(args) -> int:
+    from fusebench import capture
+
+    _require_nvtx()
+    _require_gpu("the nsys driver")
+    dev = _device()
+    op, cases = _plan(args, dev.type)
+    env = environment.capture(dev)
+    capture.allow_recompiles(len(cases))
+    prepared = capture.prepare_all(op, cases, dev)
+    capture.rewarm(prepared, dev)
+    ready = [p for p in prepared if p.status == "ok"]
+    if ready:
+        print(f"{PROG}: capture window open: {len(ready)} range(s)", file=sys.stderr, flush=True)
+        with capture.nvtx_window([p.case for p in ready]) as enter:
+            capture.run_window(ready, dev, enter)
+        print(f"{PROG}: capture window closed", file=sys.stderr, flush=True)
+    side = capture.side_file(op, prepared, env)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(side, indent=1))
+    print(f"{PROG}: side file {args.json}", file=sys.stderr)
+    not_run = [p for p in prepared if p.status != "ok"]
+    for p in not_run:
+        print(f"{PROG}: {p.case.range} {p.status}: {p.reason}", file=sys.stderr)
+    if not ready:
+        raise CannotRun(f"no case of {op.name} could run (all {len(prepared)} skipped or failed)")
+    return 0
+
+
+def cmd_summary(args) -> int:
+    stem = args.stem
+    side_path = Path(f"{stem}.json")
+    if not side_path.is_file():
+        raise UsageError(f"no side file {side_path}: run the driver first (make nsys OP=...)")
+    side = profile_summary.load_side(side_path)
+    stats = nsys_stats.load(stem)
+    table = profile_summary.rows(side, stats)
+    text = profile_summary.markdown(side, table, stem)
+    Path(f"{stem}.md").write_text(text)
+    Path(f"{stem}.csv").write_text(profile_summary.to_csv(table))
+    print(text)
+    print(f"{PROG}: wrote {stem}.md and {stem}.csv", file=sys.stderr)
+    bad = profile_summary.disagreements(table)
+    if bad:
+        print(f"{PROG}: {len(bad)} case(s) of {profile_summary.CHECK_FROM_US:.0f} µs or more disagree "
+              f"with the harness by more than {100 * profile_summary.AGREEMENT:.0f} % (see the notes)",
+              file=sys.stderr)
+    return 0
+
+
+def cmd_trace(args) -> int:
+    from fusebench import capture
+
+    dev = _device()
+    op, cases = _plan(args, dev.type)
+    capture.allow_recompiles(len(cases))
+    prepared = capture.prepare_all(op, cases, dev)
+    capture.rewarm(prepared, dev)
+    ready = [p for p in prepared if p.status == "ok"]
+    if not ready:
+        raise CannotRun(f"no case of {op.name} could run (all {len(prepared)} skipped or failed)")
+    with capture.torch_window(dev) as (enter, prof):
+        capture.run_window(ready, dev, enter)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    prof.export_chrome_trace(str(args.out))
+    where = "CPU and GPU" if dev.type == "cuda" else "CPU ops only (no GPU here)"
+    print(f"{PROG}: wrote {args.out} ({len(ready)} range(s), {where}); open it in "
+          f"https://ui.perfetto.dev", file=sys.stderr)
+    return 0
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("plan", help="print the range names in run order")
+    _selection(p)
+    p = sub.add_parser("stem", help="print nsys/<op>-<machine>-<short sha>")
+    p.add_argument("op", nargs="?", default="")
+    p = sub.add_parser("check", help="validate the selection, the nsys version and the GPU")
+    _selection(p)
+    p.add_argument("--nsys", default="nsys", help="the nsys executable (default: nsys on PATH)")
+    p = sub.add_parser("run", help="prepare every case, then one NVTX range per case (under nsys)")
+    _selection(p)
+    p.add_argument("--json", type=Path, required=True, help="side file to write")
+    p = sub.add_parser("summary", help="write <stem>.md and <stem>.csv from the nsys stats CSVs")
+    p.add_argument("stem", help="capture path without extension, e.g. nsys/gelu-h200-1a2b3c4")
+    p = sub.add_parser("trace", help="torch.profiler Chrome trace with the same range names")
+    _selection(p)
+    p.add_argument("--out", type=Path, required=True, help="trace file to write (.json)")
+    args = ap.parse_args()
+    command = {"plan": cmd_plan, "stem": cmd_stem, "check": cmd_check, "run": cmd_run,
+               "summary": cmd_summary, "trace": cmd_trace}[args.command]
+    try:
+        return command(args)
+    except (CannotRun, nsys.NsysUnavailable, nsys_stats.StatsError) as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)  # one line, no exception type: it says it all
+        return 1
+
+
+if __name__ == "__main__":
+    run_main(main, PROG)

@@ -1,0 +1,40 @@
+"""``make publish``: build the asv site in ``html/`` from every stored result, working offline.
+
+    python scripts/publish.py [--results DIR] [--html DIR] [--cdn]
+
+Runs ``asv publish``, serves jQuery/flot/bootstrap from ``html/vendor/`` (installed with
+``npm ci`` from ``site/package-lock.json``) instead of CDNs, and adds the plots
+(``html/plots/``). Without npm (or with ``npm ci`` failing) it stops with exit 1, unless
+``--cdn`` is given: the site is then published with its CDN URLs and needs internet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import site  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.environment import ROOT  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="publish", description=__doc__.splitlines()[0])
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
+    ap.add_argument("--html", type=Path, default=ROOT / "html", help="where the site goes")
+    ap.add_argument("--cdn", action="store_true", help="if npm is unavailable, keep the CDN URLs")
+    args = ap.parse_args()
+    if not (args.results / "benchmarks.json").is_file():
+        raise UsageError(f"no asv results in {args.results}/ (benchmarks.json missing): run make bench")
+    status = site.publish(args.results, args.html, cdn=args.cdn)
+    if status == 0:
+        print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)
+    return status
+
+
+if __name__ == "__main__":
+    run_main(main, "publish")

@@ -1,0 +1,146 @@
+#!/usr/bin/env python3
+"""Time every applicable forced cuda softmax variant (and auto, and triton) on the default grid.
+
+    python scripts/tune_cuda.py [--dtypes float32,bfloat16,float16] [--budget 0.05] [--no-gelu]
+
+For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entry that can take
+the shape (warp_per_row: cols <= 1024; block_per_row: cols <= 32768; split_row: rows <= 65535),
+plus the ``triton`` backend as the yardstick. Each callable passes the correctness gate first
+(a failure prints FAIL and is not timed), is warmed up, and timed hot with
+``fusebench.timing.device_time`` (CUDA events behind a blocking kernel; repeats from
+``repeats_for(estimate, budget)``). Prints one line per case: median device time in µs per
+variant, the fastest variant (``best``), the one auto picks, and auto's time relative to triton
+(negative is faster). Then the same for gelu (cuda vs triton vs torch at 2^22..2^26) unless
+``--no-gelu``. Needs a CUDA GPU and nvcc; about 30-60 s on an H200 (build excluded).
+Exit status: 0, 1 when a gate failed, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from fusebench import correctness, metrics, timing  # noqa: E402
+from fusebench.cli import pick, run_main  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+from fusebench.inputs import make_input  # noqa: E402
+from fusebench.registry import DTYPES, shape_label  # noqa: E402
+from kernels import get_op  # noqa: E402
+
+GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
+
+
+def applicable(name: str, rows: int, cols: int) -> bool:
+    """Whether the forced cuda softmax variant ``name`` accepts a (rows, cols) problem."""
+    from kernels import cuda_ext
+
+    if name == "warp_per_row":
+        return cols <= cuda_ext.WARP_PER_ROW_MAX_COLS
+    if name == "block_per_row":
+        return cols <= cuda_ext.BLOCK_PER_ROW_MAX_COLS
+    if name == "split_row":
+        return rows <= 65535
+    return True
+
+
+def time_us(op, fn, x, dev: torch.device, budget_s: float) -> float | None:
+    """Median hot device time of ``fn`` in µs, or None when it fails the gate."""
+    gate = correctness.check(op, fn, x)
+    if not gate.passed:
+        print(f"    FAIL {gate.reason}")
+        return None
+    est = timing.warm_up(fn, dev)
+    return timing.device_time(fn, timing.repeats_for(est, budget_s)).median_ms * 1e3
+
+
+def fmt(us: float | None) -> str:
+    return "FAIL" if us is None else f"{us:.1f}"
+
+
+def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
+    from kernels import cuda_ext
+
+    op = get_op("softmax")
+    sms = torch.cuda.get_device_properties(dev).multi_processor_count
+    code_to_name = {v: k for k, v in cuda_ext.VARIANTS.items()}
+    names = list(cuda_ext.VARIANTS)
+    print(f"softmax: device time, µs (hot; {sms} SMs); best = fastest cuda variant, "
+          "auto = what softmax picks, vs triton = auto / triton - 1")
+    print(f"{'shape':>12} {'dtype':>8} " + " ".join(f"{n:>13}" for n in [*names, "triton"])
+          + f" {'best':>13} {'auto picks':>13} {'vs triton':>9}")
+    ok = True
+    for shape in op.grids["default"]:
+        rows, cols = shape
+        for dname in dtypes:
+            x = make_input(shape, DTYPES[dname], "cuda")
+            res: dict[str, float | None] = {}
+            for name in names:
+                if applicable(name, rows, cols):
+                    res[name] = time_us(op, lambda n=name, t=x: cuda_ext.softmax_variant(t, n), x, dev,
+                                        budget_s)
+            res["triton"] = time_us(op, op.backends["triton"].factory(x), x, dev, budget_s)
+            ok &= all(v is not None for v in res.values())
+            timed = {n: v for n, v in res.items() if v is not None and n not in ("auto", "triton")}
+            best = min(timed, key=timed.get) if timed else "-"
+            picked = code_to_name[cuda_ext.pick_variant(rows, cols, x.element_size(), sms)]
+            auto, tri = res.get("auto"), res.get("triton")
+            rel = f"{auto / tri - 1:+.1%}" if auto and tri else "-"
+            cells = [fmt(res[n]) if n in res else "-" for n in [*names, "triton"]]
+            print(f"{shape_label(shape):>12} {dname:>8} " + " ".join(f"{c:>13}" for c in cells)
+                  + f" {best:>13} {picked:>13} {rel:>9}")
+    return ok
+
+
+def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
+    op = get_op("gelu")
+    ceiling = metrics.measure_copy_ceiling(dev)
+    backends = ["cuda", "triton", "torch"]
+    print(f"\ngelu: GB/s (% of the {ceiling.gbps:.0f} GB/s copy ceiling measured now), hot")
+    print(f"{'numel':>10} {'dtype':>8} " + " ".join(f"{b:>14}" for b in backends))
+    ok = True
+    for shape in GELU_SIZES:
+        for dname in dtypes:
+            x = make_input(shape, DTYPES[dname], "cuda")
+            nbytes = op.bytes_moved(shape, x.dtype)
+            cells = []
+            for b in backends:
+                us = time_us(op, op.backends[b].factory(x), x, dev, budget_s)
+                ok &= us is not None
+                if us is None:
+                    cells.append("FAIL")
+                    continue
+                gbps = metrics.effective_bandwidth_gbps(nbytes, us * 1e-3)
+                cells.append(f"{gbps:.0f} {metrics.pct_of_ceiling(gbps, ceiling.gbps):.0f}%")
+            print(f"{shape_label(shape):>10} {dname:>8} " + " ".join(f"{c:>14}" for c in cells))
+    return ok
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="tune_cuda", description=__doc__.splitlines()[0])
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)}")
+    ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per callable")
+    ap.add_argument("--no-gelu", action="store_true", help="skip the gelu table")
+    args = ap.parse_args()
+    dtypes = pick("dtype", args.dtypes, DTYPES)
+    if not args.budget > 0:
+        raise UsageError(f"--budget must be > 0, got {args.budget}")
+    if not torch.cuda.is_available():
+        raise UsageError("needs a CUDA GPU")
+    from kernels import cuda_ext
+
+    if (reason := cuda_ext.unavailable_reason()) is not None:
+        raise UsageError(f"cuda extension unavailable: {reason}")
+    dev = torch.device("cuda")
+    ok = softmax_table(dtypes, dev, args.budget)
+    if not args.no_gelu:
+        ok &= gelu_table(dtypes, dev, args.budget)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    run_main(main, "tune_cuda")

@@ -1,0 +1,127 @@
+// Opens a published fusebench asv site in headless Chromium and checks that it works offline.
+//
+//   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
+//                               [--block-external] [--screenshot FILE.png]
+//
+// Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
+// site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
+//   - the benchmark grid lists the fusebench benchmarks (a.benchmark-container links),
+//   - the graph of --benchmark has a flot plot with at least one series with points (`longest`:
+//     the most points of one series, one per commit), and a selector button for --machine,
+//   - no request failed (requestfailed: refused connection, DNS failure, blocked), no response had
+//     a status >= 400, no uncaught page error, and the page never went to asv's error.html;
+// else 1 (2 on bad arguments). --block-external aborts every request to another origin, as a
+// machine with no internet would (the check then does not depend on this machine's network);
+// such requests are reported as failed.
+
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { chromium } from "playwright-core";
+
+// Flags for a closed network: without the background-networking ones Chromium floods refused
+// connections at start-up. The user data dir is new and empty (launchPersistentContext).
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+  "--disable-background-networking", "--disable-component-update", "--disable-sync"];
+const TIMEOUT_MS = 20000;
+
+// Wait until `selector` is on the page or asv gave up and went to its error page.
+async function waitFor(page, selector) {
+  await page.waitForFunction((sel) => document.querySelector(sel) || location.href.includes("error.html"),
+    selector, { timeout: TIMEOUT_MS });
+  if (page.url().includes("error.html")) throw new Error("asv's error page was shown instead");
+}
+
+function parseArgs(argv) {
+  const opts = { machine: "h200", benchmark: "suite.Gelu.track_bandwidth", blockExternal: false };
+  const rest = [];
+  for (let i = 0; i < argv.length; i++) {
+    if (argv[i] === "--machine") opts.machine = argv[++i];
+    else if (argv[i] === "--benchmark") opts.benchmark = argv[++i];
+    else if (argv[i] === "--block-external") opts.blockExternal = true;
+    else if (argv[i] === "--screenshot") opts.screenshot = argv[++i];
+    else rest.push(argv[i]);
+  }
+  if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
+      !opts.machine || !opts.benchmark) {
+    console.error("browser_check: error: usage: browser_check.mjs http://127.0.0.1:PORT " +
+      "[--machine NAME] [--benchmark NAME] [--block-external]");
+    process.exit(2);
+  }
+  opts.origin = new URL(rest[0]).origin;
+  return opts;
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const report = { ok: false, failed: [], bad_status: [], page_errors: [], external: [],
+    error_page: false, benchmarks: [], machine_button: false, series: 0, points: 0, longest: 0,
+    problems: [] };
+  const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
+  let context;
+  try {
+    context = await chromium.launchPersistentContext(userDataDir, {
+      executablePath: process.env.CHROMIUM || "/usr/bin/chromium", headless: true, args: FLAGS,
+    });
+    if (opts.blockExternal) {
+      await context.route("**/*", (route) => new URL(route.request().url()).origin === opts.origin
+        ? route.continue() : route.abort("internetdisconnected"));
+    }
+    const page = context.pages()[0] || await context.newPage();
+    page.on("request", (r) => {
+      if (!r.url().startsWith(opts.origin) && !r.url().startsWith("data:")) report.external.push(r.url());
+    });
+    page.on("requestfailed", (r) => report.failed.push(`${r.url()} (${r.failure()?.errorText})`));
+    page.on("response", (r) => { if (r.status() >= 400) report.bad_status.push(`${r.url()} (${r.status()})`); });
+    page.on("pageerror", (e) => report.page_errors.push(String(e.message || e).split("\n")[0]));
+    page.on("framenavigated", (f) => { if (f === page.mainFrame() && f.url().includes("error.html")) report.error_page = true; });
+
+    await page.goto(`${opts.origin}/index.html`, { waitUntil: "load", timeout: TIMEOUT_MS });
+    try {
+      await waitFor(page, "a.benchmark-container");
+      report.benchmarks = await page.$$eval("a.benchmark-container",
+        (links) => links.map((a) => decodeURIComponent(a.getAttribute("href").replace(/^#/, ""))));
+    } catch (e) {
+      report.problems.push(`no benchmark grid: ${String(e.message).split("\n")[0]}`);
+    }
+
+    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}`,
+      { waitUntil: "load", timeout: TIMEOUT_MS });
+    try {
+      await waitFor(page, "#main-graph canvas.flot-base");
+      await page.waitForFunction(() => {
+        const plot = window.jQuery && window.jQuery("#main-graph").data("plot");
+        return plot && plot.getData().some((s) => s.data.length > 0);
+      }, null, { timeout: TIMEOUT_MS });
+      const shape = await page.evaluate(() => {
+        const data = window.jQuery("#main-graph").data("plot").getData();
+        return { series: data.length, points: data.reduce((n, s) => n + s.data.length, 0),
+          longest: Math.max(...data.map((s) => s.data.length)) };
+      });
+      Object.assign(report, shape);
+      report.machine_button = await page.$$eval("#graphdisplay-state-params a, #graphdisplay-state-params button",
+        (els, m) => els.some((el) => el.textContent.trim() === m), opts.machine);
+    } catch (e) {
+      report.problems.push(`no graph of ${opts.benchmark}: ${String(e.message).split("\n")[0]}`);
+    }
+    if (page.url().includes("error.html")) report.error_page = true;
+    if (opts.screenshot) await page.screenshot({ path: opts.screenshot, fullPage: true });
+  } catch (e) {
+    report.problems.push(`browser: ${String(e.message).split("\n")[0]}`);
+  } finally {
+    if (context) await context.close();
+    rmSync(userDataDir, { recursive: true, force: true });
+  }
+  if (!report.benchmarks.length) report.problems.push("the benchmark grid is empty");
+  if (!report.points) report.problems.push("the graph has no points");
+  if (!report.machine_button) report.problems.push(`no selector button for machine ${opts.machine}`);
+  if (report.failed.length) report.problems.push(`${report.failed.length} failed request(s)`);
+  if (report.bad_status.length) report.problems.push(`${report.bad_status.length} error response(s)`);
+  if (report.page_errors.length) report.problems.push(`${report.page_errors.length} page error(s)`);
+  if (report.error_page) report.problems.push("asv's error page was shown");
+  report.ok = report.problems.length === 0;
+  console.log(JSON.stringify(report, null, 1));
+  process.exit(report.ok ? 0 : 1);
+}
+
+main();

@@ -1,0 +1,172 @@
+"""The regression gate (``make compare``) on synthetic asv result files of two real commits."""
+
+import math
+import runpy
+import subprocess
+import sys
+
+import pytest
+from asvfiles import main_commits, write_result
+
+from fusebench import compare, results
+from fusebench.environment import ROOT
+
+AXES = [["eager", "torch", "triton"], ["1024"], ["float32"]]
+T, IQR, BW = "suite.Gelu.track_device_time", "suite.Gelu.track_device_time_iqr", "suite.Gelu.track_bandwidth"
+EAGER, TORCH, TRITON = (("eager", "1024", "float32"), ("torch", "1024", "float32"),
+                        ("triton", "1024", "float32"))
+
+
+@pytest.fixture
+def commits():
+    return main_commits(2)
+
+
+@pytest.fixture
+def gate(tmp_path, capsys, monkeypatch):
+    """Run ``scripts/compare.py`` in this process (torch is imported once): (exit, stdout, stderr)."""
+
+    def run(base, head, *extra):
+        monkeypatch.setattr(sys, "argv", ["compare.py", "--base", base, "--head", head, "--machine", "box",
+                                          "--results", str(tmp_path), *extra])
+        with pytest.raises(SystemExit) as stop:
+            runpy.run_path(str(ROOT / "scripts" / "compare.py"), run_name="__main__")
+        out = capsys.readouterr()
+        return stop.value.code, out.out, out.err
+
+    return run
+
+
+def test_a_regression_fails_the_gate(tmp_path, commits, gate):
+    base, head = commits
+    noise = {IQR: {EAGER: 1e-5, TORCH: 2e-6}}  # 1 %
+    write_result(tmp_path, "box", base, {T: {EAGER: 1.0e-3, TORCH: 2.0e-4}, **noise}, AXES)
+    write_result(tmp_path, "box", head, {T: {EAGER: 1.0e-3, TORCH: 2.4e-4}, **noise}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 1, out + err
+    line = next(ln for ln in out.splitlines() if "(torch, 1024, float32)" in ln)
+    assert line.lstrip().startswith("+") and "1.20x" in line and "200us" in line and "240us" in line
+    assert "(eager" not in out  # unchanged cases are not listed
+    assert "1 regression" in err and "FAIL" in err
+
+
+def test_an_improvement_passes_and_is_listed(tmp_path, commits, gate):
+    base, head = commits
+    write_result(tmp_path, "box", base, {T: {TORCH: 2.0e-4}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 1.0e-4}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 0, out + err
+    line = next(ln for ln in out.splitlines() if "torch" in ln)
+    assert line.lstrip().startswith("-") and "0.50x" in line
+    assert "1 improvement" in err
+
+
+def test_a_new_failure_fails_the_gate(tmp_path, commits, gate):
+    base, head = commits
+    write_result(tmp_path, "box", base, {T: {TORCH: 2.0e-4, TRITON: 1.0e-4}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 2.0e-4, TRITON: None}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 1
+    line = next(ln for ln in out.splitlines() if "triton" in ln)
+    assert line.lstrip().startswith("!") and "failed" in line
+    assert "1 new failure" in err
+
+
+def test_slower_within_the_noise_passes(tmp_path, commits, gate):
+    base, head = commits
+    # 8 % slower; factor 1.05 with 5 % noise allows up to 1.05 * 1.05 = 10.25 %.
+    write_result(tmp_path, "box", base, {T: {TORCH: 1.00e-3}, IQR: {TORCH: 5e-5}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 1.08e-3}, IQR: {TORCH: 3e-5}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 0, out + err
+    line = next(ln for ln in out.splitlines() if "torch" in ln)
+    assert line.lstrip().startswith("~") and "5.0%" in line
+    # the same slowdown with no stored noise is a regression, and a larger factor lets it pass
+    write_result(tmp_path, "box", base, {T: {TORCH: 1.00e-3}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 1.08e-3}}, AXES)
+    assert gate(base, head)[0] == 1
+    assert gate(base, head, "--factor", "1.1")[0] == 0
+
+
+def test_lower_bandwidth_is_slower(tmp_path, commits, gate):
+    base, head = commits
+    write_result(tmp_path, "box", base, {BW: {TORCH: 3000.0, TRITON: 3000.0}}, AXES)
+    write_result(tmp_path, "box", head, {BW: {TORCH: 2000.0, TRITON: 3500.0}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 1
+    rows = {ln.split("(")[-1]: ln.lstrip()[0] for ln in out.splitlines()[1:]}
+    assert rows == {"torch, 1024, float32)": "+", "triton, 1024, float32)": "-"}
+
+
+def test_bad_input_is_one_line_and_exit_2(tmp_path, commits, gate):
+    base, head = commits
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
+    code, out, err = gate("no-such-rev", head)
+    assert code == 2 and err.strip() == "compare: error: unknown revision 'no-such-rev' " \
+        "(git rev-parse found no such commit)"
+    code, out, err = gate(base, head)  # head has no stored results
+    assert code == 2 and len(err.strip().splitlines()) == 1
+    assert f"no results for commit {head[:8]} on machine 'box'" in err and base[:8] in err
+    code, out, err = gate(base, head, "--machine", "a100")
+    assert code == 2 and "no results for machine 'a100'" in err and "(machines: box)" in err
+    code, out, err = gate(base, base, "--factor", "0.9")
+    assert code == 2 and "bad factor '0.9'" in err
+
+
+def test_direction_comes_from_the_unit():
+    assert compare.slowdown(1.0, 2.0, "seconds") == 2.0
+    assert compare.slowdown(2.0, 1.0, "GB/s") == 2.0
+    assert compare.slowdown(50.0, 100.0, "%") == 0.5
+    with pytest.raises(ValueError):
+        compare.slowdown(1.0, 2.0, "count")
+
+
+def test_classify_rules():
+    nan = math.nan
+    assert compare.classify(1.0, 1.2, "seconds", 1.05, 0.0) == ("regression", pytest.approx(1.2))
+    assert compare.classify(1.0, 1.2, "seconds", 1.05, 0.2)[0] == "within noise"
+    assert compare.classify(1.0, 1.04, "seconds", 1.05, 0.0)[0] == "same"
+    assert compare.classify(1.0, 0.9, "seconds", 1.05, 0.0)[0] == "improvement"
+    assert compare.classify(nan, None, "seconds", 1.05, 0.0)[0] == "new failure"  # skipped before
+    assert compare.classify(None, None, "seconds", 1.05, 0.0)[0] == "same"  # failed both times
+    assert compare.classify(None, 1.0, "seconds", 1.05, 0.0)[0] == "fixed"
+    assert compare.classify(1.0, nan, "seconds", 1.05, 0.0)[0] == "same"  # skipped now: not a failure
+
+
+def test_noise_metrics_and_unknown_units_do_not_gate(tmp_path, commits):
+    base, head = commits
+    launches = "suite.Gelu.track_launches"
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}, IQR: {TORCH: 1e-5}, launches: {TORCH: 1}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 1e-3}, IQR: {TORCH: 9e-4}, launches: {TORCH: 9}}, AXES)
+    units = results.units(tmp_path)
+    rows = compare.compare(results.load_commit(tmp_path, "box", base),
+                           results.load_commit(tmp_path, "box", head), units)
+    assert [(r.benchmark, r.status) for r in rows] == [(T, "same")] * 3  # eager/triton skipped, torch equal
+    assert rows[1].noise == pytest.approx(0.9)  # the larger of the two runs' IQR / median
+
+
+def test_the_command_line_exit_status(tmp_path, commits):
+    """One real process: the exit status reaches the shell (make)."""
+    base, head = commits
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 2e-3}}, AXES)
+    out = subprocess.run([sys.executable, "scripts/compare.py", "--base", base, "--head", head, "--machine",
+                          "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr
+
+
+def test_bandwidth_noise_falls_back_to_wall_time(tmp_path, commits):
+    """On the CPU there is no device time: bandwidth comes from (and is as noisy as) the wall time."""
+    base = commits[0]
+    wall, wall_iqr = "suite.Gelu.track_wall_time", "suite.Gelu.track_wall_time_iqr"
+    write_result(tmp_path, "box", base, {BW: {TORCH: 5.0}, wall: {TORCH: 2e-3}, wall_iqr: {TORCH: 4e-4},
+                                         IQR: {EAGER: 1e-6}, T: {EAGER: 1e-5}}, AXES)
+    run = results.load_commit(tmp_path, "box", base)
+    assert compare.relative_noise(run, BW, TORCH) == pytest.approx(0.2)
+    assert compare.relative_noise(run, BW, EAGER) == pytest.approx(0.1)  # device time wins where stored
+    assert compare.relative_noise(run, "suite.Gelu.track_launches", TORCH) == 0.0
+
+
+def test_throughput_in_tflops_is_higher_is_better():
+    assert compare.direction("TFLOP/s") == 1
+    assert compare.slowdown(500.0, 400.0, "TFLOP/s") == 1.25

@@ -1,0 +1,93 @@
+"""Plots from the committed H200 results and from synthetic ones."""
+
+import pytest
+from asvfiles import main_commits, write_result
+
+from fusebench import plots, results
+from fusebench.environment import ROOT
+from fusebench.registry import shape_label
+from kernels import OPS
+
+H200 = ROOT / "results"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return results.load_latest(H200, "h200")
+
+
+def test_headline_shapes_are_in_the_default_grids():
+    assert shape_label(OPS["gelu"].headline) == "16384x16384"
+    assert shape_label(OPS["softmax"].headline) == "8192x16384"
+    for op in OPS.values():
+        assert tuple(op.headline) in [tuple(s) for s in op.grids["default"]]
+
+
+def test_ceiling_is_derived_from_bandwidth_and_pct(h200):
+    key = ("torch", "16384x16384", "float32")
+    bw = h200.values["suite.Gelu.track_bandwidth"][key]
+    pct = h200.values["suite.Gelu.track_pct_of_ceiling"][key]
+    ceiling = plots.ceiling_gbps(h200, OPS["gelu"])
+    assert ceiling == pytest.approx(bw / (pct / 100), rel=1e-6)
+    assert 3000 < ceiling < 5000  # an H200's HBM3e copy bandwidth, GB/s
+    assert plots.ceiling_gbps(h200, OPS["softmax"]) == pytest.approx(ceiling, rel=1e-6)  # one per run
+
+
+def test_bandwidth_series_by_bytes_moved(h200):
+    series = plots.bandwidth_series(h200, OPS["softmax"], "bfloat16")
+    assert set(series) == {"eager", "torch", "compile", "triton", "cuda"}
+    sizes = [p[0] for p in series["eager"]]
+    assert sizes == sorted(sizes) and len(sizes) == len(OPS["softmax"].grids["default"])
+    assert (2 * 8192 * 16384 * 2, h200.values["suite.Softmax.track_bandwidth"][
+        ("eager", "8192x16384", "bfloat16")], "8192x16384") in series["eager"]
+
+
+def test_speedup_over_eager_at_the_headline(h200):
+    metric, table = plots.speedups(h200, OPS["softmax"])
+    t = h200.values["suite.Softmax.track_device_time"]
+    assert metric == "track_device_time"
+    assert table["eager"]["float32"] == 1.0
+    assert table["triton"]["float16"] == pytest.approx(t[("eager", "8192x16384", "float16")]
+                                                       / t[("triton", "8192x16384", "float16")])
+    assert table["triton"]["float16"] > 2  # fused beats eager's five passes over memory
+
+
+def test_write_plots_makes_pngs(tmp_path):
+    written = plots.write_plots(H200, tmp_path, [OPS["gelu"]], ["h200"])
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
+        "h200/gelu-bandwidth.png", "h200/gelu-speedup.png"]
+    for p in written:
+        assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
+
+
+def test_missing_cases_are_left_out(tmp_path):
+    commit = main_commits(1)[0]
+    axes = [["eager", "triton"], ["16384x16384"], ["float32"]]
+    key_e, key_t = ("eager", "16384x16384", "float32"), ("triton", "16384x16384", "float32")
+    write_result(tmp_path, "box", commit, {"suite.Gelu.track_device_time": {key_e: 2e-3, key_t: None},
+                                           "suite.Gelu.track_bandwidth": {key_e: 1000.0}}, axes)
+    run = results.load_latest(tmp_path, "box")
+    metric, table = plots.speedups(run, OPS["gelu"])
+    assert table["eager"]["float32"] == 1.0 and table["triton"]["float32"] is None  # failed: no bar
+    assert table["cuda"]["bfloat16"] is None
+    assert plots.ceiling_gbps(run, OPS["gelu"]) is None  # no % of ceiling stored
+    assert list(plots.bandwidth_series(run, OPS["gelu"], "float32")) == ["eager"]
+    assert plots.bandwidth_figure(run, OPS["softmax"]) is None  # nothing stored for softmax
+    assert sorted(p.name for p in plots.write_plots(tmp_path, tmp_path / "out", [OPS["gelu"]])) == [
+        "gelu-bandwidth.png", "gelu-speedup.png"]
+
+
+def test_a_compute_bound_op_gets_a_tflops_figure_against_the_matrix_peak(tmp_path):
+    commit = main_commits(1)[0]
+    axes = [["torch"], ["64x64", "8192x8192"], ["float32", "tf32", "bfloat16"]]
+    small, large = ("torch", "64x64", "bfloat16"), ("torch", "8192x8192", "bfloat16")
+    write_result(tmp_path, "box", commit, {
+        "suite.Matmul.track_tflops": {small: 0.1, large: 550.0},
+        "suite.Matmul.track_pct_of_peak": {small: 0.1 / 5.5, large: 100.0}}, axes)
+    run = results.load_latest(tmp_path, "box")
+    mm = OPS["matmul"]
+    assert plots.ceiling_gbps(run, mm) == pytest.approx(550.0)  # the matrix peak, TFLOP/s
+    assert plots.bandwidth_series(run, mm, "bfloat16") == {
+        "torch": [(2 * 64 ** 3, 0.1, "64x64"), (2 * 8192 ** 3, 550.0, "8192x8192")]}
+    assert plots.speedups(run, mm)[1]["torch"]["bfloat16"] is None  # no eager matmul: no bar
+    assert [p.name for p in plots.write_plots(tmp_path, tmp_path / "out", [mm])] == ["matmul-tflops.png"]

@@ -1,0 +1,159 @@
+"""The offline site: CDN URLs of asv's real page rewritten to local copies, and the machine fields."""
+
+import base64
+import hashlib
+import json
+import re
+import shutil
+from pathlib import Path
+
+import asv
+import pytest
+from asvfiles import main_commits, write_result
+
+from fusebench import site, store
+from fusebench.environment import ROOT
+
+ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
+
+
+def _sri(data: bytes) -> str:
+    return "sha256-" + base64.b64encode(hashlib.sha256(data).digest()).decode()
+
+
+def test_every_external_load_of_asvs_page_has_a_local_copy():
+    loads = site.external_loads(ASV_INDEX.read_text())
+    assert len(loads) == 10 and "https://code.jquery.com/jquery-3.3.1.min.js" in loads
+    assert set(loads) == {a.url for a in site.ASSETS}
+
+
+def test_npm_versions_match_what_asv_asks_for():
+    lock = json.loads((ROOT / "site" / "package-lock.json").read_text())["packages"]
+    pkg = json.loads((ROOT / "site" / "package.json").read_text())
+    for asset in site.ASSETS:
+        version = lock[f"node_modules/{asset.package}"]["version"]
+        assert pkg["dependencies"][asset.package] == version  # exact pins, no ranges
+        if not asset.note:  # same release as the CDN's: its version is in the URL
+            assert re.search(rf"[-/@]{re.escape(version)}/", asset.url.replace(".min.js", "/")), asset
+    assert all("resolved" not in entry for entry in lock.values())  # no download addresses
+
+
+def _fake_site(tmp_path, jquery=b"jquery!", flot=b"flot!"):
+    html = tmp_path / "html"
+    (html / "vendor/jquery/dist").mkdir(parents=True)
+    (html / "vendor/jquery/dist/jquery.min.js").write_bytes(jquery)
+    (html / "vendor/flot").mkdir(parents=True)
+    (html / "vendor/flot/jquery.flot.js").write_bytes(flot)
+    return html
+
+
+def test_rewrite_keeps_integrity_only_when_the_local_file_matches(tmp_path):
+    html = _fake_site(tmp_path)
+    page = (f'<script src="https://code.jquery.com/jquery-3.3.1.min.js" integrity="{_sri(b"jquery!")}" '
+            'crossorigin="anonymous"></script>\n'
+            '<script src="https://cdnjs.cloudflare.com/ajax/libs/flot/0.8.3/jquery.flot.min.js" '
+            f'integrity="{_sri(b"minified flot")}"></script>\n'
+            '<a href="https://github.com/airspeed-velocity/asv/">asv</a>')
+    new, urls = site.rewrite_page(page, "", html)
+    assert len(urls) == 2 and site.external_loads(new) == []
+    assert f'src="vendor/jquery/dist/jquery.min.js" integrity="{_sri(b"jquery!")}"' in new
+    assert '<script src="vendor/flot/jquery.flot.js"></script>' in new  # mismatching hash dropped
+    assert 'href="https://github.com/airspeed-velocity/asv/"' in new  # a link, not a load
+    assert 'src="../vendor/flot/jquery.flot.js"' in site.rewrite_page(page, "../", html)[0]
+
+
+def test_an_unknown_cdn_url_is_an_error(tmp_path):
+    html = _fake_site(tmp_path)
+    (html / "index.html").write_text('<script src="https://cdn.example/x.js"></script>')
+    (html / "ok.html").write_text('<script src="https://code.jquery.com/jquery-3.3.1.min.js"></script>')
+    with pytest.raises(site.SiteError, match="https://cdn.example/x.js"):
+        site.rewrite_cdn(html)
+    assert "code.jquery.com" in (html / "ok.html").read_text()  # no page changed
+
+
+def test_rewriting_asvs_real_page(tmp_path):
+    html = tmp_path / "html"
+    (html / "sub").mkdir(parents=True)
+    (html / "index.html").write_text(ASV_INDEX.read_text())
+    (html / "sub" / "page.html").write_text(ASV_INDEX.read_text())
+    urls = site.rewrite_cdn(html)
+    assert len(urls) == 20
+    for page, prefix in ((html / "index.html", ""), (html / "sub" / "page.html", "../")):
+        text = page.read_text()
+        assert site.external_loads(text) == []
+        assert f'href="{prefix}vendor/bootstrap/dist/css/bootstrap.min.css"' in text
+    site.add_plots_tab(html)
+    site.add_plots_tab(html)  # idempotent
+    assert (html / "index.html").read_text().count(site.NAV_PLOTS) == 1
+
+
+def test_copy_vendor_follows_stylesheet_urls(tmp_path):
+    modules = tmp_path / "node_modules"
+    css = modules / "bootstrap/dist/css/bootstrap.min.css"
+    css.parent.mkdir(parents=True)
+    css.write_text("@font-face{src:url('../fonts/g.eot?#iefix') format('eot'),url(data:x)}")
+    (modules / "bootstrap/dist/fonts").mkdir(parents=True)
+    (modules / "bootstrap/dist/fonts/g.eot").write_bytes(b"font")
+    assets = (site.Asset("https://x/bootstrap.min.css", "bootstrap", "dist/css/bootstrap.min.css"),)
+    written = site.copy_vendor(modules, tmp_path / "html", assets)
+    assert sorted(p.relative_to(tmp_path / "html").as_posix() for p in written) == [
+        "vendor/bootstrap/dist/css/bootstrap.min.css", "vendor/bootstrap/dist/fonts/g.eot"]
+    missing = (site.Asset("https://x/y.js", "nope", "y.js"),)
+    with pytest.raises(site.SiteError, match="missing"):
+        site.copy_vendor(modules, tmp_path / "html", missing)
+
+
+def test_npm_missing_is_one_clear_error(tmp_path, monkeypatch):
+    (tmp_path / "package-lock.json").write_text('{"packages": {"": {}, "node_modules/a": {"version": "1"}}}')
+    monkeypatch.setattr(site.shutil, "which", lambda name: None)
+    with pytest.raises(site.SiteError, match="^npm not found"):
+        site.npm_install(tmp_path)
+    # what npm installed already matches the lock: no npm needed
+    (tmp_path / "node_modules" / "a").mkdir(parents=True)
+    (tmp_path / "node_modules" / ".package-lock.json").write_text(
+        '{"packages": {"node_modules/a": {"version": "1"}}}')
+    assert site.npm_install(tmp_path) == tmp_path / "node_modules"
+    (tmp_path / "node_modules" / ".package-lock.json").write_text(
+        '{"packages": {"node_modules/a": {"version": "2"}}}')
+    assert not site.installed_matches(tmp_path)
+
+
+def test_machine_fields_become_selectors_when_they_differ(tmp_path):
+    """Each field of the asv machine (driver, CUDA, torch, ...) is a selector of the published site."""
+    old, new = main_commits(2)
+    axes = [["torch"], ["1024"], ["float32"]]
+    values = {"suite.Gelu.track_device_time": {("torch", "1024", "float32"): 1e-3}}
+    write_result(tmp_path / "results", "h200", old, values, axes, {"torch": "2.10.0", "driver": "575.1"})
+    write_result(tmp_path / "results", "h200", new, values, axes, {"torch": "2.11.0", "driver": "580.2"})
+    assert store.publish(tmp_path / "results", tmp_path / "html") == 0
+    index = json.loads((tmp_path / "html" / "index.json").read_text())
+    assert sorted(index["params"]["torch"]) == ["2.10.0", "2.11.0"]
+    assert sorted(index["params"]["driver"]) == ["575.1", "580.2"]
+    assert index["params"]["gpu"] == ["NVIDIA H200"] and index["params"]["machine"] == ["h200"]
+    assert {"gpu", "driver", "cuda", "torch", "triton"} <= set(index["machines"]["h200"])
+
+
+def test_machine_info_carries_the_environment():
+    env = {"gpu": "NVIDIA H200", "driver": "580.1", "cuda_runtime": "13.0", "torch": "2.11.0",
+           "triton": "3.6.0", "image_digest": "sha256:abc"}
+    info = store.machine_info("h200", env)
+    assert {k: info[k] for k in ("gpu", "driver", "cuda", "torch", "triton", "image_digest")} == {
+        "gpu": "NVIDIA H200", "driver": "580.1", "cuda": "13.0", "torch": "2.11.0", "triton": "3.6.0",
+        "image_digest": "sha256:abc"}
+
+
+def test_publish_without_npm(tmp_path, monkeypatch, capsys):
+    """No npm: ``make publish`` stops with one line; with ``CDN=1`` (and in ``make bench``) the
+    site is published with its CDN URLs and a warning."""
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(ROOT / "site" / "package-lock.json", site_dir)
+    monkeypatch.setattr(site.shutil, "which", lambda name: None)
+    assert site.publish(ROOT / "results", tmp_path / "html", site_dir=site_dir) == 1
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("publish: error: npm not found") and "CDN=1" in err
+    assert site.publish(ROOT / "results", tmp_path / "html", cdn=True, site_dir=site_dir) == 0
+    assert "needs internet" in capsys.readouterr().err
+    index = (tmp_path / "html" / "index.html").read_text()
+    assert "https://code.jquery.com/jquery-3.3.1.min.js" in site.external_loads(index)
+    assert site.NAV_PLOTS in index and (tmp_path / "html/plots/h200/gelu-speedup.png").is_file()

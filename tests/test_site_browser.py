@@ -1,0 +1,105 @@
+"""The published site in a real browser: headless Debian chromium, driven by playwright-core
+(``site/browser_check.mjs``), against a local server on 127.0.0.1.
+
+The site is published from the committed ``results/`` (real H200 data). Every request to another
+origin is aborted (``--block-external``), as on a GPU cluster with no internet, so the check does
+not depend on this machine's network; the second test shows that the check catches a site whose
+CDN URLs were not rewritten.
+"""
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+import threading
+import urllib.request
+from collections import Counter
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from fusebench import results, site, store
+from fusebench.environment import ROOT
+
+CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
+CHECK = ROOT / "site" / "browser_check.mjs"
+
+pytestmark = [
+    pytest.mark.skipif(not Path(CHROMIUM).exists(),
+                       reason=f"chromium not installed at {CHROMIUM} (.ci/run installs Debian's chromium)"),
+    pytest.mark.skipif(not shutil.which("node") or not shutil.which("npm"),
+                       reason="node and npm are not installed (they install the site's scripts and "
+                              "playwright-core)"),
+]
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture(scope="module")
+def serve():
+    """``serve(folder)`` -> ``http://127.0.0.1:PORT`` serving it until the module's tests end."""
+    servers = []
+
+    def start(folder: Path) -> str:
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(_Quiet, directory=str(folder)))
+        threading.Thread(target=httpd.serve_forever, daemon=True).start()
+        servers.append(httpd)
+        return f"http://127.0.0.1:{httpd.server_address[1]}"
+
+    yield start
+    for httpd in servers:
+        httpd.shutdown()
+        httpd.server_close()
+
+
+def _check(url: str) -> tuple[int, dict]:
+    out = subprocess.run(["node", str(CHECK), url, "--machine", "h200", "--block-external"],
+                         capture_output=True, text=True, timeout=180, env=dict(os.environ, CHROMIUM=CHROMIUM))
+    try:
+        return out.returncode, json.loads(out.stdout)
+    except ValueError:
+        pytest.fail(f"browser_check printed no report (exit {out.returncode}): {out.stderr[-2000:]}")
+
+
+@pytest.fixture(scope="module")
+def published(tmp_path_factory):
+    html = tmp_path_factory.mktemp("site") / "html"
+    assert site.publish(ROOT / "results", html) == 0  # npm ci, vendor files, rewrite, plots
+    return html
+
+
+def test_the_published_site_works_offline(published, serve):
+    code, report = _check(serve(published))
+    assert report["problems"] == [] and code == 0, report
+    assert {"suite.Gelu.track_bandwidth", "suite.Softmax.track_device_time"} <= set(report["benchmarks"])
+    assert report["machine_button"] and report["series"] >= 1 and report["points"] >= 1
+    # history: commits stored with the same machine fields make one line, a point per commit
+    runs = [results.read_file(f) for f in results.result_files(ROOT / "results", "h200")]
+    same_env = Counter(json.dumps(r.fields, sort_keys=True) for r in runs).most_common(1)[0][1]
+    assert report["longest"] >= same_env
+    assert report["failed"] == [] and report["external"] == [] and not report["error_page"]
+
+
+def test_the_plots_page_and_its_images_load(published, serve):
+    base = serve(published)
+    page = urllib.request.urlopen(f"{base}/plots/index.html", timeout=10).read().decode()
+    images = [part.split('"')[0] for part in page.split('<img src="')[1:]]
+    assert "h200/gelu-bandwidth.png" in images and "h200/softmax-speedup.png" in images
+    for img in images:
+        assert urllib.request.urlopen(f"{base}/plots/{img}", timeout=10).read()[:4] == b"\x89PNG"
+    assert 'href="plots/index.html"' in (published / "index.html").read_text()
+
+
+def test_the_check_fails_on_a_site_that_loads_from_cdns(tmp_path, serve):
+    """Without the rewrite the CDN requests fail offline and asv shows its error page."""
+    html = tmp_path / "html"
+    assert store.publish(ROOT / "results", html) == 0  # plain asv publish: CDN URLs left
+    code, report = _check(serve(html))
+    assert code == 1
+    assert any(f.startswith("https://code.jquery.com/jquery-3.3.1.min.js") for f in report["failed"])
+    assert report["error_page"] and report["benchmarks"] == []
