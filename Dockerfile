@@ -16,8 +16,9 @@ ARG BASE_IMAGE
 ARG BASE_DIGEST
 # sha256 of requirements.lock; the Makefile passes it and the build checks it.
 ARG LOCK_HASH=
-# Nsight Systems from NVIDIA's CUDA apt repository (configured in the base image); 2025.3 or newer:
-# older versions silently drop the ranges of the `nvtx` package.
+# Nsight Systems from NVIDIA's CUDA apt repository (configured in the base image; its ubuntu2404
+# x86_64 pool has nsight-systems-2025.3.2_2025.3.2.474-1_amd64.deb); 2025.3 or newer: older
+# versions silently drop the ranges of the `nvtx` package.
 ARG NSYS_VERSION=2025.3.2
 ARG NSYS_PACKAGE_VERSION=2025.3.2.474-1
 # The extension's own -gencode flags (kernels/cuda_ext.py: sm_80, sm_90, compute_90 PTX) take
@@ -35,13 +36,13 @@ LABEL org.opencontainers.image.title="fusebench" \
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # System tools: Python 3.12 (venv, headers for the extension build), git (asv stores results per
-# commit), make (the user's commands inside), ninja (torch's extension builder), Nsight Systems at an exact version. Ubuntu's own
+# commit), make (the user's commands inside), g++ and ninja (torch's extension builder), Nsight Systems at an exact version. Ubuntu's own
 # packages are not version-pinned: its archive drops superseded builds, so exact pins stop
 # building; the base digest fixes the distribution they come from, and none of them is measured.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
-        python3.12 python3.12-venv python3.12-dev git make ninja-build ca-certificates \
+        python3.12 python3.12-venv python3.12-dev g++ git make ninja-build ca-certificates \
         "nsight-systems-${NSYS_VERSION}=${NSYS_PACKAGE_VERSION}" \
  && rm -rf /var/lib/apt/lists/*
 
@@ -57,14 +58,15 @@ ENV VIRTUAL_ENV=/opt/venv \
 
 # Every Python dependency from the hash-pinned lock, copied before the sources so this layer is
 # cached until the lock changes. The build first checks the lock against LOCK_HASH (the label and
-# the recorded hash are then the lock installed), then activates the lines only the CUDA build of
-# torch needs (`extra == "cuda"`, see the lock's header; same as `python scripts/lock.py cuda`)
-# and installs every line with its hashes checked.
+# the recorded hash are then the lock installed), then takes it as if with extra=cuda (see the
+# lock's header: the CPU torch line goes, the CUDA build's lines lose their marker; same as
+# `python scripts/lock.py cuda`) and installs every line with its hashes checked.
 COPY requirements.lock /tmp/requirements.lock
 RUN test -n "${LOCK_HASH}" || { echo "LOCK_HASH is required: make image passes it" >&2; exit 1; } \
  && echo "${LOCK_HASH}  /tmp/requirements.lock" | sha256sum --check --quiet \
  && python3.12 -m venv /opt/venv \
- && sed 's/ ; extra == "cuda"//' /tmp/requirements.lock > /tmp/requirements-cuda.lock \
+ && sed -e '/ ; extra != "cuda"/d' -e 's/ ; extra == "cuda"//' /tmp/requirements.lock \
+        > /tmp/requirements-cuda.lock \
  && pip install --require-hashes -r /tmp/requirements-cuda.lock \
  && pip check \
  && python -c "import torch; assert torch.version.cuda and torch.version.cuda.startswith('13'), torch.version.cuda" \

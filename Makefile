@@ -16,8 +16,8 @@ DTYPES        ?=
 QUICK         ?=
 PYTEST_ARGS   ?=
 
-BENCH_ARGS    := $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
-                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick)
+BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
+                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick))
 
 # --- docker: the pinned image (Dockerfile) -----------------------------------------------------
 # `make bench` runs the suite in the image when docker, its daemon, the NVIDIA container runtime
@@ -39,11 +39,11 @@ LOCAL         ?= $(FUSEBENCH_IN_IMAGE)
 DOCKER_WHY     = $(eval DOCKER_WHY := $(if $(LOCAL),LOCAL=1,$(shell scripts/docker_check.sh $(DOCKER))))$(DOCKER_WHY)
 DOCKER_OK     ?= $(if $(DOCKER_WHY),,1)
 
-DOCKER_RUN    := $(DOCKER) run --rm --gpus $(GPUS) --user $(RUN_AS) \
+DOCKER_RUN     = $(DOCKER) run --rm --gpus $(GPUS) --user $(RUN_AS) \
                  --volume $(CURDIR):/workspace --volume $(RESULTS):/workspace/results \
                  --volume $(HTML):/workspace/html --volume $(CACHE_VOLUME):/cache \
                  --env FUSEBENCH_IMAGE_DIGEST=$$($(DOCKER) image inspect --format '{{.Id}}' $(IMAGE))
-IN_IMAGE      := mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
+IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
 
 .PHONY: help bench test lint publish venv lock clean bench-local bench-image image in-image shell
 

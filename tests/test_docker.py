@@ -38,57 +38,75 @@ def test_every_locked_package_is_pinned_and_hashed():
     assert len(lines) == len(blocks) > 30
     for line in lines:
         assert re.match(r"^[A-Za-z0-9._-]+==[0-9][^\s;]* ", line), f"not pinned with ==: {line!r}"
-    for b in blocks.values():
+    for b in blocks:
         assert b.hashes, f"{b.name} has no --hash"
         assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in b.hashes), b.name
+        assert b.marker in (None, lock.CPU_MARKER, lock.CUDA_MARKER), b.marker
     # No index or find-links options: where pip finds wheels is the machine's business.
     assert not [ln for ln in LOCK.read_text().splitlines() if ln.startswith("-")]
 
 
-def test_torch_carries_both_builds_and_the_cuda_extras_are_marked():
+def _builds() -> tuple[dict, dict]:
+    """{name: Block} of what the CPU venv and the image install from the lock."""
     blocks = lock.parse(LOCK.read_text())
-    torch_block = blocks["torch"]
-    assert torch_block.version == "2.13.0" and torch_block.marker is None
-    # the local CPU wheel's hash plus PyPI's CUDA wheels (cp311 and cp312 at least)
-    assert "sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b" in torch_block.hashes
-    assert "sha256:60fcdcb2f3876e21146cb4524ef06397d727ca9ad5f020818547e25075fe3cb7" in torch_block.hashes
-    assert "sha256:796633c4cdf0fe2cdced72d8f88f22e73dbcfce83132763162f6d4bff13b820b" in torch_block.hashes
-    cuda_only = {n for n, b in blocks.items() if b.marker == lock.CUDA_MARKER}
+    cpu = {b.name: b for b in blocks if b.marker != lock.CUDA_MARKER}
+    cuda = {b.name: b for b in lock.parse(lock.activate_cuda(LOCK.read_text()))}
+    assert len(cpu) == sum(b.marker != lock.CUDA_MARKER for b in blocks)  # one line per package
+    return cpu, cuda
+
+
+def test_torch_cpu_here_cuda_in_the_image_with_what_it_needs():
+    cpu, cuda = _builds()
+    # the local CPU wheel; PyPI's CUDA wheels, cp311 and cp312 (manylinux x86_64) among them
+    assert cpu["torch"].version == "2.13.0+cpu"
+    assert cpu["torch"].hashes == ["sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"]
+    assert cuda["torch"].version == "2.13.0" and cuda["torch"].marker is None
+    cp311 = "sha256:60fcdcb2f3876e21146cb4524ef06397d727ca9ad5f020818547e25075fe3cb7"
+    cp312 = "sha256:796633c4cdf0fe2cdced72d8f88f22e73dbcfce83132763162f6d4bff13b820b"
+    assert {cp311, cp312} <= set(cuda["torch"].hashes)
+    cuda_only = set(cuda) - set(cpu)
     assert {"cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cublas"} <= cuda_only
     assert all(n.startswith(("nvidia-", "cuda-")) for n in cuda_only), cuda_only
-    # What requirements.in names directly, triton included (TRITON_INTERPRET on the CPU), is for all.
+    assert set(cpu) <= set(cuda)
+    # What requirements.in names, triton included (TRITON_INTERPRET on the CPU), is in both.
     req_in = _requirement_lines((ROOT / "requirements.in").read_text())
-    direct = {lock.normalize(ln.split("==")[0]) for ln in req_in}
-    assert direct <= set(blocks) and not direct & cuda_only
-    assert blocks["triton"].version == "3.7.1"  # what torch 2.13.0's CUDA build requires
+    assert {lock.normalize(ln.split("==")[0]) for ln in req_in} <= set(cpu)
+    assert cpu["triton"].version == cuda["triton"].version == "3.7.1"  # what torch 2.13.0 CUDA requires
 
 
-def test_merge_unions_torch_hashes_and_marks_what_only_cuda_needs():
+def test_merge_keeps_both_torch_builds_apart_and_marks_what_only_cuda_needs():
     cpu = lock.parse("torch==2.13.0+cpu \\\n    --hash=sha256:aa\nsix==1.0 \\\n    --hash=sha256:s1\n")
-    cuda = lock.parse("torch==2.13.0 \\\n    --hash=sha256:bb\nsix==1.0 \\\n    --hash=sha256:s1\n"
+    cuda = lock.parse("torch==2.13.0 \\\n    --hash=sha256:bb\nsix==1.0 \\\n    --hash=sha256:s2\n"
                       "nvidia-x==9 \\\n    --hash=sha256:nn\n    # via torch\n")
     merged = lock.merge(cpu, cuda)
-    assert merged["torch"].version == "2.13.0" and merged["torch"].hashes == ["sha256:aa", "sha256:bb"]
-    assert merged["six"].marker is None and merged["nvidia-x"].marker == 'extra == "cuda"'
-    text = "".join(b.render() for b in merged.values())
+    assert [(b.name, b.version, b.marker, b.hashes) for b in merged] == [
+        ("nvidia-x", "9", 'extra == "cuda"', ["sha256:nn"]),
+        ("six", "1.0", None, ["sha256:s1", "sha256:s2"]),
+        ("torch", "2.13.0+cpu", 'extra != "cuda"', ["sha256:aa"]),
+        ("torch", "2.13.0", 'extra == "cuda"', ["sha256:bb"]),
+    ]
+    text = "".join(b.render() for b in merged)
     assert 'nvidia-x==9 ; extra == "cuda" \\\n    --hash=sha256:nn\n    # via torch\n' in text
-    assert lock.parse(text)["nvidia-x"].hashes == ["sha256:nn"]
+    assert 'torch==2.13.0+cpu ; extra != "cuda" --hash=sha256:aa\n' in text  # one line: sed drops it
+    assert [(b.name, b.version, b.hashes) for b in lock.parse(lock.activate_cuda(text))] == [
+        ("nvidia-x", "9", ["sha256:nn"]), ("six", "1.0", ["sha256:s1", "sha256:s2"]),
+        ("torch", "2.13.0", ["sha256:bb"])]
     with pytest.raises(ValueError, match="six"):
         lock.merge(cpu, lock.parse("six==2.0 \\\n    --hash=sha256:s2\n"))
 
 
-def test_the_image_installs_exactly_the_lock_with_the_cuda_lines_activated():
+def test_the_image_installs_exactly_the_lock_as_the_cuda_build():
     text = DOCKERFILE.read_text()
     assert "COPY requirements.lock /tmp/requirements.lock" in text
     installs = re.findall(r"pip install [^\n\\]*", text)
     assert installs == ["pip install --require-hashes -r /tmp/requirements-cuda.lock "]
-    # the activated copy is made from the lock by the same substitution as `lock.py cuda`
-    (sed_expr,) = re.findall(r"sed '([^']*)' /tmp/requirements.lock > /tmp/requirements-cuda.lock", text)
-    activated = subprocess.run(["sed", sed_expr, str(LOCK)], capture_output=True, text=True,
-                               check=True).stdout
+    # the CUDA view is made from the lock by the same edit as `lock.py cuda`
+    (sed_args,) = re.findall(r"sed (-e '[^']*' -e '[^']*') /tmp/requirements.lock", text)
+    exprs = re.findall(r"'([^']*)'", sed_args)
+    activated = subprocess.run(["sed", "-e", exprs[0], "-e", exprs[1], str(LOCK)], capture_output=True,
+                               text=True, check=True).stdout
     assert activated == lock.activate_cuda(LOCK.read_text())
-    assert "extra ==" not in activated
-    assert set(lock.parse(activated)) == set(lock.parse(LOCK.read_text()))
+    assert not [ln for ln in _requirement_lines(activated) if "extra" in ln]
     # the build checks the lock against the hash the label and the results carry
     assert 'echo "${LOCK_HASH}  /tmp/requirements.lock" | sha256sum --check' in text
 
@@ -143,10 +161,10 @@ def test_hadolint_passes():
 # --- the docker commands make composes ----------------------------------------------------------
 
 
-def _make_n(*args: str) -> list[str]:
+def _make_n(*args: str, env: dict | None = None) -> list[str]:
     """The commands ``make -n`` prints (recursive make lines dropped, the venv step off)."""
     out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args], cwd=ROOT,
-                         capture_output=True, text=True)
+                         capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     return [ln.strip() for ln in out.stdout.splitlines() if not ln.startswith("make ")]
 
@@ -198,8 +216,10 @@ def test_make_bench_says_why_and_runs_here_without_docker():
 
 
 def test_local_1_forces_the_local_path_quietly():
-    lines = _make_n("bench", "LOCAL=1")
-    assert lines == ["py scripts/bench.py"]
+    assert _make_n("bench", "LOCAL=1") == ["py scripts/bench.py"]
+    # inside the image (FUSEBENCH_IN_IMAGE=1, set by the Dockerfile) make never calls docker
+    in_image = dict(os.environ, FUSEBENCH_IN_IMAGE="1")
+    assert _make_n("bench", "QUICK=1", env=in_image) == ["py scripts/bench.py --quick"]
 
 
 # --- scripts/docker_check.sh and scripts/entrypoint.sh ------------------------------------------
