@@ -293,3 +293,9 @@ def test_a_bare_host_records_no_image_fields(monkeypatch):
         monkeypatch.delenv(var, raising=False)
     info = store.machine_info("testbox", environment.capture(torch.device("cpu")))
     assert not {"image_digest", "base_digest", "lock_hash"} & set(info)
+
+
+def test_lock_script_bad_input_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "cuda", str(tmp_path / "nope")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == f"lock: error: {tmp_path / 'nope'}: no such file"
