@@ -36,9 +36,10 @@ LABEL org.opencontainers.image.title="fusebench" \
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # System tools: Python 3.12 (venv, headers for the extension build), git (asv stores results per
-# commit), make (the user's commands inside), g++ and ninja (torch's extension builder), Nsight Systems at an exact version. Ubuntu's own
-# packages are not version-pinned: its archive drops superseded builds, so exact pins stop
-# building; the base digest fixes the distribution they come from, and none of them is measured.
+# commit), make (the user's commands inside), g++ and ninja (torch's extension builder), Nsight
+# Systems at an exact version. Ubuntu's own packages are not version-pinned: its archive drops
+# superseded builds, so exact pins stop building; the base digest fixes the distribution they
+# come from, and none of them is measured.
 # hadolint ignore=DL3008
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
