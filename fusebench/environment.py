@@ -129,9 +129,10 @@ def capture(dev: torch.device) -> dict:
         "cuda_runtime": torch.version.cuda,
         "git_commit": git_commit(),
         "git_dirty": git_dirty(),
-        # Set by the container image (Dockerfile); absent on a bare host.
-        "image_digest": os.environ.get("FUSEBENCH_IMAGE_DIGEST"),
-        "lock_hash": os.environ.get("FUSEBENCH_LOCK_HASH"),
+        # Set in the container (Dockerfile, `make bench`'s docker run); absent on a bare host.
+        "image_digest": os.environ.get("FUSEBENCH_IMAGE_DIGEST") or None,
+        "base_digest": os.environ.get("FUSEBENCH_BASE_DIGEST") or None,
+        "lock_hash": os.environ.get("FUSEBENCH_LOCK_HASH") or None,
     }
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)

@@ -1,7 +1,7 @@
 """Keeping results with asv: the asv machine, a staged ``asv run``, and publishing.
 
 * the asv machine is one GPU model on one host (``h200``); its fields (GPU, driver, CUDA,
-  torch, triton, image digest, lock hash) are written into ``~/.asv-machine.json`` because
+  torch, triton, image and base image digests, lock hash) are written into ``~/.asv-machine.json`` because
   ``asv machine --yes`` stores only the name, and each field becomes a selector in the site;
 * ``asv run --set-commit-hash`` (the only way asv saves results with ``environment_type:
   existing``) runs into a staging folder first; only when it succeeds are its files copied into
@@ -44,7 +44,7 @@ def machine_info(name: str, env: dict) -> dict:
         "torch": env.get("torch", ""),
         "triton": env.get("triton") or "none",
     }
-    for key in ("image_digest", "lock_hash"):
+    for key in ("image_digest", "base_digest", "lock_hash"):
         if env.get(key):
             info[key] = env[key]
     return info

@@ -6,7 +6,8 @@ the extension builds it once per process with
 compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors)
 into a persistent directory: ``$FUSEBENCH_EXT_DIR`` if set, else
 ``~/.cache/fusebench/torch_extensions/<torch version>-<cuda version>``, so
-later processes only re-link when a source changed.
+later processes only re-link when a source changed. ``build()`` does the same build ahead of
+time with no GPU (the image runs ``python -m kernels.cuda_ext`` at build time).
 
 All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
@@ -65,6 +66,44 @@ def _first_error_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
+def _compile(verbose: bool = False):
+    """Compile (or re-link when a source changed) into ``build_directory()`` and import the module.
+
+    Makes no CUDA call: the architectures come from ``CUDA_CFLAGS`` (its ``-gencode`` flags make
+    torch ignore ``TORCH_CUDA_ARCH_LIST`` and never query a GPU), and importing the module only
+    registers functions. Raises whatever ``torch.utils.cpp_extension.load`` raises.
+    """
+    from torch.utils.cpp_extension import load
+
+    build_dir = build_directory()
+    build_dir.mkdir(parents=True, exist_ok=True)
+    return load(
+        name="fusebench_cuda",
+        sources=[str(s) for s in SOURCES],
+        extra_cflags=CFLAGS,
+        extra_cuda_cflags=CUDA_CFLAGS,
+        build_directory=str(build_dir),
+        verbose=verbose,
+    )
+
+
+def build() -> Path:
+    """Build the extension ahead of time, with no GPU needed (the image does it at build time).
+
+    Returns the build directory. Raises RuntimeError (one line) when torch has no CUDA build or
+    nvcc is missing, or when the build fails (the first error line of the compiler's output).
+    """
+    if torch.version.cuda is None:
+        raise RuntimeError("cannot build the CUDA extension: torch built without CUDA")
+    if find_nvcc() is None:
+        raise RuntimeError("cannot build the CUDA extension: nvcc not found")
+    try:
+        _compile(verbose=True)
+    except Exception as exc:  # noqa: BLE001 - reported as one line
+        raise RuntimeError(f"CUDA extension build failed: {_first_error_line(exc)}") from None
+    return build_directory()
+
+
 @functools.cache
 def _load():
     """(module, None) once built, else (None, reason); runs once per process."""
@@ -74,19 +113,8 @@ def _load():
         return None, "no CUDA GPU"
     if find_nvcc() is None:
         return None, "nvcc not found"
-    from torch.utils.cpp_extension import load
-
-    build_dir = build_directory()
-    build_dir.mkdir(parents=True, exist_ok=True)
     try:
-        module = load(
-            name="fusebench_cuda",
-            sources=[str(s) for s in SOURCES],
-            extra_cflags=CFLAGS,
-            extra_cuda_cflags=CUDA_CFLAGS,
-            build_directory=str(build_dir),
-            verbose=False,
-        )
+        module = _compile()
     except Exception as exc:  # noqa: BLE001 - any build or import failure is reported, not raised
         return None, f"build failed: {_first_error_line(exc)}"
     return module, None
@@ -169,3 +197,13 @@ def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     split_row; cols <= 32768: block_per_row; rows >= 2 * sm_count and
     sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
+
+
+if __name__ == "__main__":  # python -m kernels.cuda_ext: build ahead of time (no GPU needed)
+    import sys
+
+    try:
+        print(f"cuda_ext: built into {build()}")
+    except RuntimeError as exc:
+        print(f"cuda_ext: error: {exc}", file=sys.stderr)
+        sys.exit(1)

@@ -146,7 +146,8 @@ def test_summary_flags_disagreement_skips_and_missing_ranges(tmp_path):
     rows = {r.backend: r for r in summary_rows(tmp_path)}
     compile_ = rows["compile"]
     assert compile_.agrees is False
-    assert compile_.note == ("nsys and harness disagree by more than 5 %: range +8.3 %, kernels +7.5 %")
+    assert compile_.note == ("nsys and harness disagree by more than 5 %: range +8.3 %; "
+                             "kernels +7.5 %: gaps between launches excluded")
     assert (rows["cuda"].status, rows["cuda"].note) == (
         "skipped", "skipped: cuda extension unavailable: no nvcc")
     assert rows["triton"].status == "missing"

