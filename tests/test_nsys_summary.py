@@ -147,7 +147,7 @@ def test_summary_flags_disagreement_skips_and_missing_ranges(tmp_path):
     compile_ = rows["compile"]
     assert compile_.agrees is False
     assert compile_.note == ("nsys and harness disagree by more than 5 %: range +8.3 %; "
-                             "kernels +7.5 %: gaps between launches excluded")
+                             "kernels +7.5 %: overlapping kernels counted twice")
     assert (rows["cuda"].status, rows["cuda"].note) == (
         "skipped", "skipped: cuda extension unavailable: no nvcc")
     assert rows["triton"].status == "missing"
@@ -205,7 +205,8 @@ REAL_SIDE_FILES = sorted(DATA.glob("*.json"))
 #: Kernels one call launches, known independently of nsys (see kernels/gelu.py, kernels/softmax.py
 #: and tests/test_gpu.py's torch.profiler counts).
 KERNELS_PER_CALL = {("gelu", "eager"): 9, ("gelu", "torch"): 1, ("gelu", "compile"): 1,
-                    ("gelu", "triton"): 1, ("gelu", "cuda"): 1, ("softmax", "torch"): 1}
+                    ("gelu", "triton"): 1, ("gelu", "cuda"): 1, ("softmax", "eager"): 5,
+                    ("softmax", "torch"): 1}
 
 
 def test_real_capture_placeholder():
@@ -231,7 +232,9 @@ def test_real_capture_has_every_range_with_the_known_kernel_counts(side_path):
             assert r.kernels_per_call == expected, r.range
             checked += 1
         assert r.gpu_ops_per_call >= r.kernels_per_call >= 1
-        assert r.proj_us > 0 and r.kernel_us <= r.proj_us * 1.001
+        assert r.proj_us > 0
+        if r.kernels_per_call == 1:  # several kernels may overlap (the cuda split-row's PDL launch)
+            assert r.kernel_us <= r.proj_us * 1.001, r.range
     assert checked
     if side["op"] == "gelu":
         eager = [r for r in ok if r.backend == "eager"]
