@@ -26,8 +26,7 @@ from typing import Callable, ContextManager, Iterator
 
 import torch
 
-from fusebench import backends, correctness, inputs, timing
-from fusebench.errors import SkipCase
+from fusebench import backends, sweep, timing
 from fusebench.nvtx_ranges import Markers
 from fusebench.profile_plan import Case
 from fusebench.profile_summary import SIDE_FORMAT
@@ -73,23 +72,13 @@ class Prepared:
 
 def prepare(op: Op, case: Case, dev: torch.device) -> Prepared:
     """Build, gate, warm up and (on a GPU) time one case. Never raises for a failing backend."""
-    precision = PRECISIONS[case.dtype]
-    p = Prepared(case, bytes_moved=op.bytes_moved(case.shape, precision.dtype))
-    try:
-        factory = op.get_backend(case.backend).factory
-        x = inputs.make_input(case.shape, precision.dtype, str(dev))
-        fn = precision.bind(factory, x)
-    except SkipCase as exc:
-        p.status, p.reason = "skipped", str(exc)
+    p = Prepared(case, bytes_moved=op.bytes_moved(case.shape, PRECISIONS[case.dtype].dtype))
+    built = sweep.build_and_gate(op, case.backend, case.shape, case.dtype, dev)
+    p.max_rel_error = built.gate.max_rel_error if built.gate else None
+    if built.status != "ok":
+        p.status, p.reason = built.status, built.reason
         return p
-    except Exception as exc:
-        p.status, p.reason = "failed", backends.first_line(exc)
-        return p
-    gate = correctness.check(op, fn, x, case.dtype)
-    p.max_rel_error = gate.max_rel_error
-    if not gate.passed:
-        p.status, p.reason = "failed", f"correctness gate: {gate.reason}"
-        return p
+    fn = built.fn
     try:
         estimate = timing.warm_up(fn, dev)
         if dev.type == "cuda":

@@ -127,6 +127,43 @@ def cases(ops: Iterable[Op], grid: str, backend_names: Iterable[str] = BACKENDS,
             for d in dtype_names if d in op.dtypes for b in backend_names]
 
 
+@dataclass
+class Built:
+    """A case built and through the correctness gate (see :func:`build_and_gate`).
+
+    ``status`` is ``"ok"``, ``"skipped"`` or ``"failed"`` with its ``reason``; ``fn`` and ``x``
+    are the ready callable and its input (None unless built); ``gate`` the gate's result (None
+    unless the case was built).
+    """
+
+    status: str = "ok"
+    reason: str = ""
+    fn: Callable[[], object] | None = None
+    x: torch.Tensor | None = None
+    gate: correctness.GateResult | None = None
+
+
+def build_and_gate(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device) -> Built:
+    """Build one case on its seeded input and run the correctness gate. Never raises for a
+    failing backend: a :class:`SkipCase` becomes ``skipped``, any other error ``failed``.
+
+    ``dtype`` is a dtype-axis name (:data:`fusebench.registry.PRECISIONS`).
+    """
+    precision = PRECISIONS[dtype]
+    try:
+        factory = op.get_backend(backend).factory
+        x = inputs.make_input(shape, precision.dtype, str(dev))
+        fn = precision.bind(factory, x)
+    except SkipCase as exc:
+        return Built("skipped", str(exc))
+    except Exception as exc:
+        return Built("failed", backends.first_line(exc))
+    gate = correctness.check(op, fn, x, dtype)
+    if not gate.passed:
+        return Built("failed", f"correctness gate: {gate.reason}", gate=gate)
+    return Built(fn=fn, x=x, gate=gate)
+
+
 def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
              ceiling_gbps: float, flush: torch.Tensor | None,
              peak_tflops: float | None = None) -> Record:
@@ -139,24 +176,15 @@ def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
     rec = Record(op.name, backend, shape_label(shape), dtype, roofline=op.roofline,
                  bytes_moved=op.bytes_moved(shape, precision.dtype),
                  flops=op.flops(shape) if op.flops else None)
-    try:
-        factory = op.get_backend(backend).factory
-        x = inputs.make_input(shape, precision.dtype, str(dev))
-        fn = precision.bind(factory, x)
-        rec.compile_s = getattr(fn, "compile_s", None)
-    except SkipCase as exc:
-        rec.status, rec.reason = "skipped", str(exc)
-        return rec
-    except Exception as exc:
-        rec.status, rec.reason = "failed", backends.first_line(exc)
-        return rec
-    gate = correctness.check(op, fn, x, dtype)
-    rec.max_rel_error, rec.tolerance = gate.max_rel_error, gate.tolerance
-    if not gate.passed:
-        rec.status, rec.reason = "failed", f"correctness gate: {gate.reason}"
+    built = build_and_gate(op, backend, shape, dtype, dev)
+    if built.gate is not None:
+        rec.max_rel_error, rec.tolerance = built.gate.max_rel_error, built.gate.tolerance
+    rec.compile_s = getattr(built.fn, "compile_s", None)
+    if built.status != "ok":
+        rec.status, rec.reason = built.status, built.reason
         return rec
     try:
-        _time(rec, fn, dev, ceiling_gbps, flush, peak_tflops)
+        _time(rec, built.fn, dev, ceiling_gbps, flush, peak_tflops)
     except Exception as exc:
         rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
     return rec
