@@ -104,9 +104,16 @@ NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(PYTHON) scripts/nsys_driver.py s
 NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
 NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
 
-.PHONY: nsys trace
+.PHONY: nsys nsys-local nsys-image trace
 
-nsys: $(DEPS) ## Nsight Systems timeline of one op (OP=gelu), a range per case, summary .md/.csv in nsys/
+nsys: ## Nsight Systems timeline of one op (OP=gelu): in the image when docker can, else here
+	$(if $(DOCKER_OK)$(LOCAL),,@echo "nsys: $(DOCKER_WHY): running here, not in the image" >&2)
+	@$(MAKE) --no-print-directory $(if $(DOCKER_OK),nsys-image,nsys-local)
+
+nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems), nsys/ in the checkout
+	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES)
+
+nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsys/
 	@$(PYTHON) scripts/nsys_driver.py check $(PROFILE_ARGS) --nsys $(NSYS)
 	rm -f $(NSYS_STEM).json $(NSYS_STEM).sqlite $(NSYS_STEM)_nvtx_*.csv
 	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(PYTHON) scripts/nsys_driver.py run $(PROFILE_ARGS) --json $(NSYS_STEM).json

@@ -299,3 +299,13 @@ def test_lock_script_bad_input_is_one_line(tmp_path):
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "cuda", str(tmp_path / "nope")],
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == f"lock: error: {tmp_path / 'nope'}: no such file"
+
+
+def test_make_nsys_runs_in_the_image_or_says_why_and_runs_here():
+    _, run = _docker_lines(_make_n("nsys", "DOCKER_OK=1", "IMAGE_TAG=t", "OP=softmax", "DTYPES=float32"))
+    assert run.endswith(" fusebench:t make nsys-local LOCAL=1 OP=softmax BACKENDS= SHAPES= DTYPES=float32")
+    lines = _make_n("nsys", "DOCKER=/nonexistent/docker", "OP=gelu", "NSYS=/x/nsys",
+                    env={**os.environ, "FUSEBENCH_MACHINE": "h200"})
+    assert lines[0].startswith('echo "nsys: docker not found')
+    assert any(ln.startswith("/x/nsys profile -t cuda,nvtx") for ln in lines)
+    assert not [ln for ln in lines if "docker run" in ln]
