@@ -23,6 +23,7 @@ from pathlib import Path
 
 from fusebench import results
 from fusebench.asvsuite import benchmark_name
+from fusebench.errors import UsageError
 from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
 
 #: The baseline every speedup is relative to.
@@ -207,8 +208,11 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     """
     written = []
     for machine in machines if machines is not None else results.machines(results_dir):
-        run = results.load_latest(results_dir, machine)
         for op in ops:
+            try:
+                run = results.load_latest(results_dir, machine, benchmark_name(op.name, ""))
+            except UsageError:
+                continue  # this machine never measured the op
             for kind, make in ((THROUGHPUT[op.roofline].kind, bandwidth_figure), ("speedup", speedup_figure)):
                 fig = make(run, op)
                 if fig is None:

@@ -130,16 +130,21 @@ def load_commit(results_dir: Path, machine: str, commit: str) -> Run:
     return merge(sorted(runs, key=lambda r: r.files[0].name))
 
 
-def load_latest(results_dir: Path, machine: str) -> Run:
-    """The stored results of ``machine``'s most recent commit (by commit date).
+def load_latest(results_dir: Path, machine: str, prefix: str = "") -> Run:
+    """The stored results of ``machine``'s most recent commit (by commit date) that measured a
+    benchmark whose name starts with ``prefix`` (``"suite.Gelu."``: the newest run of that op;
+    a run of other ops only, such as ``make bench OP=matmul``, is passed over).
 
     Raises:
-        UsageError: the machine has no result file.
+        UsageError: the machine has no such result.
     """
     files = result_files(results_dir, machine)
-    if not files:
-        raise UsageError(f"no results for machine {machine!r} in {results_dir}/")
-    runs = [read_file(p) for p in files]
+    runs = [r for r in (read_file(p) for p in files)
+            if any(name.startswith(prefix) and any(is_measured(v) for v in vals.values())
+                   for name, vals in r.values.items())]
+    if not runs:
+        raise UsageError(f"no results for machine {machine!r} in {results_dir}/"
+                         + (f" with {prefix}*" if prefix else ""))
     newest = max(runs, key=lambda r: r.date)
     return merge([r for r in runs if r.commit == newest.commit])
 

@@ -13,7 +13,7 @@ H200 = ROOT / "results"
 
 @pytest.fixture(scope="module")
 def h200():
-    return results.load_latest(H200, "h200")
+    return results.load_latest(H200, "h200", "suite.Gelu.")
 
 
 def test_headline_shapes_are_in_the_default_grids():
