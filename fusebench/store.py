@@ -17,6 +17,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from fusebench.asvsuite import SWEEP_ENV
@@ -74,11 +75,18 @@ def staged_config(staging: Path, results_dir: Path) -> Path:
     return path
 
 
-def asv_command(config: Path, machine: str, commit: str, python: str) -> list[str]:
-    """The exact ``asv run`` command line (tests check it)."""
-    return [python, "-m", "asv", "run", "--config", str(config), "--machine", machine,
-            "--set-commit-hash", commit, "-E", f"existing:{python}", "--launch-method",
-            "forkserver"]
+def asv_command(config: Path, machine: str, commit: str, python: str,
+                classes: list[str] | None = None) -> list[str]:
+    """The exact ``asv run`` command line (tests check it).
+
+    ``classes``: run only these asv classes (``["Gelu"]``); the stored results of the others
+    are kept (see :func:`run_asv`).
+    """
+    cmd = [python, "-m", "asv", "run", "--config", str(config), "--machine", machine,
+           "--set-commit-hash", commit, "-E", f"existing:{python}", "--launch-method", "forkserver"]
+    if classes:
+        cmd += ["--bench", rf"^suite\.({'|'.join(classes)})\."]
+    return cmd
 
 
 #: ``asv run`` exits 2 when some benchmark failed (here: a case that failed the correctness
@@ -87,8 +95,12 @@ ASV_SOME_FAILED = 2
 
 
 def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
-            python: str = sys.executable) -> int:
+            python: str = sys.executable, classes: list[str] | None = None) -> int:
     """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
+
+    The staging folder starts with the commit's stored result files of ``machine``: asv loads
+    them and replaces only the benchmarks it runs, so a run of some ops (``classes``) keeps the
+    other ops' stored results of the same commit.
 
     Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
     non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
@@ -96,15 +108,20 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
         staging = Path(tmp)
         config = staged_config(staging, results_dir)
+        for f in (results_dir / machine).glob(f"{commit[:8]}-*.json"):
+            (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
+            shutil.copy2(f, staging / "results" / machine / f.name)
         env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
         if "PYTHONPATH" in env:  # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH
             env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])
+        started = time.time()
         try:
-            status = subprocess.run(asv_command(config, machine, commit, python), env=env,
+            status = subprocess.run(asv_command(config, machine, commit, python, classes), env=env,
                                     cwd=ROOT).returncode
         except OSError:
             return 127
-        stored = [p for p in (staging / "results" / machine).glob("*.json") if p.name != "machine.json"]
+        stored = [p for p in (staging / "results" / machine).glob("*.json")
+                  if p.name != "machine.json" and p.stat().st_mtime > started]
         if status not in (0, ASV_SOME_FAILED) or not stored:
             return status or 1
         merge_results(staging / "results", results_dir)

@@ -4,8 +4,10 @@
                             [--results DIR] [--html DIR] [--plots DIR] [--no-publish]
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
-skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results`` (never
-into ``results/``). Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input.
+skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results``, and a
+run of some backends or dtypes goes to ``.asv/partial-results`` (never into ``results/``: asv
+would store n/a over the others); a run of some ops keeps the other ops' stored results.
+Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fusebench import environment, plots, report, site, store, sweep  # noqa: E402
+from fusebench import asvsuite, environment, plots, report, site, store, sweep  # noqa: E402
 from fusebench.cli import pick, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
 from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
@@ -37,7 +39,11 @@ def main() -> int:
 
     ops = [OPS[n] for n in pick("op", args.ops, OPS)]
     backends, dtypes = pick("backend", args.backends, BACKENDS), pick("dtype", args.dtypes, PRECISIONS)
-    results = args.results or environment.ROOT / (".asv/quick-results" if args.quick else "results")
+    # A run of some backends or dtypes would replace the others' stored values of this commit
+    # with n/a (asv stores a benchmark's whole parameter grid at once): keep it apart, like --quick.
+    partial = len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS)
+    apart = ".asv/quick-results" if args.quick else ".asv/partial-results" if partial else "results"
+    results = args.results or environment.ROOT / apart
     commit = environment.git_commit()
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
@@ -49,13 +55,14 @@ def main() -> int:
     print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
 
     store.register_machine(store.machine_info(machine, result.environment))
-    status = store.run_asv(sweep_file, machine, commit, results)
+    status = store.run_asv(sweep_file, machine, commit, results,
+                           classes=[asvsuite.class_name(op.name) for op in ops])
     print(report.summary(result))
     if status != 0:
         print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
         return 1
     print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}", file=sys.stderr)
-    if not args.no_publish and not args.quick:
+    if not args.no_publish and results == environment.ROOT / "results":
         # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
         if site.publish(results, args.html, cdn=True) != 0:
             print("bench: asv publish failed", file=sys.stderr)

@@ -87,3 +87,24 @@ def _product(params):
     import itertools
 
     return list(itertools.product(*params))
+
+
+def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path, home):
+    store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
+    results = tmp_path / "results"
+    assert store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results) == 0
+    (path,) = [p for p in (results / "testbox").glob("*.json") if p.name != "machine.json"]
+    before = json.loads(path.read_text())["results"]["suite.Gelu.track_bandwidth"]
+    softmax_only = tmp_path / "softmax.json"
+    sweep.Sweep({"device": "cpu"}, 21.8, "quick", [
+        sweep.Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=1.0, bandwidth_gbps=9.5,
+                     pct_of_ceiling=40.0, clock="host")]).save(softmax_only)
+    assert store.run_asv(softmax_only, "testbox", COMMIT, results, classes=["Softmax"]) == 0
+    after = json.loads(path.read_text())["results"]
+    assert after["suite.Gelu.track_bandwidth"] == before  # not replaced by n/a
+    assert 9.5 in after["suite.Softmax.track_bandwidth"][0]
+
+
+def test_the_asv_command_line_for_some_ops():
+    cmd = store.asv_command(Path("/s/c.json"), "h200", "abc", "py", ["Gelu", "Softmax"])
+    assert cmd[-2:] == ["--bench", r"^suite\.(Gelu|Softmax)\."]
