@@ -45,6 +45,9 @@ class KernelInfo:
 
 @dataclass
 class FileResult:
+    """One ``nvcc -Xptxas -v`` compile: exit status, compiler output, and each kernel's registers,
+    stack and spill bytes (``problems()`` lists warnings, errors and spills)."""
+
     path: Path
     returncode: int
     output: str
@@ -95,6 +98,7 @@ def find_nvcc() -> str | None:
 
 
 def cuda_sources() -> list[Path]:
+    """Every ``kernels/cuda/*.cu`` file, sorted."""
     return sorted(CUDA_DIR.glob("*.cu"))
 
 
@@ -142,6 +146,8 @@ def demangle(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``scripts/check_cuda.py``: 0 when every file compiles clean without spills, 1 when one
+    does not (named), 2 when nvcc is missing."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
