@@ -82,7 +82,7 @@ def prepare(op: Op, case: Case, dev: torch.device) -> Prepared:
     try:
         estimate = timing.warm_up(fn, dev)
         if dev.type == "cuda":
-            p.device_time = timing.device_time(fn, timing.repeats_for(estimate))
+            p.device_time = timing.hot_device_time(fn, timing.repeats_for(estimate))
             p.launch_ms = timing.enqueue_ms(fn)
     except Exception as exc:
         p.status, p.reason = "failed", f"warm-up or timing: {backends.first_line(exc)}"

@@ -73,7 +73,7 @@ def measure_copy_ceiling(device: torch.device, nbytes: int | None = None) -> Cop
     est = timing.warm_up(copy, device)
     reps = timing.repeats_for(est)
     if device.type == "cuda":
-        t = timing.device_time(copy, reps)
+        t = timing.hot_device_time(copy, reps)
     else:
         t = timing.wall_time(copy, reps, device)
     return CopyCeiling(effective_bandwidth_gbps(2 * src.numel() * 4, t.median_ms), src.numel() * 4, t)
@@ -132,7 +132,7 @@ def measure_matrix_peak(device: torch.device, n: int | None = None,
         out = torch.empty(n, n, dtype=dtype, device=device)
         mm = functools.partial(torch.matmul, a, b, out=out)
         reps = timing.repeats_for(timing.warm_up(mm, device))
-        t = timing.device_time(mm, reps) if cuda else timing.wall_time(mm, reps, device)
+        t = timing.hot_device_time(mm, reps) if cuda else timing.wall_time(mm, reps, device)
         peak = MatrixPeak(tflops(2 * n ** 3, t.median_ms), n, str(dtype).removeprefix("torch."), t)
         if best is None or peak.tflops > best.tflops:
             best = peak

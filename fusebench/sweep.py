@@ -195,7 +195,7 @@ def _time(rec: Record, fn: Callable[[], object], dev: torch.device, ceiling_gbps
     reps = timing.repeats_for(timing.warm_up(fn, dev))
     rec.repeats = reps
     if dev.type == "cuda":
-        hot = timing.device_time(fn, reps)
+        hot = timing.hot_device_time(fn, reps)
         cold = timing.device_time(fn, reps, flush)
         rec.device_time_ms, rec.device_time_iqr_ms = hot.median_ms, hot.iqr_ms
         rec.device_time_cold_ms, rec.device_time_cold_iqr_ms = cold.median_ms, cold.iqr_ms

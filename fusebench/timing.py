@@ -9,7 +9,10 @@ Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
   method of NVIDIA's nvbench) so the GPU never waits for the host: the events then time the
   kernels, not Python's launch overhead, even for kernels shorter than their launch;
   *cold* mode writes a buffer twice the size of L2 before each repeat, outside the event pair,
-  so each timed call reads its input from HBM; *hot* mode runs back to back on the same buffers;
+  so each timed call reads its input from HBM; *hot* mode runs back to back on the same buffers,
+  a batch of calls between each event pair (nvbench's "batch GPU time"): each repeat lasts at
+  least ``HOT_BATCH_MS``, so the fixed cost of recording an event pair (about 2 µs on an H200,
+  the device time of an empty call) is spread over the batch instead of added to every call;
 * wall time: synchronize, host ``perf_counter``, call, synchronize, read the clock: what a
   caller sees, launch overhead and Python included;
 * on the CPU, host clocks only (there is no asynchronous device to wait for).
@@ -19,6 +22,7 @@ Every summary is the median and the interquartile range of the repeats.
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass
@@ -122,33 +126,64 @@ def enqueue_ms(fn: Callable[[], object], calls: int = 5) -> float:
     return worst * 1e3
 
 
-def device_time(fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None) -> Timing:
-    """Device time of ``fn`` on the current CUDA stream, CUDA events around each repeat.
+def device_time(
+    fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None, calls: int = 1
+) -> Timing:
+    """Device time of one call of ``fn`` on the current CUDA stream, CUDA events around each repeat.
 
-    Repeats are queued in batches, each behind a blocking kernel (``torch.cuda._sleep``) long
-    enough for the host to enqueue the whole batch, so no repeat waits on the host.
+    A repeat is ``calls`` back-to-back calls between one event pair; its sample is the elapsed
+    time divided by ``calls``. Repeats are queued in groups, each behind a blocking kernel
+    (``torch.cuda._sleep``) long enough for the host to enqueue the whole group, so no repeat
+    waits on the host.
 
     Args:
         fn: ready callable (warmed up).
-        repeats: number of timed calls.
+        repeats: number of timed repeats (samples).
         flush: when given (cold mode), zeroed before each repeat, outside the timed region.
+        calls: calls per repeat, >= 1 (hot mode: see :func:`hot_calls`).
+
+    Returns:
+        Median and interquartile range of the per-call samples, ms.
+
+    Raises:
+        ValueError: ``calls < 1``, or ``calls > 1`` with ``flush`` (a flush between the calls of a
+            batch would be timed).
     """
-    # Per repeat the host launches fn, two event records and maybe the flush: allow twice fn's.
-    per_repeat_ms = 2.0 * enqueue_ms(fn) + 0.02
-    batch = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
+    if calls < 1 or (calls > 1 and flush is not None):
+        raise ValueError(f"device_time: calls must be 1 in cold mode and >= 1, got {calls}")
+    # Per call the host launches fn, and per repeat two event records and maybe the flush.
+    per_repeat_ms = 2.0 * calls * enqueue_ms(fn) + 0.02
+    group = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     for i, (start, end) in enumerate(zip(starts, ends)):
-        if i % batch == 0:
-            n = min(batch, repeats - i)
+        if i % group == 0:
+            n = min(group, repeats - i)
             torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * BLOCK_CLOCK_GHZ * 1e9))
         if flush is not None:
             flush.zero_()
         start.record()
-        fn()
+        for _ in range(calls):
+            fn()
         end.record()
     torch.cuda.synchronize()
-    return Timing.from_samples([s.elapsed_time(e) for s, e in zip(starts, ends)], "cuda-events")
+    return Timing.from_samples([s.elapsed_time(e) / calls for s, e in zip(starts, ends)], "cuda-events")
+
+
+#: Hot mode: a timed repeat lasts at least this long (ms), as a batch of back-to-back calls...
+HOT_BATCH_MS = 0.2
+#: ... of at most this many calls.
+HOT_MAX_CALLS = 64
+
+
+def hot_calls(fn: Callable[[], object]) -> int:
+    """Calls per hot repeat: enough back-to-back calls of ``fn`` to fill ``HOT_BATCH_MS``.
+
+    From a short per-call event measurement, which overestimates short calls (it includes the
+    event pair's fixed cost), so the batch errs short. Method: NVIDIA nvbench, "batch GPU time".
+    """
+    one_call_ms = device_time(fn, 5).median_ms
+    return max(1, min(HOT_MAX_CALLS, math.ceil(HOT_BATCH_MS / max(one_call_ms, 1e-6))))
 
 
 def wall_time(fn: Callable[[], object], repeats: int, device: torch.device) -> Timing:
@@ -165,3 +200,13 @@ def wall_time(fn: Callable[[], object], repeats: int, device: torch.device) -> T
         synchronize(device)
         samples.append((time.perf_counter() - start) * 1e3)
     return Timing.from_samples(samples, "wall" if device.type == "cuda" else "host")
+
+
+def hot_device_time(fn: Callable[[], object], repeats: int) -> Timing:
+    """Hot device time of one call of ``fn``: batches of :func:`hot_calls` back-to-back calls.
+
+    ``repeats`` is the number of calls the caller budgets for; it is divided among the batches
+    (at least ``MIN_REPEATS`` of them). Returns the median and IQR per call, ms.
+    """
+    calls = hot_calls(fn)
+    return device_time(fn, max(MIN_REPEATS, repeats // calls), calls=calls)

@@ -1,9 +1,9 @@
-"""Softmax over the last dimension in Triton: row, online and split kernels behind one plan.
+"""Softmax over the last dimension in Triton: row, online, split and coop kernels behind one plan.
 
 ``y[..., j] = exp(x[..., j] - m) / sum_k exp(x[..., k] - m)`` with ``m`` the row maximum
 (numerically stable), float32 arithmetic, output rounded once to the input dtype.
 
-Three strategies, chosen by :func:`plan` from the shape (the input is viewed as
+Four strategies, chosen by :func:`plan` from the shape (the input is viewed as
 ``(n_rows, n_cols)``):
 
 * ``"row"``: the whole row (padded to a power of two, padding masked to ``-inf``) is held in
@@ -17,19 +17,19 @@ Three strategies, chosen by :func:`plan` from the shape (the input is viewed as
   grid ``(chunks, rows)``: each program writes its chunk's ``(max, sum exp(x - max))`` to small
   float32 buffers. Kernel B, same grid: each program combines its row's partials and writes
   its chunk normalized. Reads the input twice.
-* ``"stream"``: "split"'s two kinds of task in ONE launch, ordered so the second read hits L2.
-  Rows are taken ``group`` at a time; each program draws a ticket from an atomic counter, and
-  tickets run A-tasks of group g, then B-tasks of group g - 1, then A-tasks of group g + 1, ...
-  A B-task spins until its row's A-tasks have published their partials. Between the two reads
-  of an element only about three groups' bytes pass through L2, so with a group of a few MB
-  the second read is an L2 hit. Deadlock-free on any occupancy: a task waits only on A-tasks,
-  which never wait, and only on lower tickets, which programs already running hold (tickets
-  are drawn at program start: the argument of CUB's decoupled look-back scan, Merrill &
-  Garland 2016, NVR-2016-002).
+* ``"coop"``: long rows held ON CHIP across programs (one read, one write). A row is cut into
+  ``chunks`` blocks, one per program, each held in registers; the ``chunks`` programs of a
+  *group* publish their block's ``(max, sum exp(x - max))`` to global memory, count themselves
+  in with an atomic, wait until all ``chunks`` have arrived, combine the partials and write
+  their block normalized. Groups loop over rows. The wait is safe only when every program of
+  the grid is resident at once, so the grid never exceeds what the GPU holds: SMs x programs per
+  SM, computed from the compiled kernel's registers and shared memory as the Triton tutorial
+  02-fused-softmax computes occupancy (the co-residency rule of a CUDA cooperative launch).
+  GPU only: the interpreter runs programs one after another, which such a wait cannot survive.
 
 Bytes moved per element: ideally ``2 * itemsize`` (one read, one write), which ``"row"``
-achieves; ``"online"`` and ``"split"`` read twice, ``3 * itemsize`` of traffic, less what the
-second read finds in L2. Memory-bound in every case.
+achieves; ``"coop"`` too; ``"online"`` and ``"split"`` read twice, ``3 * itemsize`` of traffic, less what
+the second read finds in L2. Memory-bound in every case.
 """
 
 import functools
@@ -65,17 +65,20 @@ SPLIT_MIN_PROGRAMS_PER_SM = 2
 #: At most this many chunks per row (kernel B loads all of a row's partials in every program);
 #: beyond it each program loops over several blocks.
 SPLIT_MAX_CHUNKS = 1024
-#: "stream" (off while 0): rows longer than ROW_MAX_COLS use it when n_rows <
-#: STREAM_MAX_ROWS_PER_SM x SMs (checked before "split"/"online"); groups of about
-#: STREAM_GROUP_BYTES of input, SPLIT_BLOCK_BYTES per loop step, STREAM_CHUNK_BLOCKS steps per task.
-STREAM_MAX_ROWS_PER_SM = 0
-STREAM_GROUP_BYTES = 8 << 20
-STREAM_CHUNK_BLOCKS = 1
-STREAM_WARPS = 8
+#: "coop": rows longer than ROW_MAX_COLS, on a GPU, when a row needs at most
+#: COOP_MAX_CHUNKS_PER_SM x SMs programs of COOP_BLOCK_BYTES each (one program per SM is resident
+#: whatever the kernel's registers), with ``_warps(block)`` warps; at most COOP_PROGRAMS_PER_SM
+#: programs per SM are launched (fewer when the compiled kernel's occupancy is lower).
+COOP_BLOCK_BYTES = 65536
+COOP_PROGRAMS_PER_SM = 2
+COOP_MAX_CHUNKS_PER_SM = 1
+#: A "coop" program polls its row's arrival counter at most this many times before it gives up
+#: (its output is then wrong and fails the correctness gate, rather than hanging the GPU).
+COOP_SPIN_LIMIT = 1 << 22
 #: SM count assumed for CPU tensors (the Triton interpreter): an H200's.
 INTERPRETER_SM_COUNT = 132
 
-_KINDS = ("row", "online", "split", "stream")
+_KINDS = ("row", "online", "split", "coop")
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_GRID_Y = 65535
 
@@ -85,14 +88,14 @@ class SoftmaxPlan:
     """How :func:`softmax` launches.
 
     Attributes:
-        kind: ``"row"``, ``"online"``, ``"split"`` or ``"stream"`` (:func:`plan` never picks
-            ``"stream"`` yet: forced plans only, for tuning).
+        kind: ``"row"``, ``"online"``, ``"split"`` or ``"coop"``.
         block: elements per tile row (power of two): the padded row ("row"), the loop step
-            ("online", "split", "stream").
+            ("online", "split"), the block of a row each program holds ("coop").
         num_warps: warps per program.
         rows_per_program: rows per program ("row" only; power of two).
-        chunk: elements of a row per program ("split", "stream"; a multiple of ``block``).
-        group: rows per group ("stream" only, >= 1).
+        chunk: elements of a row per program ("split"; a multiple of ``block``).
+        programs_per_sm: most programs per SM to launch ("coop" only; fewer when the compiled
+            kernel's occupancy is lower).
     """
 
     kind: str
@@ -100,7 +103,7 @@ class SoftmaxPlan:
     num_warps: int
     rows_per_program: int = 1
     chunk: int = 0
-    group: int = 1
+    programs_per_sm: int = 1
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -109,9 +112,9 @@ class SoftmaxPlan:
             v = getattr(self, name)
             if v < 1 or v & (v - 1):
                 raise ValueError(f"SoftmaxPlan: {name} must be a power of two, got {v}")
-        if self.group < 1:
-            raise ValueError(f"SoftmaxPlan: group must be >= 1, got {self.group}")
-        if self.kind in ("split", "stream") and (self.chunk < self.block or self.chunk % self.block):
+        if self.programs_per_sm < 1:
+            raise ValueError(f"SoftmaxPlan: programs_per_sm must be >= 1, got {self.programs_per_sm}")
+        if self.kind == "split" and (self.chunk < self.block or self.chunk % self.block):
             raise ValueError(f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}")
 
 
@@ -127,7 +130,9 @@ def _warps(tile_elements: int) -> int:
 
 
 @functools.lru_cache(maxsize=4096)
-def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxPlan:
+def plan(
+    n_rows: int, n_cols: int, element_size: int, sm_count: int, cooperative: bool = False
+) -> SoftmaxPlan:
     """Choose the softmax strategy for an ``(n_rows, n_cols)`` input. Pure Python.
 
     Args:
@@ -135,11 +140,14 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         n_cols: row length, >= 1.
         element_size: bytes per input element, 2 or 4.
         sm_count: streaming multiprocessors of the device.
+        cooperative: the device runs programs concurrently (a GPU, not the interpreter), so the
+            "coop" plan is possible.
 
     Returns:
-        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "stream" when
-        ``n_rows < STREAM_MAX_ROWS_PER_SM * sm_count`` (never while that is 0), else "split"
-        when ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``, else "online".
+        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "coop" when
+        ``cooperative`` and a row needs at most ``COOP_MAX_CHUNKS_PER_SM * sm_count`` blocks of
+        ``COOP_BLOCK_BYTES``; else "split" when ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``,
+        else "online".
 
     Raises:
         ValueError: a size is out of range.
@@ -152,10 +160,9 @@ def plan(n_rows: int, n_cols: int, element_size: int, sm_count: int) -> SoftmaxP
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
         return SoftmaxPlan("row", block, _warps(block * rows), rows_per_program=rows)
-    if n_rows < STREAM_MAX_ROWS_PER_SM * sm_count:
-        block = SPLIT_BLOCK_BYTES // element_size
-        group = max(1, STREAM_GROUP_BYTES // (n_cols * element_size))
-        return SoftmaxPlan("stream", block, STREAM_WARPS, chunk=block * STREAM_CHUNK_BLOCKS, group=group)
+    coop_block = COOP_BLOCK_BYTES // element_size
+    if cooperative and triton.cdiv(n_cols, coop_block) <= COOP_MAX_CHUNKS_PER_SM * sm_count:
+        return SoftmaxPlan("coop", coop_block, _warps(coop_block), programs_per_sm=COOP_PROGRAMS_PER_SM)
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         return SoftmaxPlan("online", ONLINE_BLOCK, ONLINE_WARPS)
     block = SPLIT_BLOCK_BYTES // element_size
@@ -301,8 +308,8 @@ def _split_write_kernel(
         tl.store(y_row + offs, (tl.exp(x - m_row) * inv_l).to(y_ptr.dtype.element_ty), mask=mask)
 
 
-@triton.jit
-def _stream_kernel(
+@triton.jit(do_not_specialize=["n_rows", "n_groups"])
+def _coop_kernel(
     x_ptr,
     y_ptr,
     pm_ptr,
@@ -310,66 +317,139 @@ def _stream_kernel(
     sync_ptr,
     n_rows,
     n_cols,
-    chunk,
-    n_chunks,
-    group_rows,
+    n_groups,
+    CHUNKS: tl.constexpr,
     BLOCK: tl.constexpr,
     P_BLOCK: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,
 ):
-    # sync_ptr[0]: ticket counter; sync_ptr[1 + row]: A-tasks of the row done. All zero at launch.
-    # Ticket layout, GC = group_rows * n_chunks tasks per group and stage: virtual ticket
-    # v = t + GC; stage s = v // (2 GC) holds A-tasks of group s then B-tasks of group s - 1.
-    t = tl.atomic_add(sync_ptr, 1)  # drawn at program start: lower tickets are running or done
-    gc = group_rows * n_chunks
-    v = t + gc
-    stage = v // (2 * gc)
-    k = v % (2 * gc)
-    is_b = k < gc
-    task = tl.where(is_b, k, k - gc)
-    group = tl.where(is_b, stage - 1, stage)
-    row32 = group * group_rows + task // n_chunks
-    c = task % n_chunks
-    if row32 < n_rows:
-        row = row32.to(tl.int64)
-        x_row = x_ptr + row * n_cols
-        cols = tl.arange(0, BLOCK)
-        start = c * chunk
-        end = tl.minimum(start + chunk, n_cols)
-        if is_b:
-            # Wait for the row's n_chunks A-tasks (all hold lower tickets), then normalize.
-            done = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-            while done < n_chunks:
-                done = tl.atomic_add(sync_ptr + 1 + row, 0, sem="acquire")
-            p = tl.arange(0, P_BLOCK)
-            pmask = p < n_chunks
-            pm = tl.load(
-                pm_ptr + row * n_chunks + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
+    # Program (group g, chunk c) owns block c of rows g, g + n_groups, ... Per row:
+    # sync_ptr[2 * row]: programs arrived (partials published); sync_ptr[2 * row + 1]: programs
+    # done reading the partials. Both are zero at launch and are zeroed again by the last
+    # program to leave the row, so the buffer needs no reset between calls.
+    pid = tl.program_id(0)
+    g = pid // CHUNKS
+    c = pid % CHUNKS
+    cols = c * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    p = tl.arange(0, P_BLOCK)
+    pmask = p < CHUNKS
+    row = g.to(tl.int64)
+    while row < n_rows:
+        offs = row * n_cols + cols
+        x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        # Clamp so an all -inf block gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
+        m_c = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
+        l_c = tl.sum(tl.exp(x - m_c), axis=0)
+        tl.store(pm_ptr + row * CHUNKS + c, m_c)
+        tl.store(pl_ptr + row * CHUNKS + c, l_c)
+        tl.debug_barrier()  # every thread's stores precede the release below
+        arrived = tl.atomic_add(sync_ptr + 2 * row, 1, sem="release") + 1
+        polls = 0
+        while (arrived < CHUNKS) & (polls < SPIN_LIMIT):
+            arrived = tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
+            polls += 1
+        pm = tl.load(
+            pm_ptr + row * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
+        )
+        pl = tl.load(pl_ptr + row * CHUNKS + p, mask=pmask, other=0.0, cache_modifier=".cg")
+        m_row = tl.max(pm, axis=0)
+        inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+        tl.debug_barrier()  # every thread has read the partials before this program leaves
+        left = tl.atomic_add(sync_ptr + 2 * row + 1, 1, sem="acq_rel") + 1
+        if left == CHUNKS:  # the last to leave: every program is past its wait; reset the row
+            tl.atomic_xchg(sync_ptr + 2 * row, 0)
+            tl.atomic_xchg(sync_ptr + 2 * row + 1, 0)
+        y = tl.exp(x - m_row) * inv_l
+        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+        row += n_groups
+
+
+#: Zeroed "coop" counters, per (device, stream): kept across calls (the kernel leaves them zero),
+#: grown when a call has more rows. Calls on one stream run one after another.
+_COOP_SYNC: dict[tuple[str, int | None, int], torch.Tensor] = {}
+
+
+def _coop_sync(device: torch.device, n_rows: int) -> torch.Tensor:
+    """At least two int32 counters per row on ``device``, all zero, for the current stream."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (device.type, device.index, stream)
+    buf = _COOP_SYNC.get(key)
+    if buf is None or buf.numel() < 2 * n_rows:
+        buf = torch.zeros(2 * max(n_rows, 1024), dtype=torch.int32, device=device)
+        _COOP_SYNC[key] = buf
+    return buf
+
+
+#: Programs per SM of each compiled "coop" kernel, by specialization key (see _launch_coop).
+_COOP_OCCUPANCY: dict[tuple, int] = {}
+
+
+@functools.lru_cache(maxsize=256)
+def _coop_occupancy(n_regs: int, shared_bytes: int, num_warps: int, device_index: int) -> int:
+    """Programs of one compiled "coop" kernel that an SM holds at once (0 if none).
+
+    From the kernel's registers per thread and shared memory per program, against the SM's
+    register file (split in 4 quarters, 256-register allocation granules per warp), thread and
+    shared-memory limits: the CUDA occupancy rules, as the Triton tutorial 02-fused-softmax
+    applies them.
+    """
+    props = torch.cuda.get_device_properties(device_index)
+    regs_per_sm = getattr(props, "regs_per_multiprocessor", 65536)
+    threads_per_sm = getattr(props, "max_threads_per_multi_processor", 2048)
+    smem_per_sm = getattr(props, "shared_memory_per_multiprocessor", 233472)
+    regs_per_warp = -(-max(n_regs, 1) * 32 // 256) * 256
+    warps_by_regs = 4 * ((regs_per_sm // 4) // regs_per_warp)
+    by_regs = warps_by_regs // num_warps
+    by_threads = threads_per_sm // (32 * num_warps)
+    by_smem = smem_per_sm // shared_bytes if shared_bytes else by_threads
+    return max(0, min(by_regs, by_threads, by_smem, 32))
+
+
+def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: SoftmaxPlan) -> None:
+    """Launch ``_coop_kernel`` with a grid every program of which is resident at once.
+
+    1-D grid of ``n_groups * chunks`` programs, ``chunks = cdiv(n_cols, p.block)``; ``n_groups``
+    is at most ``SMs * min(p.programs_per_sm, occupancy) // chunks`` and at most ``n_rows``.
+
+    Raises:
+        ValueError: a row needs more programs than the device holds at once, or (interpreter) a
+            row needs more than one program: the interpreter runs programs one at a time.
+    """
+    chunks = triton.cdiv(n_cols, p.block)
+    sms = sm_count(x.device)
+    p_block = max(16, triton.next_power_of_2(chunks))
+    pm = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
+    pl = torch.empty_like(pm)
+    meta = dict(
+        CHUNKS=chunks, BLOCK=p.block, P_BLOCK=p_block, SPIN_LIMIT=COOP_SPIN_LIMIT, num_warps=p.num_warps
+    )
+    sync = _coop_sync(x.device, n_rows)
+    if x.device.type == "cuda":
+        # The compiled kernel depends on the constexprs, the dtype and the divisibility of n_cols
+        # and of the pointers (Triton's specialization); its occupancy is looked up once per key.
+        key = (x.device.index, x.dtype, n_cols % 16 == 0, x.data_ptr() % 16 == 0, y.data_ptr() % 16 == 0,
+               tuple(sorted(meta.items())))  # fmt: skip
+        occupancy = _COOP_OCCUPANCY.get(key)
+        if occupancy is None:
+            k = _coop_kernel.warmup(x, y, pm, pl, sync, n_rows, n_cols, 1, grid=(1,), **meta)
+            k._init_handles()
+            occupancy = _coop_occupancy(k.n_regs, k.metadata.shared, p.num_warps, x.device.index or 0)
+            _COOP_OCCUPANCY[key] = occupancy
+        resident = sms * min(p.programs_per_sm, occupancy)
+    else:
+        if chunks > 1:
+            raise ValueError(
+                f"softmax: coop plan with {chunks} programs per row needs a GPU "
+                "(the interpreter runs programs one at a time)"
             )
-            pl = tl.load(pl_ptr + row * n_chunks + p, mask=pmask, other=0.0, cache_modifier=".cg")
-            m_row = tl.max(pm, axis=0)
-            inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
-            y_row = y_ptr + row * n_cols
-            for off in range(start, end, BLOCK):
-                offs = off + cols
-                mask = offs < n_cols
-                x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy="evict_first")
-                y = tl.exp(x.to(tl.float32) - m_row) * inv_l
-                tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-        else:
-            m = tl.full([BLOCK], -3.4028234663852886e38, tl.float32)
-            l = tl.zeros([BLOCK], tl.float32)
-            for off in range(start, end, BLOCK):
-                offs = off + cols
-                x = tl.load(
-                    x_row + offs, mask=offs < n_cols, other=-float("inf"), eviction_policy="evict_last"
-                )
-                m, l = _online_update(m, l, x.to(tl.float32))
-            m_c = tl.max(m, axis=0)
-            l_c = tl.sum(l * tl.exp(m - m_c), axis=0)
-            tl.store(pm_ptr + row * n_chunks + c, m_c)
-            tl.store(pl_ptr + row * n_chunks + c, l_c)
-            tl.debug_barrier()  # every thread's stores precede the release below
-            tl.atomic_add(sync_ptr + 1 + row, 1, sem="release")
+        resident = sms * p.programs_per_sm
+    if resident < chunks:
+        raise ValueError(
+            f"softmax: coop plan needs {chunks} resident programs per row, the device holds {resident}"
+        )
+    n_groups = min(n_rows, resident // chunks)
+    _coop_kernel[(n_groups * chunks,)](x, y, pm, pl, sync, n_rows, n_cols, n_groups, **meta)
 
 
 def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tensor:
@@ -391,14 +471,14 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         TypeError: ``x`` has another dtype.
         ValueError: a forced ``"row"`` plan's block is shorter than the row, or a forced
             ``"split"`` plan has more rows than a grid's second dimension allows (65535), or a
-            forced ``"stream"`` plan would need 2**31 or more programs.
+            forced ``"coop"`` plan needs more programs per row than the device holds at once
+            (or, in the interpreter, more than one).
 
-    Bytes moved per element: ``2 * itemsize`` for "row", ``3 * itemsize`` for "online",
-    "split" and "stream" (the row is read twice; the second read partly hits L2, mostly for
-    "stream"). Memory-bound.
+    Bytes moved per element: ``2 * itemsize`` for "row" and "coop", ``3 * itemsize`` for
+    "online" and "split" (the row is read twice; the second read partly hits L2). Memory-bound.
     Sources: Triton tutorial 02-fused-softmax ("row"); Milakov & Gimelshein 2018,
-    arXiv:1805.02867 ("online", "split", "stream"); Merrill & Garland 2016, NVR-2016-002 (the
-    ticket order of "stream").
+    arXiv:1805.02867 (the partials of "online", "split" and "coop"); the co-residency rule of
+    CUDA cooperative launches (CUDA C++ Programming Guide, "Grid Synchronization") for "coop".
     """
     if x.dtype not in _DTYPES:
         raise TypeError(f"softmax: unsupported dtype {x.dtype}; expected float32, bfloat16 or float16")
@@ -408,7 +488,11 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         return y
     n_cols = x.shape[-1] if x.dim() else 1
     n_rows = x.numel() // n_cols
-    p = _plan if _plan is not None else plan(n_rows, n_cols, x.element_size(), sm_count(x.device))
+    p = (
+        _plan
+        if _plan is not None
+        else plan(n_rows, n_cols, x.element_size(), sm_count(x.device), cooperative=x.device.type == "cuda")
+    )
 
     if p.kind == "row":
         if p.block < n_cols:
@@ -422,31 +506,8 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         # 1-D grid, one program per row (chosen only when there are >= 4 rows per SM); each
         # program loops over its row in BLOCK-element steps, twice.
         _online_kernel[(n_rows,)](x, y, n_cols, BLOCK=p.block, num_warps=p.num_warps)
-    elif p.kind == "stream":
-        n_chunks = triton.cdiv(n_cols, p.chunk)
-        group = min(p.group, n_rows)
-        n_tasks = 2 * group * n_chunks * triton.cdiv(n_rows, group)
-        if n_tasks + group * n_chunks >= 2**31:  # int32 ticket arithmetic
-            raise ValueError(f"softmax: stream plan would launch {n_tasks} programs (max 2**31 - 1)")
-        pm = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
-        pl = torch.empty_like(pm)
-        sync = torch.zeros(1 + n_rows, dtype=torch.int32, device=x.device)
-        # 1-D grid of n_tasks programs; the ticket, not the program id, picks each one's task.
-        _stream_kernel[(n_tasks,)](
-            x,
-            y,
-            pm,
-            pl,
-            sync,
-            n_rows,
-            n_cols,
-            p.chunk,
-            n_chunks,
-            group,
-            BLOCK=p.block,
-            P_BLOCK=max(16, triton.next_power_of_2(n_chunks)),
-            num_warps=p.num_warps,
-        )
+    elif p.kind == "coop":
+        _launch_coop(x, y, n_rows, n_cols, p)
     else:
         if n_rows > _MAX_GRID_Y:
             raise ValueError(f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}")

@@ -7,13 +7,12 @@ For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entr
 the shape (warp_per_row: cols <= 1024; block_per_row: cols <= 32768; split_row: rows <= 65535),
 plus the ``triton`` backend as the yardstick. Each callable passes the correctness gate first
 (a failure prints FAIL and is not timed), is warmed up, and timed hot with
-``fusebench.timing.device_time`` (CUDA events behind a blocking kernel; repeats from
-``repeats_for(estimate, budget)``). Prints one line per case: median device time in µs per
-variant, the fastest variant (``best``), the one auto picks, and auto's time relative to triton
-(negative is faster). Then the same for gelu (cuda vs triton vs torch at 2^22..2^26) unless
-``--no-gelu``. Needs a CUDA GPU and nvcc; about 30-60 s on an H200 (build excluded).
-Exit status: 0, 1 when a gate failed, 2 on bad input.
-"""
+``fusebench.timing.hot_device_time`` (batches of calls between CUDA events, behind a blocking
+kernel; repeats from ``repeats_for(estimate, budget)``). Prints one line per case: median
+device time in µs per variant, the fastest variant (``best``), the one auto picks, and auto's
+time relative to triton (negative is faster). Then the same for gelu (cuda vs triton vs torch
+at 2^22..2^26) unless ``--no-gelu``. Needs a CUDA GPU and nvcc; about 30-60 s on an H200 (build
+excluded). Exit status: 0, 1 when a gate failed, 2 on bad input."""
 
 from __future__ import annotations
 
@@ -55,7 +54,7 @@ def time_us(op, fn, x, dev: torch.device, budget_s: float) -> float | None:
         print(f"    FAIL {gate.reason}")
         return None
     est = timing.warm_up(fn, dev)
-    return timing.device_time(fn, timing.repeats_for(est, budget_s)).median_ms * 1e3
+    return timing.hot_device_time(fn, timing.repeats_for(est, budget_s)).median_ms * 1e3
 
 
 def fmt(us: float | None) -> str:

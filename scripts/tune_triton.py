@@ -5,12 +5,12 @@ Usage: scripts/tune_triton.py [--only SUBSTRING] [--budget SECONDS]
 
 For each case (op, shape, dtype) it checks every candidate against the op's float64 reference
 (the suite's correctness gate), then times it hot the way the suite does (fusebench.timing:
-warm-up, then CUDA events behind a blocking kernel), and prints one table: config, median µs,
-GB/s (the op's declared bytes: one read + one write), % of COPY_CEILING_GBPS, and speedup over
-the current default (first row). A ``copy_`` of the same bytes is the reference line. A
-candidate that fails to compile, raises or fails the gate is reported and skipped.
-Needs a CUDA device; takes about a minute on an H200 (most of it Triton compilation).
-"""
+warm-up, then batches of calls between CUDA events behind a blocking kernel), and prints one
+table: config, median µs, GB/s (the op's declared bytes: one read + one write), % of
+COPY_CEILING_GBPS, and speedup over the current default (first row). A ``copy_`` of the same
+bytes is the reference line. A candidate that fails to compile, raises or fails the gate is
+reported and skipped. Needs a CUDA device; takes about a minute on an H200 (most of it Triton
+compilation)."""
 
 from __future__ import annotations
 
@@ -70,13 +70,13 @@ def _describe(p) -> str:
     extra = {
         "row": f" rows/prog={p.rows_per_program}",
         "split": f" chunk={p.chunk}",
-        "stream": f" chunk={p.chunk} group={p.group}",
+        "coop": f" {p.programs_per_sm}/SM",
     }.get(p.kind, "")
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
 
 
 def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
-    """Default first, then the other plan kinds; "stream" groups of about 2 to 16 MB of rows."""
+    """Default first, then the other plan kinds; "coop" blocks of 4096 to 32768 elements."""
     import triton
 
     from kernels import triton_softmax as ts
@@ -100,17 +100,16 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
         if b <= n_cols:
             chunk = b * triton.cdiv(triton.cdiv(n_cols, b), ts.SPLIT_MAX_CHUNKS)
             plans.append((f"split block={b}", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=chunk)))
-    row_bytes = n_cols * item
-    for mb in (2, 4, 8, 16):
-        group = max(1, (mb << 20) // row_bytes)
-        for chunk_blocks in (1, 4):
-            chunk = blk * chunk_blocks
-            if chunk <= n_cols:
-                plans.append(
-                    (
-                        f"stream group={group} ({group * row_bytes >> 20} MB) chunk={chunk}",
-                        ts.SoftmaxPlan("stream", blk, 8, chunk=chunk, group=group),
+    if x.device.type == "cuda" and n_cols > ts.ROW_MAX_COLS // 2:
+        for b in (4096, 8192, 16384, 32768):
+            if b < n_cols and triton.cdiv(n_cols, b) <= ts.sm_count(x.device):
+                for k in (1, 2, 4):
+                    plans.append(
+                        (f"coop block={b} {k}/SM", ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=k))
                     )
+                w = ts._warps(b) // 2
+                plans.append(
+                    (f"coop block={b} warps={w} 2/SM", ts.SoftmaxPlan("coop", b, w, programs_per_sm=2))
                 )
     seen, out = set(), []
     for label, p in plans:  # drop duplicates of the default
@@ -129,6 +128,10 @@ CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor], li
     ("softmax", (256, 262144), torch.float32, softmax_candidates),
     ("softmax", (256, 262144), torch.bfloat16, softmax_candidates),
     ("softmax", (4096, 65536), torch.float32, softmax_candidates),
+    ("softmax", (4096, 65536), torch.bfloat16, softmax_candidates),
+    ("softmax", (1, 1048576), torch.float32, softmax_candidates),
+    ("softmax", (1, 1048576), torch.bfloat16, softmax_candidates),
+    ("softmax", (1024, 32768), torch.float32, softmax_candidates),
     ("softmax", (1024, 32768), torch.bfloat16, softmax_candidates),
 ]
 
@@ -136,7 +139,7 @@ CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor], li
 def _time_us(fn: Callable[[], object], dev: torch.device, budget_s: float) -> tuple[float, float]:
     """Hot device time of ``fn``: (median µs, noise = iqr / median)."""
     est = timing.warm_up(fn, dev)
-    t = timing.device_time(fn, timing.repeats_for(est, budget_s))
+    t = timing.hot_device_time(fn, timing.repeats_for(est, budget_s))
     return t.median_ms * 1e3, t.noise
 
 

@@ -53,6 +53,33 @@ def test_device_time_of_a_sleep_kernel_matches_its_length():
     assert 3.0 < longer.median_ms / short.median_ms < 5.0
 
 
+def test_device_time_refuses_batches_in_cold_mode():
+    with pytest.raises(ValueError, match="calls must be 1 in cold mode"):
+        timing.device_time(lambda: None, 10, flush=torch.empty(1), calls=4)
+    with pytest.raises(ValueError):
+        timing.device_time(lambda: None, 10, calls=0)
+
+
+@pytest.mark.gpu
+def test_a_batch_of_calls_is_divided_by_its_length():
+    # A long kernel has no fixed cost to speak of: one per repeat or four, the same per call.
+    torch.cuda._sleep(1000)
+    one = timing.device_time(lambda: torch.cuda._sleep(1_000_000), 10)
+    four = timing.device_time(lambda: torch.cuda._sleep(1_000_000), 10, calls=4)
+    assert 0.9 < four.median_ms / one.median_ms < 1.1
+
+
+@pytest.mark.gpu
+def test_hot_batches_spread_the_event_pairs_fixed_cost():
+    x = torch.ones(1024, device="cuda")
+    fn = lambda: x.add_(1)  # noqa: E731
+    calls = timing.hot_calls(fn)
+    assert calls == timing.HOT_MAX_CALLS  # a few µs per call: the largest batch
+    per_call = timing.device_time(fn, 50).median_ms
+    batched = timing.device_time(fn, 50, calls=calls).median_ms
+    assert batched < per_call
+
+
 @pytest.mark.gpu
 def test_copy_ceiling_on_gpu_is_plausible():
     c = metrics.measure_copy_ceiling(torch.device("cuda"))

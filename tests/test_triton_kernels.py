@@ -112,9 +112,9 @@ FORCED = {
     "online": SoftmaxPlan("online", block=16, num_warps=1),
     "split": SoftmaxPlan("split", block=16, num_warps=1, chunk=16),
     "split-loop": SoftmaxPlan("split", block=16, num_warps=1, chunk=48),
-    # group=2 leaves a partial last group on 3 rows; group=8 is clamped to the row count.
-    "stream": SoftmaxPlan("stream", block=16, num_warps=1, chunk=16, group=2),
-    "stream-loop": SoftmaxPlan("stream", block=16, num_warps=1, chunk=48, group=8),
+    # One program per row here (block >= every test row), so the interpreter can run it; the
+    # multi-program rows are in test_softmax_coop_rows_across_programs (GPU).
+    "coop": SoftmaxPlan("coop", block=128, num_warps=4),
 }
 
 
@@ -199,7 +199,7 @@ def test_softmax_rejects_bad_plans():
     with pytest.raises(ValueError):
         SoftmaxPlan("tiled", 16, 1)
     with pytest.raises(ValueError):
-        SoftmaxPlan("stream", 16, 1, chunk=16, group=0)
+        SoftmaxPlan("coop", 16, 1, programs_per_sm=0)
     with pytest.raises(ValueError):
         SoftmaxPlan("row", 100, 4)
 
@@ -217,7 +217,7 @@ TARGETS = {
     (4096, 65536): "online",
     (256, 262144): "split",
     (8, 262144): "split",
-    (1, 1048576): "split",
+    (1, 1048576): "split",  # "coop" on a GPU: test_plan_coop_only_where_programs_run_concurrently
 }
 
 
@@ -258,22 +258,56 @@ def test_plan_every_kind_reachable_and_thresholds():
         plan(1, 10, 8, sms)
 
 
-def test_plan_stream_switch(monkeypatch):
-    assert plan(256, 262144, 4, H200_SMS).kind == "split"  # off by default
-    monkeypatch.setattr(ts, "STREAM_MAX_ROWS_PER_SM", 4)
-    ts.plan.cache_clear()
-    try:
-        p = plan(256, 262144, 4, H200_SMS)
-        assert (p.kind, p.block, p.chunk, p.group) == ("stream", 4096, 4096, 8)  # 8 MB groups
-        assert plan(4096, 65536, 4, H200_SMS).kind == "online"  # 4096 rows >= 4 x 132
-        assert plan(256, 1024, 4, H200_SMS).kind == "row"
-        monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
-        x = _randn((3, ts.ROW_MAX_COLS + 100), torch.float32)
-        if DEVICE == "cpu":
-            assert plan(3, ts.ROW_MAX_COLS + 100, 4, 1).kind == "stream"
-        _check_softmax(softmax(x), x)
-    finally:
-        ts.plan.cache_clear()
+def test_plan_coop_only_where_programs_run_concurrently():
+    for shape in ((256, 262144), (4096, 65536), (1, 1048576)):
+        for item in (4, 2):
+            p = plan(*shape, item, H200_SMS, cooperative=True)
+            assert p.kind == "coop" and p.block * item == ts.COOP_BLOCK_BYTES
+            assert triton.cdiv(shape[1], p.block) <= ts.COOP_MAX_CHUNKS_PER_SM * H200_SMS
+            assert p.block // (32 * p.num_warps) <= 32  # values per thread: no spilling
+            assert plan(*shape, item, H200_SMS).kind != "coop"  # the interpreter
+    assert plan(1024, 32768, 4, H200_SMS, cooperative=True).kind == "row"
+    # A row of more blocks than SMs could wait on a program that is not resident: never coop.
+    too_long = ts.COOP_MAX_CHUNKS_PER_SM * H200_SMS * (ts.COOP_BLOCK_BYTES // 4) + 1
+    assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
+def test_softmax_coop_interpreter(monkeypatch):
+    # One SM: a single group of one program walks every row, resetting the row's counters.
+    monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
+    x = _randn((5, 100), torch.float32, scale=5.0)
+    x[3] = float("-inf")
+    y = softmax(x, _plan=FORCED["coop"])
+    _check_softmax(y[[0, 1, 2, 4]], x[[0, 1, 2, 4]])
+    assert y[3].isnan().all()
+    assert not any(buf.any() for buf in ts._COOP_SYNC.values())  # left zero for the next call
+    with pytest.raises(ValueError, match="needs a GPU"):
+        softmax(x, _plan=SoftmaxPlan("coop", block=32, num_warps=1))
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="rows across co-resident programs need a GPU")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape, block",
+    [
+        ((256, 262144), 16384),
+        ((1, 1 << 20), 8192),
+        ((3, 100003), 4096),
+        ((700, 40960), 8192),
+        ((9, 65536), 1024),
+    ],
+)
+def test_softmax_coop_rows_across_programs(shape, block, dtype):
+    x = _randn(shape, dtype)
+    x[0, : shape[1] // 2] = float("-inf")  # whole blocks of -inf must not poison the row
+    p = SoftmaxPlan("coop", block=block, num_warps=ts._warps(block), programs_per_sm=2)
+    _check_softmax(softmax(x, _plan=p), x)
+    _check_softmax(softmax(x[:, :-1], _plan=p), x[:, :-1])  # ragged, unaligned rows: counters reset
+    assert not any(buf.any() for buf in ts._COOP_SYNC.values())
+    if shape[0] > 1:
+        x[1] = float("-inf")
+        assert softmax(x, _plan=p)[1].isnan().all()  # as torch.softmax
 
 
 def test_sm_count_cpu():
