@@ -96,6 +96,8 @@ class SoftmaxPlan:
         chunk: elements of a row per program ("split"; a multiple of ``block``).
         programs_per_sm: most programs per SM to launch ("coop" only; fewer when the compiled
             kernel's occupancy is lower).
+        prefetch: load the next row's block before waiting for this row's partials ("coop"
+            only; twice the registers).
     """
 
     kind: str
@@ -104,6 +106,7 @@ class SoftmaxPlan:
     rows_per_program: int = 1
     chunk: int = 0
     programs_per_sm: int = 1
+    prefetch: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -322,6 +325,7 @@ def _coop_kernel(
     BLOCK: tl.constexpr,
     P_BLOCK: tl.constexpr,
     SPIN_LIMIT: tl.constexpr,
+    PREFETCH: tl.constexpr,
 ):
     # Program (group g, chunk c) owns block c of rows g, g + n_groups, ... Per row:
     # sync_ptr[2 * row]: programs arrived (partials published); sync_ptr[2 * row + 1]: programs
@@ -335,34 +339,41 @@ def _coop_kernel(
     p = tl.arange(0, P_BLOCK)
     pmask = p < CHUNKS
     row = g.to(tl.int64)
+    x_raw = tl.load(x_ptr + row * n_cols + cols, mask=mask & (row < n_rows), other=-float("inf"))
     while row < n_rows:
-        offs = row * n_cols + cols
-        x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+        x = x_raw.to(tl.float32)
         # Clamp so an all -inf block gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
         m_c = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
         l_c = tl.sum(tl.exp(x - m_c), axis=0)
         tl.store(pm_ptr + row * CHUNKS + c, m_c)
         tl.store(pl_ptr + row * CHUNKS + c, l_c)
         tl.debug_barrier()  # every thread's stores precede the release below
-        arrived = tl.atomic_add(sync_ptr + 2 * row, 1, sem="release") + 1
+        tl.atomic_add(sync_ptr + 2 * row, 1, sem="release")
+        nxt = row + n_groups
+        if PREFETCH:  # the next row's block is in flight while this program waits
+            x_raw = tl.load(x_ptr + nxt * n_cols + cols, mask=mask & (nxt < n_rows), other=-float("inf"))
+        # Poll with plain (volatile) loads, which many programs can issue at once without
+        # serializing on the counter as atomics do; then one acquire orders the partials' loads.
         polls = 0
-        while (arrived < CHUNKS) & (polls < SPIN_LIMIT):
-            arrived = tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
+        while (tl.load(sync_ptr + 2 * row, volatile=True) < CHUNKS) & (polls < SPIN_LIMIT):
             polls += 1
+        tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
         pm = tl.load(
             pm_ptr + row * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
         )
         pl = tl.load(pl_ptr + row * CHUNKS + p, mask=pmask, other=0.0, cache_modifier=".cg")
         m_row = tl.max(pm, axis=0)
         inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+        y = tl.exp(x - m_row) * inv_l
+        tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
         tl.debug_barrier()  # every thread has read the partials before this program leaves
         left = tl.atomic_add(sync_ptr + 2 * row + 1, 1, sem="acq_rel") + 1
         if left == CHUNKS:  # the last to leave: every program is past its wait; reset the row
             tl.atomic_xchg(sync_ptr + 2 * row, 0)
             tl.atomic_xchg(sync_ptr + 2 * row + 1, 0)
-        y = tl.exp(x - m_row) * inv_l
-        tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
-        row += n_groups
+        if not PREFETCH:
+            x_raw = tl.load(x_ptr + nxt * n_cols + cols, mask=mask & (nxt < n_rows), other=-float("inf"))
+        row = nxt
 
 
 #: Zeroed "coop" counters, per (device, stream): kept across calls (the kernel leaves them zero),
@@ -422,7 +433,12 @@ def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: 
     pm = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
     pl = torch.empty_like(pm)
     meta = dict(
-        CHUNKS=chunks, BLOCK=p.block, P_BLOCK=p_block, SPIN_LIMIT=COOP_SPIN_LIMIT, num_warps=p.num_warps
+        CHUNKS=chunks,
+        BLOCK=p.block,
+        P_BLOCK=p_block,
+        SPIN_LIMIT=COOP_SPIN_LIMIT,
+        PREFETCH=p.prefetch,
+        num_warps=p.num_warps,
     )
     sync = _coop_sync(x.device, n_rows)
     if x.device.type == "cuda":

@@ -70,7 +70,7 @@ def _describe(p) -> str:
     extra = {
         "row": f" rows/prog={p.rows_per_program}",
         "split": f" chunk={p.chunk}",
-        "coop": f" {p.programs_per_sm}/SM",
+        "coop": f" {p.programs_per_sm}/SM{' prefetch' if p.prefetch else ''}",
     }.get(p.kind, "")
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
 
@@ -84,7 +84,7 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     item = x.element_size()
-    default = ts.plan(n_rows, n_cols, item, ts.sm_count(x.device))
+    default = ts.plan(n_rows, n_cols, item, ts.sm_count(x.device), cooperative=x.device.type == "cuda")
     blk = 16384 // item  # 16 KB of input per loop step
     plans: list[tuple[str, ts.SoftmaxPlan | None]] = [(f"default: {_describe(default)}", None)]
     if n_cols <= ts.ROW_MAX_COLS:
@@ -101,16 +101,16 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
             chunk = b * triton.cdiv(triton.cdiv(n_cols, b), ts.SPLIT_MAX_CHUNKS)
             plans.append((f"split block={b}", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=chunk)))
     if x.device.type == "cuda" and n_cols > ts.ROW_MAX_COLS // 2:
-        for b in (4096, 8192, 16384, 32768):
+        for b in (8192, 16384, 32768):
             if b < n_cols and triton.cdiv(n_cols, b) <= ts.sm_count(x.device):
-                for k in (1, 2, 4):
-                    plans.append(
-                        (f"coop block={b} {k}/SM", ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=k))
-                    )
-                w = ts._warps(b) // 2
-                plans.append(
-                    (f"coop block={b} warps={w} 2/SM", ts.SoftmaxPlan("coop", b, w, programs_per_sm=2))
-                )
+                for w in (ts._warps(b), ts._warps(b) // 2):
+                    for pf in (False, True):
+                        plans.append(
+                            (
+                                f"coop block={b} warps={w}{' prefetch' if pf else ''}",
+                                ts.SoftmaxPlan("coop", b, w, programs_per_sm=4, prefetch=pf),
+                            )
+                        )
     seen, out = set(), []
     for label, p in plans:  # drop duplicates of the default
         if p is not None and (p == default or p in seen):
