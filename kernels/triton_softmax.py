@@ -348,16 +348,15 @@ def _coop_kernel(
         tl.store(pm_ptr + row * CHUNKS + c, m_c)
         tl.store(pl_ptr + row * CHUNKS + c, l_c)
         tl.debug_barrier()  # every thread's stores precede the release below
-        tl.atomic_add(sync_ptr + 2 * row, 1, sem="release")
+        arrived = tl.atomic_add(sync_ptr + 2 * row, 1, sem="release") + 1
         nxt = row + n_groups
         if PREFETCH:  # the next row's block is in flight while this program waits
             x_raw = tl.load(x_ptr + nxt * n_cols + cols, mask=mask & (nxt < n_rows), other=-float("inf"))
-        # Poll with plain (volatile) loads, which many programs can issue at once without
-        # serializing on the counter as atomics do; then one acquire orders the partials' loads.
+        # Poll with acquire atomics: on an H200 this measured faster than volatile loads.
         polls = 0
-        while (tl.load(sync_ptr + 2 * row, volatile=True) < CHUNKS) & (polls < SPIN_LIMIT):
+        while (arrived < CHUNKS) & (polls < SPIN_LIMIT):
+            arrived = tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
             polls += 1
-        tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
         pm = tl.load(
             pm_ptr + row * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
         )
