@@ -26,6 +26,8 @@ Four strategies, chosen by :func:`plan` from the shape (the input is viewed as
   SM, computed from the compiled kernel's registers and shared memory as the Triton tutorial
   02-fused-softmax computes occupancy (the co-residency rule of a CUDA cooperative launch).
   GPU only: the interpreter runs programs one after another, which such a wait cannot survive.
+  :func:`plan` does not pick it while ``COOP_MAX_CHUNKS_PER_SM`` is 0 (measured slower than
+  "split" on an H200; see there): a forced plan, for scripts/tune_triton.py.
 
 Bytes moved per element: ideally ``2 * itemsize`` (one read, one write), which ``"row"``
 achieves; ``"coop"`` too; ``"online"`` and ``"split"`` read twice, ``3 * itemsize`` of traffic, less what
@@ -51,9 +53,10 @@ ROW_MAX_COLS = 32768
 ROW_TILE_BYTES = 16384
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
 ROW_MIN_PROGRAMS_PER_SM = 4
-#: "online" chunk (elements per loop step) and warps: 16 float32 values per thread per step.
-ONLINE_BLOCK = 8192
-ONLINE_WARPS = 16
+#: "online" chunk (elements per loop step) and warps by element size: 16 values per thread per
+#: step. 16-bit rows take half the step: (4096, 65536) bfloat16 398 against 434 µs on an H200
+#: (scripts/tune_triton.py, commit 51d478e); float32 keeps 8192 (713 against 746 µs).
+ONLINE_LAUNCH = {4: (8192, 16), 2: (4096, 8)}
 #: Rows longer than ROW_MAX_COLS use "split" when n_rows < SPLIT_MAX_ROWS_PER_SM x SMs (one
 #: program per row could not fill the GPU), "online" otherwise.
 SPLIT_MAX_ROWS_PER_SM = 4
@@ -65,13 +68,17 @@ SPLIT_MIN_PROGRAMS_PER_SM = 2
 #: At most this many chunks per row (kernel B loads all of a row's partials in every program);
 #: beyond it each program loops over several blocks.
 SPLIT_MAX_CHUNKS = 1024
-#: "coop": rows longer than ROW_MAX_COLS, on a GPU, when a row needs at most
+#: "coop" (off while 0): rows longer than ROW_MAX_COLS, on a GPU, when a row needs at most
 #: COOP_MAX_CHUNKS_PER_SM x SMs programs of COOP_BLOCK_BYTES each (one program per SM is resident
 #: whatever the kernel's registers), with ``_warps(block)`` warps; at most COOP_PROGRAMS_PER_SM
 #: programs per SM are launched (fewer when the compiled kernel's occupancy is lower).
+#: Off: on an H200 (scripts/tune_triton.py, commit 51d478e) the best coop configuration was no
+#: faster than "split" at (256, 262144) float32 (198 against 194 µs) and slower elsewhere (bf16:
+#: 136 against 109 µs; (1, 1048576): 8.1 against 7.1 µs): the cross-program wait on a global
+#: atomic costs more than the second read saves.
 COOP_BLOCK_BYTES = 65536
 COOP_PROGRAMS_PER_SM = 2
-COOP_MAX_CHUNKS_PER_SM = 1
+COOP_MAX_CHUNKS_PER_SM = 0
 #: A "coop" program polls its row's arrival counter at most this many times before it gives up
 #: (its output is then wrong and fails the correctness gate, rather than hanging the GPU).
 COOP_SPIN_LIMIT = 1 << 22
@@ -167,7 +174,7 @@ def plan(
     if cooperative and triton.cdiv(n_cols, coop_block) <= COOP_MAX_CHUNKS_PER_SM * sm_count:
         return SoftmaxPlan("coop", coop_block, _warps(coop_block), programs_per_sm=COOP_PROGRAMS_PER_SM)
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
-        return SoftmaxPlan("online", ONLINE_BLOCK, ONLINE_WARPS)
+        return SoftmaxPlan("online", *ONLINE_LAUNCH[element_size])
     block = SPLIT_BLOCK_BYTES // element_size
     while (
         block > SPLIT_MIN_BLOCK and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count

@@ -258,18 +258,24 @@ def test_plan_every_kind_reachable_and_thresholds():
         plan(1, 10, 8, sms)
 
 
-def test_plan_coop_only_where_programs_run_concurrently():
-    for shape in ((256, 262144), (4096, 65536), (1, 1048576)):
-        for item in (4, 2):
-            p = plan(*shape, item, H200_SMS, cooperative=True)
-            assert p.kind == "coop" and p.block * item == ts.COOP_BLOCK_BYTES
-            assert triton.cdiv(shape[1], p.block) <= ts.COOP_MAX_CHUNKS_PER_SM * H200_SMS
-            assert p.block // (32 * p.num_warps) <= 32  # values per thread: no spilling
-            assert plan(*shape, item, H200_SMS).kind != "coop"  # the interpreter
-    assert plan(1024, 32768, 4, H200_SMS, cooperative=True).kind == "row"
-    # A row of more blocks than SMs could wait on a program that is not resident: never coop.
-    too_long = ts.COOP_MAX_CHUNKS_PER_SM * H200_SMS * (ts.COOP_BLOCK_BYTES // 4) + 1
-    assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
+def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
+    long_rows = ((256, 262144), (4096, 65536), (1, 1048576))
+    assert all(plan(*shape, 4, H200_SMS, cooperative=True).kind != "coop" for shape in long_rows)  # off
+    monkeypatch.setattr(ts, "COOP_MAX_CHUNKS_PER_SM", 1)
+    ts.plan.cache_clear()
+    try:
+        for shape in long_rows:
+            for item in (4, 2):
+                p = plan(*shape, item, H200_SMS, cooperative=True)
+                assert p.kind == "coop" and p.block * item == ts.COOP_BLOCK_BYTES
+                assert p.block // (32 * p.num_warps) <= 32  # values per thread: no spilling
+                assert plan(*shape, item, H200_SMS).kind != "coop"  # the interpreter
+        assert plan(1024, 32768, 4, H200_SMS, cooperative=True).kind == "row"
+        # A row of more blocks than SMs could wait on a program that is not resident: never coop.
+        too_long = H200_SMS * (ts.COOP_BLOCK_BYTES // 4) + 1
+        assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
+    finally:
+        ts.plan.cache_clear()
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")

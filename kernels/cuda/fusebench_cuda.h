@@ -54,5 +54,19 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
                     SoftmaxVariant variant, int sm_count, void* workspace,
                     cudaStream_t stream);
 
+// Softmax of long rows with each row split across a thread-block cluster
+// (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384
+// or 32768; 0 = softmax_cluster_chunk) hold the row in registers and combine
+// their partials through distributed shared memory: one read, one write.
+// Returns cudaErrorNotSupported below sm_90, cudaErrorInvalidValue for an
+// unsupported chunk, unaligned pointers, cols not a multiple of the 16-byte
+// vector width, or a row needing more than 16 CTAs.
+cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
+                            int chunk, cudaStream_t stream);
+
+// Default cluster chunk for a row of `cols` elements (pure; 0 when no cluster
+// of <= 16 CTAs holds the row).
+int softmax_cluster_chunk(int64_t cols, int elem_size);
+
 }  // namespace cuda
 }  // namespace fusebench
