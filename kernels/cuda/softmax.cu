@@ -28,7 +28,7 @@
 //    normalizes the chunk (re-read from L2 when rows * cols * itemsize fits).
 //  - Coop (cols <= CTAs per SM * SMs * chunk): one pass for long rows. A row
 //    is split into chunks of kCoopChunkElems (THREADS x ITEMS elements), each
-//    held in one CTA's registers; the chunks CTAs of a row ("group") publish
+//    held in one CTA's registers; the `chunks` CTAs of a row (a group) publish
 //    their chunk's (max, sum) partial to global memory, count arrivals, spin
 //    until the whole group arrived, merge the partials (Milakov & Gimelshein
 //    2018) and write y from registers: x is read once. A cooperative launch
