@@ -14,8 +14,8 @@ contiguous (a copy when it is not), and return a new contiguous tensor of the
 same shape and dtype, computed in fp32 and launched on the current stream.
 They are memory-bound: ideal traffic is one read and one write, i.e.
 ``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` (from
-TORCH_CHECK, one line) for a non-CUDA tensor, another dtype, or a forced
-softmax variant that cannot take the row length; ``RuntimeError`` quoting
+TORCH_CHECK, one line) for a non-CUDA tensor, another dtype, a forced
+softmax variant that cannot take the row length, or an unsupported coop chunk; ``RuntimeError`` quoting
 ``unavailable_reason()`` when the extension cannot be used.
 """
 
@@ -45,9 +45,14 @@ CUDA_CFLAGS = [
 # softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
+    "coop": 6,
 }  # fmt: skip
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
+# softmax_coop(x, chunk) chunk lengths in elements (kCoopChunkElems, kCoopDefaultChunkElems in
+# kernels/cuda/fusebench_cuda.h); the block size of each: 256, 512, 1024, 1024 threads.
+COOP_CHUNKS = (4096, 8192, 16384, 32768)
+COOP_DEFAULT_CHUNK = 16384
 
 
 def build_directory() -> Path:
@@ -156,7 +161,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
     max-subtracted. Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
-    when it fits). The variant comes from ``pick_variant``; see
+    when it fits; Coop reads it once). The variant comes from ``pick_variant``; see
     ``softmax_variant`` for each variant's launch geometry.
     """
     return _module().softmax(x)
@@ -185,16 +190,42 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 5 online_l2: as online, but 1024-thread blocks, one per SM, each
       looping over rows, so only sm_count rows are in flight and the second
       pass re-reads from L2; grid = min(rows, sm_count).
+    - 6 coop: one pass for long rows (reads x once). A row is split into
+      chunks = ceil(cols / 16384) chunks (``softmax_coop`` picks another
+      length), each held in the registers of one 1024-thread block (16
+      elements per thread); the blocks of a row exchange (max, sum) partials
+      through global memory and wait for each other, which a cooperative
+      launch makes safe (every block co-resident). grid = groups * chunks
+      with groups = min(rows, capacity // chunks), capacity = blocks per SM *
+      SMs; each group loops over rows. Needs chunks <= capacity (always true
+      for cols <= sm_count * 16384). Keeps rows * chunks * 8 bytes of
+      workspace and a persistent, per-stream buffer of 2 * rows int32
+      counters (zeroed once; every launch leaves it zero).
     Raises RuntimeError when the variant cannot take x's row length.
     """
     code = VARIANTS[variant] if isinstance(variant, str) else int(variant)
     return _module().softmax_variant(x, code)
 
 
+def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
+    """``softmax_variant(x, "coop")`` with ``chunk`` elements of a row per block (the tuning
+    entry point; ``scripts/tune_cuda.py`` names it ``coop:<chunk>``).
+
+    chunk: one of ``COOP_CHUNKS`` (4096, 8192, 16384, 32768: blocks of 256, 512, 1024, 1024
+    threads, 16, 16, 16, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK`` (16384). Every
+    dtype takes every chunk; 16-byte vectors when x is aligned and cols is a multiple of
+    16 / itemsize, else scalar accesses with the same geometry.
+    Raises RuntimeError for another chunk, or when ceil(cols / chunk) blocks cannot all be
+    resident at once (cols beyond about blocks per SM * SMs * chunk).
+    """
+    return _module().softmax_coop(x, int(chunk))
+
+
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
-    cols <= 1024: warp_per_row; rows < sm_count and cols * elem_size >= 64 KiB:
-    split_row; cols <= 32768: block_per_row; rows >= 2 * sm_count and
+    cols <= 1024: warp_per_row; cols > 32768 and ceil(cols / 16384) <= sm_count: coop;
+    rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
+    block_per_row; 16-bit and rows <= 65535: split_row; rows >= 2 * sm_count and
     sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
 

@@ -4,8 +4,11 @@
     python scripts/tune_cuda.py [--dtypes float32,bfloat16,float16] [--budget 0.05] [--no-gelu]
 
 For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entry that can take
-the shape (warp_per_row: cols <= 1024; block_per_row: cols <= 32768; split_row: rows <= 65535),
-plus the ``triton`` backend as the yardstick. Each callable passes the correctness gate first
+the shape (warp_per_row: cols <= 1024; block_per_row: cols <= 32768; split_row: rows <= 65535;
+coop: ceil(cols / 16384) <= SMs), for cols > 32768 also coop with each chunk of
+``cuda_ext.COOP_CHUNKS`` (``coop:4096`` ... ``coop:32768``, via ``cuda_ext.softmax_coop``; a
+chunk whose blocks cannot all be co-resident for the shape shows ``n/a``), plus the ``triton``
+backend as the yardstick. Each callable passes the correctness gate first
 (a failure prints FAIL and is not timed), is warmed up, and timed hot with
 ``fusebench.timing.hot_device_time`` (batches of calls between CUDA events, behind a blocking
 kernel; repeats from ``repeats_for(estimate, budget)``). Prints one line per case: median
@@ -34,8 +37,21 @@ from kernels import get_op  # noqa: E402
 GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
 
 
-def applicable(name: str, rows: int, cols: int) -> bool:
-    """Whether the forced cuda softmax variant ``name`` accepts a (rows, cols) problem."""
+def coop_names() -> list[str]:
+    """The tuned coop configurations: ``coop:<chunk>`` for each chunk of ``cuda_ext.COOP_CHUNKS``."""
+    from kernels import cuda_ext
+
+    return [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS]
+
+
+def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> bool:
+    """Whether the forced cuda softmax variant ``name`` (a ``VARIANTS`` name or ``coop:<chunk>``)
+    accepts, or is tuned on, a (rows, cols) problem on a GPU of ``sm_count`` SMs (None: unknown).
+
+    ``coop`` (default chunk) surely fits when ceil(cols / 16384) <= sm_count (a 1024-thread block
+    fits once per SM); ``coop:<chunk>`` is tuned for cols > 32768 only, and may still be refused
+    at run time when its ceil(cols / chunk) blocks cannot all be resident (``coop_refusal``).
+    """
     from kernels import cuda_ext
 
     if name == "warp_per_row":
@@ -44,7 +60,32 @@ def applicable(name: str, rows: int, cols: int) -> bool:
         return cols <= cuda_ext.BLOCK_PER_ROW_MAX_COLS
     if name == "split_row":
         return rows <= 65535
+    if name == "coop":
+        return sm_count is None or -(-cols // cuda_ext.COOP_DEFAULT_CHUNK) <= sm_count
+    if name.startswith("coop:"):
+        return cols > cuda_ext.BLOCK_PER_ROW_MAX_COLS
     return True
+
+
+def variant_fn(name: str, x: torch.Tensor):
+    """The callable timing forced variant ``name`` (a ``VARIANTS`` name or ``coop:<chunk>``) on x."""
+    from kernels import cuda_ext
+
+    if name.startswith("coop:"):
+        chunk = int(name.split(":", 1)[1])
+        return lambda: cuda_ext.softmax_coop(x, chunk)
+    return lambda: cuda_ext.softmax_variant(x, name)
+
+
+def coop_refusal(fn) -> str | None:
+    """The error of a coop call whose blocks cannot all be co-resident (None when it runs)."""
+    try:
+        fn()
+    except RuntimeError as exc:
+        if "co-resident" in str(exc):
+            return str(exc).splitlines()[0]
+        raise
+    return None
 
 
 def time_us(op, fn, x, dev: torch.device, budget_s: float) -> float | None:
@@ -67,7 +108,7 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool
     op = get_op("softmax")
     sms = torch.cuda.get_device_properties(dev).multi_processor_count
     code_to_name = {v: k for k, v in cuda_ext.VARIANTS.items()}
-    names = list(cuda_ext.VARIANTS)
+    names = [*cuda_ext.VARIANTS, *coop_names()]
     print(f"softmax: device time, µs (hot; {sms} SMs); best = fastest cuda variant, "
           "auto = what softmax picks, vs triton = auto / triton - 1")
     print(f"{'shape':>12} {'dtype':>8} " + " ".join(f"{n:>13}" for n in [*names, "triton"])
@@ -78,10 +119,15 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool
         for dname in dtypes:
             x = make_input(shape, DTYPES[dname], "cuda")
             res: dict[str, float | None] = {}
+            refused: set[str] = set()
             for name in names:
-                if applicable(name, rows, cols):
-                    res[name] = time_us(op, lambda n=name, t=x: cuda_ext.softmax_variant(t, n), x, dev,
-                                        budget_s)
+                if not applicable(name, rows, cols, sms):
+                    continue
+                fn = variant_fn(name, x)
+                if name.startswith("coop") and coop_refusal(fn) is not None:
+                    refused.add(name)
+                    continue
+                res[name] = time_us(op, fn, x, dev, budget_s)
             res["triton"] = time_us(op, op.backends["triton"].factory(x), x, dev, budget_s)
             ok &= all(v is not None for v in res.values())
             timed = {n: v for n, v in res.items() if v is not None and n not in ("auto", "triton")}
@@ -89,7 +135,8 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool
             picked = code_to_name[cuda_ext.pick_variant(rows, cols, x.element_size(), sms)]
             auto, tri = res.get("auto"), res.get("triton")
             rel = f"{auto / tri - 1:+.1%}" if auto and tri else "-"
-            cells = [fmt(res[n]) if n in res else "-" for n in [*names, "triton"]]
+            cells = [fmt(res[n]) if n in res else "n/a" if n in refused else "-"
+                     for n in [*names, "triton"]]
             print(f"{shape_label(shape):>12} {dname:>8} " + " ".join(f"{c:>13}" for c in cells)
                   + f" {best:>13} {picked:>13} {rel:>9}")
     return ok

@@ -1,5 +1,7 @@
 """Tests that need an NVIDIA GPU (marked ``gpu``; skipped in CI, run on the H200)."""
 
+import time
+
 import pytest
 import torch
 
@@ -16,6 +18,10 @@ pytestmark = pytest.mark.gpu
     ("warp_per_row", (1001, 128)), ("warp_per_row", (77, 8)), ("warp_per_row", (333, 256)),
     ("warp_per_row", (50, 100)), ("split_row", (1, 1 << 20)), ("split_row", (2, 70000)),
     ("online_l2", (1000, 4096)), ("online_l2", (3, 65536)), ("online_l2", (400, 1001)),
+    # coop: 16 and 64 blocks per row; ragged (scalar path); rows > groups (blocks loop over rows);
+    # a single chunk per row.
+    ("coop", (256, 262144)), ("coop", (1, 1 << 20)), ("coop", (3, 100003)), ("coop", (700, 40960)),
+    ("coop", (9, 5000)),
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
@@ -85,3 +91,107 @@ def test_pitfalls_on_the_gpu_show_both_mistakes():
 
     res = pitfalls.measure(torch.device("cuda"), n=2048, rounds=2)
     assert res.understatement > 5 and res.events_ms == pytest.approx(res.synced_ms, rel=0.5)
+
+
+# ---- coop (variant 6): a row split over co-resident blocks that wait for each other --------------
+
+DTYPES = [torch.float32, torch.bfloat16, torch.float16]
+
+
+def _finish(what: str, seconds: float = 30.0) -> None:
+    """Wait for the current stream, failing (instead of hanging) when it does not finish in time:
+    coop blocks spin on counters, so counters left non-zero by a launch hang the next one."""
+    done = torch.cuda.Event()
+    done.record()
+    deadline = time.monotonic() + seconds
+    while not done.query():
+        if time.monotonic() > deadline:
+            pytest.fail(f"{what}: not finished after {seconds:.0f} s (coop counters not reset?)")
+        time.sleep(0.01)
+
+
+def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> None:
+    """y against float64 torch.softmax within the gate's dtype tolerance (normwise, per the gate);
+    NaN exactly where the reference has NaN (rows of all -inf)."""
+    ref = torch.softmax(x.double(), dim=-1)
+    nan = ref.isnan()
+    assert torch.equal(y.isnan(), nan), f"{what}: NaN where the reference has none, or vice versa"
+    err = correctness.relative_error(y[~nan], ref[~nan])
+    tol = correctness.TOLERANCE[x.dtype]
+    assert err <= tol, f"{what}: normwise relative error {err:.3g} > {tol:.3g}"
+
+
+@pytest.mark.parametrize("chunk", [0, 4096, 8192, 16384, 32768])
+@pytest.mark.parametrize("shape", [(300, 100000), (2, 1 << 20), (7, 65537)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_coop_every_chunk_matches_the_reference(chunk, shape, dtype):
+    from kernels import cuda_ext
+
+    assert cuda_ext.unavailable_reason() is None
+    x = torch.randn(shape, device="cuda", dtype=dtype)
+    y = cuda_ext.softmax_coop(x, chunk)
+    _finish(f"coop:{chunk} {shape}")
+    _assert_matches_reference(y, x, f"coop:{chunk} {shape} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_coop_special_rows(dtype):
+    """Equal values, all -inf (NaN like torch), -inf over whole chunks (their partial is
+    (-FLT_MAX, 0)), one dominant value."""
+    from kernels import cuda_ext
+
+    x = torch.randn(5, 65536, device="cuda", dtype=dtype)
+    x[0] = 3.0
+    x[1] = float("-inf")
+    x[2, :40000] = float("-inf")  # blocks 0 and 1 of 16384 hold -inf only
+    x[3, 12345] = 60.0
+    y = cuda_ext.softmax_variant(x, "coop")
+    _finish("coop special rows")
+    _assert_matches_reference(y, x, f"coop special rows {dtype}")
+    assert torch.allclose(y[0].double(), torch.full_like(y[0], 1 / 65536, dtype=torch.float64))
+    assert (y[2, :40000] == 0).all()
+
+
+def test_coop_counters_are_reset_between_calls():
+    """Back-to-back calls of other shapes, chunks and dtypes reuse the counters of the stream
+    (each launch must leave them zero, or the next one spins forever), also on a second stream."""
+    from kernels import cuda_ext
+
+    calls = [((700, 40960), torch.float32, 0), ((64, 65536), torch.bfloat16, 4096),
+             ((700, 40960), torch.float32, 0), ((1, 1 << 20), torch.float16, 32768),
+             ((1500, 33000), torch.float32, 8192), ((64, 65536), torch.bfloat16, 4096)]
+    for stream in (torch.cuda.current_stream(), torch.cuda.Stream()):
+        with torch.cuda.stream(stream):
+            for shape, dtype, chunk in calls:
+                x = torch.randn(shape, device="cuda", dtype=dtype)
+                y = cuda_ext.softmax_coop(x, chunk)
+                _finish(f"coop:{chunk} {shape} {dtype}")
+                _assert_matches_reference(y, x, f"coop:{chunk} {shape} {dtype}")
+
+
+def test_coop_refusals_are_clear_and_leave_no_error_behind():
+    from kernels import cuda_ext
+
+    x = torch.randn(4, 1000, device="cuda")
+    with pytest.raises(RuntimeError, match="chunk_elems must be 0"):
+        cuda_ext.softmax_coop(x, 1000)
+    long_row = torch.randn(1, 1 << 25, device="cuda", dtype=torch.bfloat16)  # 2048 blocks of 16384
+    with pytest.raises(RuntimeError, match="co-resident"):
+        cuda_ext.softmax_variant(long_row, "coop")
+    # The refusal is not reported by the next, unrelated launches (they check cudaGetLastError).
+    y = cuda_ext.softmax_variant(x, "coop")
+    cuda_ext.gelu(x)
+    _finish("coop after a refusal")
+    _assert_matches_reference(y, x, "coop after a refusal")
+
+
+def test_auto_picks_coop_only_where_the_default_chunk_surely_fits():
+    from kernels import cuda_ext
+
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    coop = cuda_ext.VARIANTS["coop"]
+    for rows, cols, elem in [(256, 262144, 4), (4096, 65536, 2), (1, 1 << 20, 4), (3, 32769, 2)]:
+        if -(-cols // cuda_ext.COOP_DEFAULT_CHUNK) <= sms:
+            assert cuda_ext.pick_variant(rows, cols, elem, sms) == coop, (rows, cols, elem)
+    assert cuda_ext.pick_variant(1, sms * cuda_ext.COOP_DEFAULT_CHUNK + 1, 4, sms) != coop
+    assert cuda_ext.pick_variant(4096, 32768, 4, sms) != coop

@@ -14,6 +14,9 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
+#include <utility>
 
 #include "fusebench_cuda.h"
 
@@ -65,11 +68,32 @@ at::Tensor gelu(const at::Tensor& x) {
   return y;
 }
 
-// Softmax over the last dimension (a 0-d tensor is one row of one element).
-at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, const char* op) {
+// Coop's counters (fc::softmax_counter_ints): at least `ints` zeroed int32s on the device of
+// `stream`, for launches on `stream`. One buffer per (device, stream), zeroed once by at::zeros
+// (on `stream`, so ordered before the launch) and grown the same way when a call needs more;
+// every completed Coop launch leaves it all zero, so no call clears it. Per stream is enough:
+// calls on one stream are serialized by the stream, so two launches never use one buffer at
+// once; calls on other streams get other buffers. The buffers are kept (never freed) until the
+// process ends, so no CUDA memory is released during static destruction. Thread-safe.
+int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
+  static std::mutex mutex;
+  static auto* buffers = new std::map<std::pair<int64_t, int64_t>, at::Tensor>();
+  const std::lock_guard<std::mutex> lock(mutex);
+  at::Tensor& buf = (*buffers)[{static_cast<int64_t>(stream.device_index()), stream.id()}];
+  if (!buf.defined() || buf.numel() < ints)
+    buf = at::zeros({ints}, at::TensorOptions().device(stream.device()).dtype(at::kInt));
+  return buf.mutable_data_ptr<int>();
+}
+
+// Softmax over the last dimension (a 0-d tensor is one row of one element). coop_chunk: Coop's
+// chunk (0 = default), ignored by the other variants.
+at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
   check_input(x, op);
   const fc::DType dtype = to_dtype(x, op);
-  TORCH_CHECK(variant >= 0 && variant <= 5, op, ": variant must be 0..5, got ", variant);
+  TORCH_CHECK(variant >= 0 && variant <= 6, op, ": variant must be 0..6, got ", variant);
+  TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
+              ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
+              ") or one of 4096, 8192, 16384, 32768, got ", coop_chunk);
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
@@ -83,20 +107,35 @@ at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, const char* op) {
   if (xc.numel() == 0) return y;
   const int64_t rows = xc.numel() / cols;
   const int sms = sm_count(x.device().index());
-  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, dtype, sms, v);
+  const int cc = static_cast<int>(coop_chunk);
+  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, dtype, sms, v, cc);
   at::Tensor ws;
   if (ws_bytes > 0) ws = at::empty({ws_bytes}, xc.options().dtype(at::kByte));
-  check_launch(fc::softmax(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v, sms,
-                           ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr,
-                           c10::cuda::getCurrentCUDAStream()),
-               op);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  const int64_t counter_ints = fc::softmax_counter_ints(rows, cols, dtype, sms, v);
+  int* counters = counter_ints > 0 ? coop_counters(counter_ints, stream) : nullptr;
+  const cudaError_t err =
+      fc::softmax(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v, sms,
+                  ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, stream, cc);
+  if (err != cudaSuccess && counter_ints > 0) {
+    const int64_t chunk = cc > 0 ? cc : fc::kCoopDefaultChunkElems;
+    TORCH_CHECK(false, op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
+                (cols + chunk - 1) / chunk, " co-resident CTAs of ", chunk,
+                " elements, at most CTAs per SM x ", sms, " SMs)");
+  }
+  check_launch(err, op);
   return y;
 }
 
-at::Tensor softmax(const at::Tensor& x) { return softmax_impl(x, 0, "softmax"); }
+at::Tensor softmax(const at::Tensor& x) { return softmax_impl(x, 0, 0, "softmax"); }
 
 at::Tensor softmax_variant(const at::Tensor& x, int64_t variant) {
-  return softmax_impl(x, variant, "softmax_variant");
+  return softmax_impl(x, variant, 0, "softmax_variant");
+}
+
+at::Tensor softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
+  return softmax_impl(x, static_cast<int64_t>(fc::SoftmaxVariant::Coop), chunk_elems,
+                      "softmax_coop");
 }
 
 int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int64_t sm_count) {
@@ -112,8 +151,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
-        "5 online, one block per SM",
+        "5 online, one block per SM, 6 coop (row split over co-resident blocks, one pass)",
         py::arg("x"), py::arg("variant"));
+  m.def("softmax_coop", &softmax_coop,
+        "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 16384), "
+        "4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long for it",
+        py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),
         py::arg("cols"), py::arg("elem_size"), py::arg("sm_count"));

@@ -28,31 +28,70 @@ enum class SoftmaxVariant : int {
   Online = 3,        // any cols: one block per row, online max/sum + 2nd pass
   SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
   OnlineL2 = 5,      // any cols: Online with one block per SM looping over rows
+  Coop = 6,          // cols <= ~capacity * chunk: row split over co-resident CTAs, one pass (**)
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
 // width, BlockPerRow runs Online for cols > 16384.
+// (**) Coop: each CTA keeps a chunk of one row in registers and the CTAs of a
+// row exchange (max, sum) partials through global memory, so the input is read
+// once. It needs chunks = ceil(cols / chunk) CTAs co-resident (a cooperative
+// launch), i.e. chunks <= CTAs per SM * SMs; otherwise it returns
+// cudaErrorInvalidValue. The default chunk's 1024-thread CTA always fits once
+// per SM, so cols <= sm_count * kCoopDefaultChunkElems always runs.
 
 // Largest cols each register-caching variant accepts.
 constexpr int64_t kWarpPerRowMaxCols = 1024;
 constexpr int64_t kBlockPerRowMaxCols = 32768;
+
+// Coop chunk lengths (elements of a row per CTA, held in registers) that
+// softmax accepts as coop_chunk_elems, for every dtype; CTA sizes 256, 512,
+// 1024, 1024 threads, 16, 16, 16, 32 elements per thread.
+inline constexpr int kCoopChunkElems[] = {4096, 8192, 16384, 32768};
+// Coop's chunk when none is given (coop_chunk_elems == 0), every dtype: a
+// 1024-thread CTA of 16 elements per thread (to be tuned on the H200).
+constexpr int kCoopDefaultChunkElems = 16384;
+// Whether chunk_elems is one of kCoopChunkElems.
+constexpr bool softmax_coop_chunk_supported(int64_t chunk_elems) {
+  for (int c : kCoopChunkElems)
+    if (c == chunk_elems) return true;
+  return false;
+}
 
 // Pure heuristic (no CUDA calls): which variant softmax uses for a
 // (rows, cols) problem of elem_size-byte elements on a GPU with sm_count SMs.
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count);
 
 // Scratch bytes softmax needs for this problem and (resolved) variant;
-// nonzero only for SplitRow (8 bytes per (row, chunk) partial).
+// nonzero only for SplitRow and Coop (8 bytes per (row, chunk) partial; for
+// Coop, chunks = ceil(cols / coop_chunk_elems), 0 meaning the default chunk).
+// Need not be initialized; may be reused freely between stream-ordered calls.
 int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_count,
-                                SoftmaxVariant variant);
+                                SoftmaxVariant variant, int coop_chunk_elems = 0);
+
+// int32 counters softmax needs for this problem and (resolved) variant:
+// 2 * rows for Coop (a row's arrivals and departures), else 0. They must be
+// all zero when a Coop launch starts, and every Coop launch that runs to
+// completion leaves them all zero again, so a caller zeroes a buffer once and
+// keeps it: one buffer per stream (calls on one stream are serialized by it;
+// two launches running at once must not share counters). Grow it (zeroed)
+// when a call needs more; a larger buffer than needed is fine.
+int64_t softmax_counter_ints(int64_t rows, int64_t cols, DType dtype, int sm_count,
+                             SoftmaxVariant variant);
 
 // y[r, :] = softmax(x[r, :]) for a contiguous row-major (rows, cols) tensor.
 // Auto resolves through softmax_pick_variant. workspace must hold
-// softmax_workspace_bytes(...) bytes (may be null when that is 0).
-// Returns cudaErrorInvalidValue for a variant that cannot take cols, sizes
-// beyond the kernels' index range, or a missing workspace.
+// softmax_workspace_bytes(...) bytes and counters softmax_counter_ints(...)
+// zeroed int32s (see there); either may be null when its size is 0.
+// coop_chunk_elems: Coop's chunk, one of kCoopChunkElems or 0 for
+// kCoopDefaultChunkElems (pass the same value to softmax_workspace_bytes);
+// ignored by the other variants. sm_count: the device's SM count (Coop sizes
+// its grid from it; <= 0 queries the current device).
+// Returns cudaErrorInvalidValue for a variant that cannot take cols (Coop:
+// chunks exceed the co-resident CTAs, or an unsupported chunk), sizes beyond
+// the kernels' index range, or a missing workspace or counters buffer.
 cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
-                    SoftmaxVariant variant, int sm_count, void* workspace,
-                    cudaStream_t stream);
+                    SoftmaxVariant variant, int sm_count, void* workspace, int* counters,
+                    cudaStream_t stream, int coop_chunk_elems = 0);
 
 // Softmax of long rows with each row split across a thread-block cluster
 // (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384

@@ -3,7 +3,7 @@
 // fp32 arithmetic (expf, no fast-math), 16-bit types converted on load/store.
 //
 // Memory-bound: the ideal is one read and one write, 2 * itemsize bytes per
-// element. Five variants (see SoftmaxVariant in fusebench_cuda.h):
+// element. Six variants (see SoftmaxVariant in fusebench_cuda.h):
 //  - WarpPerRow (cols <= 1024): a warp (or, for rows of < 32 16-byte
 //    vectors, a sub-warp group) per row, the row in registers, shuffles
 //    only; short rows pack several rows per group so each thread keeps
@@ -26,8 +26,19 @@
 //    partial; kernel 2 (a programmatic dependent launch on sm_90+) loads its
 //    chunk while kernel 1 finishes, then merges its row's partials and
 //    normalizes the chunk (re-read from L2 when rows * cols * itemsize fits).
+//  - Coop (cols <= CTAs per SM * SMs * chunk): one pass for long rows. A row
+//    is split into chunks of kCoopChunkElems (THREADS x ITEMS elements), each
+//    held in one CTA's registers; the `chunks` CTAs of a row (a group) publish
+//    their chunk's (max, sum) partial to global memory, count arrivals, spin
+//    until the whole group arrived, merge the partials (Milakov & Gimelshein
+//    2018) and write y from registers: x is read once. A cooperative launch
+//    makes every CTA co-resident, which is what makes the spin-wait safe.
+//    Grid = groups * chunks <= capacity; a group loops over rows.
 // All variants load 16-byte vectors when both base pointers are 16-byte
 // aligned and cols is a multiple of the vector width, else scalars.
+#include <atomic>
+#include <cfloat>
+
 #include "common.cuh"
 
 namespace fusebench {
@@ -49,6 +60,7 @@ constexpr int kSplitBlocksPerSm = 4;     // SplitRow: target blocks per SM (all 
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
 constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
+constexpr int kMaxDevices = 64;          // Coop: per-device occupancy cache slots
 
 template <typename T, int N>
 __device__ __forceinline__ void load_or_fill(const T* p, bool valid, float (&v)[N]) {
@@ -291,6 +303,106 @@ __global__ void __launch_bounds__(kSplitThreads)
   if (begin + step < end) normalize<T, VEC>(xr, yr, begin + step, end, st.m, r, /*reverse=*/false);
 }
 
+// --------------------------------------------------------------------- Coop
+// Acquire load at GPU scope (PTX ISA "Memory Consistency Model"; sm_70+):
+// later loads of this thread see every write that was visible to a thread
+// before it released the value read here.
+__device__ __forceinline__ int load_acquire_gpu(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Grid = groups * chunks CTAs; CTA b is chunk c = b % chunks of group
+// g = b / chunks and handles chunk c of rows g, g + groups, ... Its chunk
+// covers columns [c * CHUNK, (c + 1) * CHUNK), CHUNK = THREADS * ITEMS; thread
+// t holds vectors t, t + THREADS, ... (NV = ITEMS / VEC of them) in registers,
+// out-of-row slots -inf. Per row:
+//  1. m_c = block max (an all -inf chunk is clamped to -FLT_MAX, so its
+//     partial is (-FLT_MAX, 0) and no exp(-inf + inf) arises), l_c = block
+//     sum of expf(x - m_c).
+//  2. Thread 0 stores (m_c, l_c) to partial[row * chunks + c] (L2, st.cg),
+//     __threadfence() (release), atomicAdd(arrive[row], 1), then spins on an
+//     acquire load until arrive[row] == chunks; __syncthreads() passes that
+//     on to the CTA. The spin cannot deadlock only because the launch is
+//     cooperative (cudaLaunchAttributeCooperative): the driver runs every CTA
+//     of the grid at once or fails the launch (CUDA C++ Programming Guide,
+//     "Cooperative Groups", grid synchronization / cooperative launch).
+//  3. The row's partials (ld.cg, L1 bypassed) are merged into (M, L) with
+//     combine() (Milakov & Gimelshein 2018, arXiv:1805.02867, eq. (4)); every
+//     thread writes y = expf(x - M) * (1 / L) from its registers.
+//  4. Thread 0 counts itself out (atomicAdd(depart[row], 1)); the last CTA
+//     out (every other one has seen arrive[row] == chunks by then) resets
+//     arrive[row] and depart[row] to 0, so the counters are all zero when the
+//     launch ends. counters = {arrive[0], depart[0], arrive[1], ...}.
+// Each row is handled by one group once per launch, so its partials and
+// counters are not reused within a launch.
+template <typename T, int THREADS, int ITEMS, int VEC>
+__global__ void __launch_bounds__(THREADS)
+    softmax_coop_kernel(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
+                        int64_t cols, int chunks, int groups) {
+  static_assert(ITEMS % VEC == 0, "ITEMS must be a multiple of VEC");
+  constexpr int NV = ITEMS / VEC;
+  constexpr int CHUNK = THREADS * ITEMS;
+  __shared__ float red_max[kWarpSize], red_sum[kWarpSize];
+  __shared__ MaxSum red[kWarpSize];
+  const int c = static_cast<int>(blockIdx.x) % chunks;
+  // This thread's first column, and the columns left from there (may be <= 0): vector k is at
+  // offset k * THREADS * VEC, a constant, and in the row when that is < left.
+  const int64_t first = static_cast<int64_t>(c) * CHUNK + static_cast<int64_t>(threadIdx.x) * VEC;
+  const int left = static_cast<int>(cols - first);  // > -CHUNK, as first < chunks * CHUNK
+  for (int64_t row = static_cast<int>(blockIdx.x) / chunks; row < rows; row += groups) {
+    const T* xt = x + row * cols + first;
+    float v[NV][VEC];
+    float m = kNegInf;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      load_or_fill<T, VEC>(xt + k * THREADS * VEC, k * THREADS * VEC < left, v[k]);
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
+    }
+    m = block_reduce<MaxOp>(m, red_max);
+    if (m == kNegInf) m = -FLT_MAX;
+    float s = 0.f;
+#pragma unroll
+    for (int k = 0; k < NV; ++k)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) s += expf(v[k][i] - m);
+    s = block_reduce<SumOp>(s, red_sum);
+    int* arrive = counters + 2 * row;
+    int* depart = arrive + 1;
+    MaxSum* part = partial + row * chunks;
+    if (threadIdx.x == 0) {
+      __stcg(reinterpret_cast<float2*>(part + c), make_float2(m, s));
+      __threadfence();
+      atomicAdd(arrive, 1);
+      while (load_acquire_gpu(arrive) != chunks) {
+      }
+    }
+    __syncthreads();
+    MaxSum st{kNegInf, 0.f};
+    for (int j = static_cast<int>(threadIdx.x); j < chunks; j += THREADS) {
+      const float2 p = __ldcg(reinterpret_cast<const float2*>(part + j));
+      st = combine(st, MaxSum{p.x, p.y});
+    }
+    st = block_reduce(st, red);  // its __syncthreads: every thread has read its partials
+    if (threadIdx.x == 0 && atomicAdd(depart, 1) == chunks - 1) {
+      atomicExch(arrive, 0);
+      atomicExch(depart, 0);
+    }
+    const float r = 1.f / st.s;
+    T* yt = y + row * cols + first;
+#pragma unroll
+    for (int k = 0; k < NV; ++k) {
+      if (k * THREADS * VEC < left) {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) v[k][i] = expf(v[k][i] - st.m) * r;
+        store_vec<T, VEC>(yt + k * THREADS * VEC, v[k]);
+      }
+    }
+  }
+}
+
 // ------------------------------------------------------------------- host side
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -451,9 +563,78 @@ cudaError_t split_row(const T* x, T* y, int64_t rows, int64_t cols, int sm_count
   return launch_split<T, 1>(x, y, partial, rows, cols, chunk, s);
 }
 
+// Coop with THREADS x ITEMS chunks: capacity = CTAs per SM (occupancy, cached
+// per device) * sm_count; chunks = ceil(cols / CHUNK) must be <= capacity
+// (else cudaErrorInvalidValue); groups = min(rows, capacity / chunks).
+template <typename T, int THREADS, int ITEMS, int VEC>
+cudaError_t launch_coop(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
+                        int64_t cols, int sm_count, cudaStream_t s) {
+  static std::atomic<int> per_sm_cache[kMaxDevices] = {};
+  const auto kernel = softmax_coop_kernel<T, THREADS, ITEMS, VEC>;
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  int per_sm = device < kMaxDevices ? per_sm_cache[device].load(std::memory_order_relaxed) : 0;
+  if (per_sm == 0) {
+    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, 0);
+    if (err != cudaSuccess) return err;
+    if (device < kMaxDevices) per_sm_cache[device].store(per_sm, std::memory_order_relaxed);
+  }
+  if (sm_count <= 0) {
+    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+    if (err != cudaSuccess) return err;
+  }
+  const int64_t capacity = static_cast<int64_t>(per_sm) * sm_count;
+  const int64_t chunks = ceil_div(cols, int64_t{THREADS} * ITEMS);
+  if (chunks > capacity || capacity > 0x7fffffff) return cudaErrorInvalidValue;
+  const int64_t groups = capacity / chunks < rows ? capacity / chunks : rows;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeCooperative;
+  attr[0].val.cooperative = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(groups * chunks));
+  cfg.blockDim = dim3(THREADS);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = s;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  const int nchunks = static_cast<int>(chunks), ngroups = static_cast<int>(groups);
+  err = cudaLaunchKernelEx(&cfg, kernel, x, y, partial, counters, rows, cols, nchunks, ngroups);
+  if (err != cudaSuccess) (void)cudaGetLastError();  // a refused launch is not left pending
+  return err;
+}
+
+template <typename T, int THREADS, int ITEMS>
+cudaError_t coop_cfg(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows, int64_t cols,
+                     int sm_count, cudaStream_t s) {
+  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
+    return launch_coop<T, THREADS, ITEMS, vec16<T>()>(x, y, partial, counters, rows, cols,
+                                                      sm_count, s);
+  return launch_coop<T, THREADS, ITEMS, 1>(x, y, partial, counters, rows, cols, sm_count, s);
+}
+
+// The chunk configurations of kCoopChunkElems (THREADS x ITEMS).
+static_assert(sizeof(kCoopChunkElems) == 4 * sizeof(int) && kCoopChunkElems[0] == 4096 &&
+                  kCoopChunkElems[1] == 8192 && kCoopChunkElems[2] == 16384 &&
+                  kCoopChunkElems[3] == 32768,
+              "coop() has a case for each of kCoopChunkElems");
+template <typename T>
+cudaError_t coop(const T* x, T* y, int64_t rows, int64_t cols, int chunk, int sm_count, void* ws,
+                 int* counters, cudaStream_t s) {
+  if (ws == nullptr || counters == nullptr) return cudaErrorInvalidValue;
+  MaxSum* partial = static_cast<MaxSum*>(ws);
+  switch (chunk == 0 ? kCoopDefaultChunkElems : chunk) {
+    case 4096: return coop_cfg<T, 256, 16>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 8192: return coop_cfg<T, 512, 16>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 16384: return coop_cfg<T, 1024, 16>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 32768: return coop_cfg<T, 1024, 32>(x, y, partial, counters, rows, cols, sm_count, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
 template <typename T>
 cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVariant variant,
-                int sm_count, void* ws, cudaStream_t s) {
+                int sm_count, void* ws, int* counters, int coop_chunk, cudaStream_t s) {
   const T* x = static_cast<const T*>(xv);
   T* y = static_cast<T*>(yv);
   switch (variant) {
@@ -463,6 +644,8 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
     case SoftmaxVariant::Online: return online<T>(x, y, rows, cols, s);
     case SoftmaxVariant::SplitRow: return split_row<T>(x, y, rows, cols, sm_count, ws, s);
     case SoftmaxVariant::OnlineL2: return online_l2<T>(x, y, rows, cols, sm_count, s);
+    case SoftmaxVariant::Coop:
+      return coop<T>(x, y, rows, cols, coop_chunk, sm_count, ws, counters, s);
     case SoftmaxVariant::Auto: break;
   }
   return cudaErrorInvalidValue;
@@ -474,6 +657,14 @@ int elem_size(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
+  // Rows too long for one CTA's registers: Coop reads x once where every other long-row
+  // variant reads it twice. Its default chunk's 1024-thread CTA fits at least once per SM
+  // (__launch_bounds__(1024) caps it at 64 registers, with < 1 KiB of shared memory), so
+  // ceil(cols / kCoopDefaultChunkElems) <= sm_count guarantees the chunks are co-resident
+  // (H200: cols <= 132 * 16384 = 2162688). To be confirmed on the H200 (scripts/tune_cuda.py):
+  // the thresholds against SplitRow (few rows) and OnlineL2 / Online (many rows).
+  if (cols > kBlockPerRowMaxCols && ceil_div(cols, kCoopDefaultChunkElems) <= sm_count)
+    return SoftmaxVariant::Coop;
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
@@ -491,25 +682,45 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
 }
 
 int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_count,
-                                SoftmaxVariant variant) {
+                                SoftmaxVariant variant, int coop_chunk_elems) {
   if (variant == SoftmaxVariant::Auto)
     variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
-  if (variant != SoftmaxVariant::SplitRow || rows <= 0 || cols <= 0) return 0;
-  return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
-         static_cast<int64_t>(sizeof(MaxSum));
+  if (rows <= 0 || cols <= 0) return 0;
+  if (variant == SoftmaxVariant::SplitRow)
+    return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
+           static_cast<int64_t>(sizeof(MaxSum));
+  if (variant == SoftmaxVariant::Coop) {
+    const int64_t chunk = coop_chunk_elems > 0 ? coop_chunk_elems : kCoopDefaultChunkElems;
+    return rows * ceil_div(cols, chunk) * static_cast<int64_t>(sizeof(MaxSum));
+  }
+  return 0;
+}
+
+int64_t softmax_counter_ints(int64_t rows, int64_t cols, DType dtype, int sm_count,
+                             SoftmaxVariant variant) {
+  if (variant == SoftmaxVariant::Auto)
+    variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+  return variant == SoftmaxVariant::Coop && rows > 0 && cols > 0 ? 2 * rows : 0;
 }
 
 cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
-                    SoftmaxVariant variant, int sm_count, void* workspace, cudaStream_t stream) {
+                    SoftmaxVariant variant, int sm_count, void* workspace, int* counters,
+                    cudaStream_t stream, int coop_chunk_elems) {
   if (rows < 0 || cols < 0 || cols > 0x7fffffff) return cudaErrorInvalidValue;
+  if (coop_chunk_elems != 0 && !softmax_coop_chunk_supported(coop_chunk_elems))
+    return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (variant == SoftmaxVariant::Auto)
     variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+  const int cc = coop_chunk_elems;
   switch (dtype) {
-    case DType::Float32: return run<float>(x, y, rows, cols, variant, sm_count, workspace, stream);
+    case DType::Float32:
+      return run<float>(x, y, rows, cols, variant, sm_count, workspace, counters, cc, stream);
     case DType::BFloat16:
-      return run<__nv_bfloat16>(x, y, rows, cols, variant, sm_count, workspace, stream);
-    case DType::Float16: return run<__half>(x, y, rows, cols, variant, sm_count, workspace, stream);
+      return run<__nv_bfloat16>(x, y, rows, cols, variant, sm_count, workspace, counters, cc,
+                                stream);
+    case DType::Float16:
+      return run<__half>(x, y, rows, cols, variant, sm_count, workspace, counters, cc, stream);
   }
   return cudaErrorInvalidValue;
 }
