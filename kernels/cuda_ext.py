@@ -31,7 +31,7 @@ import torch
 from kernels.cuda_check import find_nvcc
 
 _SRC = Path(__file__).resolve().parent / "cuda"
-SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu"]
+SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu", _SRC / "softmax_cluster.cu"]
 CFLAGS = ["-O3", "-Wall", "-Werror"]
 CUDA_CFLAGS = [
     "-O3",
@@ -45,7 +45,7 @@ CUDA_CFLAGS = [
 # softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
-    "coop": 6,
+    "coop": 6, "cluster": 7,
 }  # fmt: skip
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
@@ -53,6 +53,8 @@ BLOCK_PER_ROW_MAX_COLS = 32768
 # kernels/cuda/fusebench_cuda.h); the block size of each: 256, 512, 1024, 1024 threads.
 COOP_CHUNKS = (4096, 8192, 16384, 32768)
 COOP_DEFAULT_CHUNK = 16384
+#: Chunks (elements of a row per CTA) softmax_cluster accepts; 0 picks one from the row length.
+CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
 
 
 def build_directory() -> Path:
@@ -219,6 +221,19 @@ def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     resident at once (cols beyond about blocks per SM * SMs * chunk).
     """
     return _module().softmax_coop(x, int(chunk))
+
+
+def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
+    """``softmax_variant(x, "cluster")`` with ``chunk`` elements of a row per CTA (the tuning
+    entry point; ``scripts/tune_cuda.py`` names it ``cluster:<chunk>``).
+
+    A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) that
+    combine their (max, sum) partials through distributed shared memory: one read, one write.
+    chunk: one of ``CLUSTER_CHUNKS`` or 0 (the smallest chunk that keeps the cluster at <= 8
+    CTAs). Raises RuntimeError below sm_90, for unaligned rows or cols not a multiple of
+    16 / itemsize, another chunk, or a row needing more than 16 CTAs.
+    """
+    return _module().softmax_cluster(x, int(chunk))
 
 
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:

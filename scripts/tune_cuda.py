@@ -38,10 +38,10 @@ GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
 
 
 def coop_names() -> list[str]:
-    """The tuned coop configurations: ``coop:<chunk>`` for each chunk of ``cuda_ext.COOP_CHUNKS``."""
+    """The tuned configurations: ``coop:<chunk>`` and ``cluster:<chunk>`` for each of their chunks."""
     from kernels import cuda_ext
 
-    return [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS]
+    return [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS] + [f"cluster:{c}" for c in cuda_ext.CLUSTER_CHUNKS]
 
 
 def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> bool:
@@ -64,6 +64,10 @@ def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> 
         return sm_count is None or -(-cols // cuda_ext.COOP_DEFAULT_CHUNK) <= sm_count
     if name.startswith("coop:"):
         return cols > cuda_ext.BLOCK_PER_ROW_MAX_COLS
+    if name == "cluster":
+        return -(-cols // 32768) <= 16
+    if name.startswith("cluster:"):
+        return cols > 4096 and -(-cols // int(name.split(":", 1)[1])) <= 16
     return True
 
 
@@ -74,6 +78,9 @@ def variant_fn(name: str, x: torch.Tensor):
     if name.startswith("coop:"):
         chunk = int(name.split(":", 1)[1])
         return lambda: cuda_ext.softmax_coop(x, chunk)
+    if name.startswith("cluster:"):
+        chunk = int(name.split(":", 1)[1])
+        return lambda: cuda_ext.softmax_cluster(x, chunk)
     return lambda: cuda_ext.softmax_variant(x, name)
 
 

@@ -195,3 +195,36 @@ def test_auto_picks_coop_only_where_the_default_chunk_surely_fits():
             assert cuda_ext.pick_variant(rows, cols, elem, sms) == coop, (rows, cols, elem)
     assert cuda_ext.pick_variant(1, sms * cuda_ext.COOP_DEFAULT_CHUNK + 1, 4, sms) != coop
     assert cuda_ext.pick_variant(4096, 32768, 4, sms) != coop
+
+
+# ---- cluster (variant 7): a row split over a thread-block cluster (sm_90) -------------------------
+
+
+@pytest.mark.parametrize("chunk", [0, 4096, 8192, 16384, 32768])
+@pytest.mark.parametrize("shape", [(256, 262144), (9, 65536), (5, 40000), (3, 100000), (11, 4104)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
+    from kernels import cuda_ext
+
+    x = torch.randn(shape, device="cuda", dtype=dtype) * 4
+    x[0, : shape[1] // 2] = float("-inf")  # whole CTAs of -inf must not poison the row
+    if shape[0] > 2:
+        x[1] = float("-inf")  # an all -inf row gives NaN, as torch.softmax
+        x[2] = 7.0  # all equal
+    if -(-shape[1] // (chunk or 32768)) > 16:
+        with pytest.raises(RuntimeError, match="at most 16 CTAs"):
+            cuda_ext.softmax_cluster(x, chunk)
+        return
+    y = cuda_ext.softmax_cluster(x, chunk)
+    _assert_matches_reference(y, x, f"cluster:{chunk} {shape} {dtype}")
+
+
+def test_cluster_refuses_what_it_cannot_run():
+    from kernels import cuda_ext
+
+    with pytest.raises(RuntimeError, match="softmax_cluster"):
+        cuda_ext.softmax_cluster(torch.randn(4, 40001, device="cuda"), 0)  # not a multiple of 4
+    with pytest.raises(RuntimeError, match="softmax_cluster"):
+        cuda_ext.softmax_cluster(torch.randn(4, 40000, device="cuda"), 1000)  # no such chunk
+    y = cuda_ext.softmax_variant(torch.zeros(2, 65536, device="cuda"), "cluster")
+    assert torch.allclose(y, torch.full_like(y, 1 / 65536))  # the next launch still runs

@@ -90,7 +90,7 @@ int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
 at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
   check_input(x, op);
   const fc::DType dtype = to_dtype(x, op);
-  TORCH_CHECK(variant >= 0 && variant <= 6, op, ": variant must be 0..6, got ", variant);
+  TORCH_CHECK(variant >= 0 && variant <= 7, op, ": variant must be 0..7, got ", variant);
   TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
               ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
               ") or one of 4096, 8192, 16384, 32768, got ", coop_chunk);
@@ -138,6 +138,26 @@ at::Tensor softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
                       "softmax_coop");
 }
 
+// Variant 7 (cluster) with a given chunk per CTA (0: softmax_cluster_chunk), for tuning.
+at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
+  const char* op = "softmax_cluster";
+  check_input(x, op);
+  const fc::DType dtype = to_dtype(x, op);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  if (xc.numel() == 0) return y;
+  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1);
+  const cudaError_t err =
+      fc::softmax_cluster(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel() / cols, cols, dtype,
+                          static_cast<int>(chunk_elems), c10::cuda::getCurrentCUDAStream());
+  TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
+              " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
+              "8192, 16384 or 32768, and at most 16 CTAs per row; got cols ", cols, ", chunk_elems ",
+              chunk_elems, ")");
+  return y;
+}
+
 int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int64_t sm_count) {
   return static_cast<int64_t>(fc::softmax_pick_variant(rows, cols, static_cast<int>(elem_size),
                                                        static_cast<int>(sm_count)));
@@ -151,8 +171,13 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
-        "5 online, one block per SM, 6 coop (row split over co-resident blocks, one pass)",
+        "5 online, one block per SM, 6 coop (row split over co-resident blocks, one pass), "
+        "7 cluster (row split over a thread-block cluster, one pass; sm_90+)",
         py::arg("x"), py::arg("variant"));
+  m.def("softmax_cluster", &softmax_cluster,
+        "Softmax, variant 7 (cluster) with a given chunk per CTA: chunk_elems 0 (default), 4096, "
+        "8192, 16384 or 32768 elements; raises where the variant cannot run",
+        py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_coop", &softmax_coop,
         "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 16384), "
         "4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long for it",

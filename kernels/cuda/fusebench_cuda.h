@@ -29,6 +29,8 @@ enum class SoftmaxVariant : int {
   SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
   OnlineL2 = 5,      // any cols: Online with one block per SM looping over rows
   Coop = 6,          // cols <= ~capacity * chunk: row split over co-resident CTAs, one pass (**)
+  Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768: row split over a thread-block
+                     // cluster, partials through distributed shared memory, one pass (softmax_cluster)
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
 // width, BlockPerRow runs Online for cols > 16384.

@@ -646,6 +646,7 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
     case SoftmaxVariant::OnlineL2: return online_l2<T>(x, y, rows, cols, sm_count, s);
     case SoftmaxVariant::Coop:
       return coop<T>(x, y, rows, cols, coop_chunk, sm_count, ws, counters, s);
+    case SoftmaxVariant::Cluster:  // dispatched by softmax() (softmax_cluster.cu)
     case SoftmaxVariant::Auto: break;
   }
   return cudaErrorInvalidValue;
@@ -712,6 +713,8 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
   if (rows == 0 || cols == 0) return cudaSuccess;
   if (variant == SoftmaxVariant::Auto)
     variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+  if (variant == SoftmaxVariant::Cluster)
+    return softmax_cluster(x, y, rows, cols, dtype, 0, stream);
   const int cc = coop_chunk_elems;
   switch (dtype) {
     case DType::Float32:
