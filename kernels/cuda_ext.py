@@ -238,8 +238,8 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
 
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
-    cols <= 1024: warp_per_row; cols > 32768 and ceil(cols / 16384) <= sm_count: coop;
-    rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
+    cols <= 1024: warp_per_row; float32 and 32768 < cols <= 262144: cluster (online where it
+    cannot run); rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
     block_per_row; 16-bit and rows <= 65535: split_row; rows >= 2 * sm_count and
     sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)

@@ -185,16 +185,22 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     _assert_matches_reference(y, x, "coop after a refusal")
 
 
-def test_auto_picks_coop_only_where_the_default_chunk_surely_fits():
+def test_auto_picks_cluster_for_long_float32_rows_and_never_coop():
     from kernels import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
-    coop = cuda_ext.VARIANTS["coop"]
-    for rows, cols, elem in [(256, 262144, 4), (4096, 65536, 2), (1, 1 << 20, 4), (3, 32769, 2)]:
-        if -(-cols // cuda_ext.COOP_DEFAULT_CHUNK) <= sms:
-            assert cuda_ext.pick_variant(rows, cols, elem, sms) == coop, (rows, cols, elem)
-    assert cuda_ext.pick_variant(1, sms * cuda_ext.COOP_DEFAULT_CHUNK + 1, 4, sms) != coop
-    assert cuda_ext.pick_variant(4096, 32768, 4, sms) != coop
+    v = cuda_ext.VARIANTS
+    picks = {(r, c, e): cuda_ext.pick_variant(r, c, e, sms)
+             for r, c, e in [(256, 262144, 4), (4096, 65536, 4), (4096, 65536, 2), (256, 262144, 2),
+                             (1, 1 << 20, 4), (1, 1 << 20, 2), (3, 32769, 2), (4096, 32768, 4)]}
+    assert v["coop"] not in picks.values()
+    assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["cluster"]
+    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(1, 1 << 20, 4)] == v["split_row"]
+    assert picks[(4096, 32768, 4)] == v["block_per_row"]
+    # Where an automatic cluster pick cannot run (cols not a multiple of 4), softmax falls back.
+    x = torch.randn(3, 40001, device="cuda")
+    r = correctness.check(get_op("softmax"), lambda: cuda_ext.softmax(x), x)
+    assert r.passed, r.reason
 
 
 # ---- cluster (variant 7): a row split over a thread-block cluster (sm_90) -------------------------

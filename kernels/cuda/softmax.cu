@@ -55,8 +55,10 @@ constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 
 constexpr int kOnlineThreads = 512;      // Online: block size
 constexpr int kOnlineL2Threads = 1024;   // OnlineL2: block size (one block per SM)
 constexpr int64_t kOnlineL2BudgetBytes = int64_t{36} << 20;  // rows in flight, < 50 MiB H100/H200 L2
-constexpr int kSplitThreads = 128;       // SplitRow: block size
-constexpr int kSplitBlocksPerSm = 4;     // SplitRow: target blocks per SM (all rows together)
+constexpr int kSplitThreads = 256;       // SplitRow: block size
+constexpr int kSplitBlocksPerSm = 2;     // SplitRow: target blocks per SM (all rows together)
+constexpr int64_t kSplitChunkBytes = 16384;  // SplitRow: input bytes per block (Triton's split)
+constexpr int64_t kSplitMaxChunks = 1024;    // SplitRow: chunks per row at most (kernel 2 reads all)
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
 constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
@@ -274,7 +276,10 @@ __global__ void __launch_bounds__(kSplitThreads)
     softmax_split_norm_kernel(const T* x, T* y, const MaxSum* partial, int64_t cols,
                               int64_t chunk_vecs) {
   __shared__ MaxSum red[kWarpSize];
-  const int64_t row = blockIdx.y, nvec = cols / VEC, begin = blockIdx.x * chunk_vecs;
+  // Blocks in the reverse of kernel 1's order: the first to run (and prefetch, under PDL) find
+  // in L2 the chunks kernel 1 read last.
+  const int64_t row = gridDim.y - 1 - blockIdx.y, nvec = cols / VEC;
+  const int64_t begin = (gridDim.x - 1 - blockIdx.x) * chunk_vecs;
   const int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
@@ -406,12 +411,17 @@ __global__ void __launch_bounds__(THREADS)
 // ------------------------------------------------------------------- host side
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
-// every vector width): aim for >= kSplitBlocksPerSm blocks per SM over all rows.
-int64_t split_chunk_elems(int64_t rows, int64_t cols, int sm_count) {
-  const int64_t want =
-      ceil_div(int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1), rows);
-  return ceil_div(ceil_div(cols, want), kSplitChunkQuantum) * kSplitChunkQuantum;
+// SplitRow chunk length in elements, the geometry of the Triton backend's "split" plan:
+// kSplitChunkBytes of input per block (one kUnroll step of kSplitThreads threads), halved down
+// to kSplitChunkQuantum while the grid would have fewer than kSplitBlocksPerSm blocks per SM,
+// and grown (in quanta) so that a row has at most kSplitMaxChunks chunks. A multiple of
+// kSplitChunkQuantum, so of every vector width.
+int64_t split_chunk_elems(int64_t rows, int64_t cols, int elem_size, int sm_count) {
+  const int64_t want = int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1);
+  int64_t chunk = kSplitChunkBytes / elem_size;
+  while (chunk > kSplitChunkQuantum && rows * ceil_div(cols, chunk) < want) chunk /= 2;
+  const int64_t longest = ceil_div(ceil_div(cols, kSplitMaxChunks), kSplitChunkQuantum);
+  return chunk > longest * kSplitChunkQuantum ? chunk : longest * kSplitChunkQuantum;
 }
 
 template <typename T>
@@ -554,7 +564,7 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
 template <typename T>
 cudaError_t split_row(const T* x, T* y, int64_t rows, int64_t cols, int sm_count, void* ws,
                       cudaStream_t s) {
-  const int64_t chunk = split_chunk_elems(rows, cols, sm_count);
+  const int64_t chunk = split_chunk_elems(rows, cols, static_cast<int>(sizeof(T)), sm_count);
   if (ws == nullptr || rows > 65535 || ceil_div(cols, chunk) > 0x7fffffff)
     return cudaErrorInvalidValue;
   MaxSum* partial = static_cast<MaxSum*>(ws);
@@ -658,20 +668,25 @@ int elem_size(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
-  // Rows too long for one CTA's registers: Coop reads x once where every other long-row
-  // variant reads it twice. Its default chunk's 1024-thread CTA fits at least once per SM
-  // (__launch_bounds__(1024) caps it at 64 registers, with < 1 KiB of shared memory), so
-  // ceil(cols / kCoopDefaultChunkElems) <= sm_count guarantees the chunks are co-resident
-  // (H200: cols <= 132 * 16384 = 2162688). To be confirmed on the H200 (scripts/tune_cuda.py):
-  // the thresholds against SplitRow (few rows) and OnlineL2 / Online (many rows).
-  if (cols > kBlockPerRowMaxCols && ceil_div(cols, kCoopDefaultChunkElems) <= sm_count)
-    return SoftmaxVariant::Coop;
+  // Long float32 rows that a portable cluster (<= 8 CTAs of softmax_cluster_chunk elements)
+  // holds: Cluster reads x once. Measured on an H200 (scripts/tune_cuda.py at commit 5790afd):
+  // 4096 x 65536 642 us against 711 (online_l2) and 719 (triton); 256 x 262144 197 us against
+  // 205 (online). 16-bit rows were slower with it than split (183 against 129 us at
+  // 256 x 262144), so they keep the two-pass variants. softmax() falls back to Online where
+  // Cluster cannot run (below sm_90, unaligned rows, cols not a multiple of 4).
+  // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster or
+  // SplitRow on every case measured (e.g. 309 us at 256 x 262144 float32).
+  if (elem_size == 4 && cols > kBlockPerRowMaxCols) {
+    const int chunk = softmax_cluster_chunk(cols, elem_size);
+    if (chunk > 0 && ceil_div(cols, chunk) <= 8) return SoftmaxVariant::Cluster;
+  }
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
-  // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py, 2026-11-29:
-  // 4096x65536 bf16 460 us against 533 for online_l2; 256x262144 level with online).
+  // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py at commit
+  // 5790afd, before its geometry became Triton's: 4096 x 65536 bf16 462 us against 502 (online)
+  // and 535 (online_l2); 256 x 262144 bf16 133 against 134 and 135).
   if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
@@ -688,7 +703,7 @@ int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_
     variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
   if (rows <= 0 || cols <= 0) return 0;
   if (variant == SoftmaxVariant::SplitRow)
-    return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
+    return rows * ceil_div(cols, split_chunk_elems(rows, cols, elem_size(dtype), sm_count)) *
            static_cast<int64_t>(sizeof(MaxSum));
   if (variant == SoftmaxVariant::Coop) {
     const int64_t chunk = coop_chunk_elems > 0 ? coop_chunk_elems : kCoopDefaultChunkElems;
@@ -711,10 +726,15 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
   if (coop_chunk_elems != 0 && !softmax_coop_chunk_supported(coop_chunk_elems))
     return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
-  if (variant == SoftmaxVariant::Auto)
-    variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
-  if (variant == SoftmaxVariant::Cluster)
-    return softmax_cluster(x, y, rows, cols, dtype, 0, stream);
+  const bool picked = variant == SoftmaxVariant::Auto;
+  if (picked) variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+  if (variant == SoftmaxVariant::Cluster) {
+    const cudaError_t err = softmax_cluster(x, y, rows, cols, dtype, 0, stream);
+    // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector):
+    // an automatic pick falls back to Online, which needs no workspace.
+    if (!picked || (err != cudaErrorNotSupported && err != cudaErrorInvalidValue)) return err;
+    variant = SoftmaxVariant::Online;
+  }
   const int cc = coop_chunk_elems;
   switch (dtype) {
     case DType::Float32:
