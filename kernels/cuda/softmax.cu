@@ -55,10 +55,8 @@ constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 
 constexpr int kOnlineThreads = 512;      // Online: block size
 constexpr int kOnlineL2Threads = 1024;   // OnlineL2: block size (one block per SM)
 constexpr int64_t kOnlineL2BudgetBytes = int64_t{36} << 20;  // rows in flight, < 50 MiB H100/H200 L2
-constexpr int kSplitThreads = 256;       // SplitRow: block size
-constexpr int kSplitBlocksPerSm = 2;     // SplitRow: target blocks per SM (all rows together)
-constexpr int64_t kSplitChunkBytes = 16384;  // SplitRow: input bytes per block (Triton's split)
-constexpr int64_t kSplitMaxChunks = 1024;    // SplitRow: chunks per row at most (kernel 2 reads all)
+constexpr int kSplitThreads = 128;       // SplitRow: block size
+constexpr int kSplitBlocksPerSm = 4;     // SplitRow: target blocks per SM (all rows together)
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
 constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
@@ -276,10 +274,7 @@ __global__ void __launch_bounds__(kSplitThreads)
     softmax_split_norm_kernel(const T* x, T* y, const MaxSum* partial, int64_t cols,
                               int64_t chunk_vecs) {
   __shared__ MaxSum red[kWarpSize];
-  // Blocks in the reverse of kernel 1's order: the first to run (and prefetch, under PDL) find
-  // in L2 the chunks kernel 1 read last.
-  const int64_t row = gridDim.y - 1 - blockIdx.y, nvec = cols / VEC;
-  const int64_t begin = (gridDim.x - 1 - blockIdx.x) * chunk_vecs;
+  const int64_t row = blockIdx.y, nvec = cols / VEC, begin = blockIdx.x * chunk_vecs;
   const int64_t end = begin + chunk_vecs < nvec ? begin + chunk_vecs : nvec;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
@@ -411,17 +406,15 @@ __global__ void __launch_bounds__(THREADS)
 // ------------------------------------------------------------------- host side
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// SplitRow chunk length in elements, the geometry of the Triton backend's "split" plan:
-// kSplitChunkBytes of input per block (one kUnroll step of kSplitThreads threads), halved down
-// to kSplitChunkQuantum while the grid would have fewer than kSplitBlocksPerSm blocks per SM,
-// and grown (in quanta) so that a row has at most kSplitMaxChunks chunks. A multiple of
-// kSplitChunkQuantum, so of every vector width.
-int64_t split_chunk_elems(int64_t rows, int64_t cols, int elem_size, int sm_count) {
-  const int64_t want = int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1);
-  int64_t chunk = kSplitChunkBytes / elem_size;
-  while (chunk > kSplitChunkQuantum && rows * ceil_div(cols, chunk) < want) chunk /= 2;
-  const int64_t longest = ceil_div(ceil_div(cols, kSplitMaxChunks), kSplitChunkQuantum);
-  return chunk > longest * kSplitChunkQuantum ? chunk : longest * kSplitChunkQuantum;
+// SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
+// every vector width): aim for >= kSplitBlocksPerSm blocks per SM over all rows.
+// (Triton's geometry, 16 KB blocks of 256 threads with kernel 2 in reverse order,
+// measured slower here: 256 x 262144 bf16 148 against 133 us, 1 x 1048576 fp32 10.4
+// against 9.3 us; scripts/tune_cuda.py at commit c644c6d on an H200.)
+int64_t split_chunk_elems(int64_t rows, int64_t cols, int sm_count) {
+  const int64_t want =
+      ceil_div(int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1), rows);
+  return ceil_div(ceil_div(cols, want), kSplitChunkQuantum) * kSplitChunkQuantum;
 }
 
 template <typename T>
@@ -564,7 +557,7 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
 template <typename T>
 cudaError_t split_row(const T* x, T* y, int64_t rows, int64_t cols, int sm_count, void* ws,
                       cudaStream_t s) {
-  const int64_t chunk = split_chunk_elems(rows, cols, static_cast<int>(sizeof(T)), sm_count);
+  const int64_t chunk = split_chunk_elems(rows, cols, sm_count);
   if (ws == nullptr || rows > 65535 || ceil_div(cols, chunk) > 0x7fffffff)
     return cudaErrorInvalidValue;
   MaxSum* partial = static_cast<MaxSum*>(ws);
@@ -685,8 +678,8 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
   // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py at commit
-  // 5790afd, before its geometry became Triton's: 4096 x 65536 bf16 462 us against 502 (online)
-  // and 535 (online_l2); 256 x 262144 bf16 133 against 134 and 135).
+  // 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x 262144
+  // bf16 133 against 134 and 135).
   if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
@@ -703,7 +696,7 @@ int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_
     variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
   if (rows <= 0 || cols <= 0) return 0;
   if (variant == SoftmaxVariant::SplitRow)
-    return rows * ceil_div(cols, split_chunk_elems(rows, cols, elem_size(dtype), sm_count)) *
+    return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
            static_cast<int64_t>(sizeof(MaxSum));
   if (variant == SoftmaxVariant::Coop) {
     const int64_t chunk = coop_chunk_elems > 0 ? coop_chunk_elems : kCoopDefaultChunkElems;
