@@ -203,10 +203,59 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
       for cols <= sm_count * 16384). Keeps rows * chunks * 8 bytes of
       workspace and a persistent, per-stream buffer of 2 * rows int32
       counters (zeroed once; every launch leaves it zero).
-    Raises RuntimeError when the variant cannot take x's row length.
+    - 7 cluster: see ``softmax_cluster`` (default chunk).
+    Raises ValueError when the variant is unknown or cannot take x (checked here, before the
+    extension: its own refusals of softmax arguments crash the process on the H200 instead of
+    raising, see ``_refuse``).
     """
-    code = VARIANTS[variant] if isinstance(variant, str) else int(variant)
-    return _module().softmax_variant(x, code)
+    code = VARIANTS[variant] if isinstance(variant, str) and variant in VARIANTS else variant
+    if code not in VARIANTS.values():
+        raise ValueError(f"softmax_variant: unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    _refuse(x, int(code), 0)
+    return _module().softmax_variant(x, int(code))
+
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _cols(x: torch.Tensor) -> int:
+    return x.shape[-1] if x.dim() else 1
+
+
+def _refuse(x: torch.Tensor, code: int, chunk: int) -> None:
+    """Raise ValueError where a forced variant cannot take ``x`` (the conditions the extension
+    checks; its TORCH_CHECK refusals of softmax arguments segfault on the H200, torch 2.11 with
+    CUDA 13.0, so they must not be reached; gelu's refusals raise normally)."""
+    cols = _cols(x)
+    rows = x.numel() // max(cols, 1)
+    name = {v: k for k, v in VARIANTS.items()}[code]
+    if x.numel() == 0 or x.device.type != "cuda" or x.dtype not in _DTYPES:
+        return  # the extension's own dtype/device checks raise normally; empty input is fine
+    if code == VARIANTS["warp_per_row"] and cols > WARP_PER_ROW_MAX_COLS:
+        raise ValueError(f"softmax_variant: warp_per_row needs cols <= {WARP_PER_ROW_MAX_COLS}, got {cols}")
+    if code == VARIANTS["block_per_row"] and cols > BLOCK_PER_ROW_MAX_COLS:
+        raise ValueError(f"softmax_variant: block_per_row needs cols <= {BLOCK_PER_ROW_MAX_COLS}, got {cols}")
+    if code == VARIANTS["split_row"] and rows > 65535:
+        raise ValueError(f"softmax_variant: split_row needs rows <= 65535, got {rows}")
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    if code == VARIANTS["coop"]:
+        c = chunk or COOP_DEFAULT_CHUNK
+        if c not in COOP_CHUNKS:
+            raise ValueError(f"softmax_coop: chunk must be 0 or one of {COOP_CHUNKS}, got {chunk}")
+        if -(-cols // c) > sms:  # one block per SM is always co-resident; more is not checked here
+            raise ValueError(f"softmax_coop: {-(-cols // c)} co-resident blocks of {c} needed, {sms} SMs")
+    if code == VARIANTS["cluster"]:
+        c = chunk or 32768
+        vec = 16 // x.element_size()
+        if c not in CLUSTER_CHUNKS:
+            raise ValueError(f"softmax_cluster: chunk must be 0 or one of {CLUSTER_CHUNKS}, got {chunk}")
+        if torch.cuda.get_device_capability(x.device)[0] < 9:
+            raise ValueError(f"softmax_{name}: thread-block clusters need sm_90 or newer")
+        if cols % vec or -(-cols // c) > 16 or x.contiguous().data_ptr() % 16:
+            raise ValueError(
+                f"softmax_{name}: needs 16-byte aligned rows, cols a multiple of {vec} and at most "
+                f"16 CTAs of {c} per row, got cols {cols}"
+            )
 
 
 def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
@@ -217,9 +266,9 @@ def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     threads, 16, 16, 16, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK`` (16384). Every
     dtype takes every chunk; 16-byte vectors when x is aligned and cols is a multiple of
     16 / itemsize, else scalar accesses with the same geometry.
-    Raises RuntimeError for another chunk, or when ceil(cols / chunk) blocks cannot all be
-    resident at once (cols beyond about blocks per SM * SMs * chunk).
+    Raises ValueError for another chunk, or when ceil(cols / chunk) exceeds the SM count.
     """
+    _refuse(x, VARIANTS["coop"], int(chunk))
     return _module().softmax_coop(x, int(chunk))
 
 
@@ -230,10 +279,11 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) that
     combine their (max, sum) partials through distributed shared memory: one read, one write.
     chunk: one of ``CLUSTER_CHUNKS`` or 0 (the smallest chunk that keeps the cluster at <= 8
-    CTAs). Raises RuntimeError below sm_90, for unaligned rows or cols not a multiple of
-    16 / itemsize, another chunk, or a row needing more than 16 CTAs.
+    CTAs). Raises ValueError below sm_90, for cols not a multiple of 16 / itemsize, another
+    chunk, or a row needing more than 16 CTAs (x is made contiguous, so its rows are aligned).
     """
-    return _module().softmax_cluster(x, int(chunk))
+    _refuse(x, VARIANTS["cluster"], int(chunk))
+    return _module().softmax_cluster(x.contiguous(), int(chunk))
 
 
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:

@@ -88,7 +88,7 @@ def coop_refusal(fn) -> str | None:
     """The error of a coop call whose blocks cannot all be co-resident (None when it runs)."""
     try:
         fn()
-    except RuntimeError as exc:
+    except (RuntimeError, ValueError) as exc:
         if "co-resident" in str(exc):
             return str(exc).splitlines()[0]
         raise

@@ -173,10 +173,10 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     from kernels import cuda_ext
 
     x = torch.randn(4, 1000, device="cuda")
-    with pytest.raises(RuntimeError, match="chunk_elems must be 0"):
+    with pytest.raises(ValueError, match="chunk must be 0"):
         cuda_ext.softmax_coop(x, 1000)
     long_row = torch.randn(1, 1 << 25, device="cuda", dtype=torch.bfloat16)  # 2048 blocks of 16384
-    with pytest.raises(RuntimeError, match="co-resident"):
+    with pytest.raises(ValueError, match="co-resident"):
         cuda_ext.softmax_variant(long_row, "coop")
     # The refusal is not reported by the next, unrelated launches (they check cudaGetLastError).
     y = cuda_ext.softmax_variant(x, "coop")
@@ -218,7 +218,7 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
         x[1] = float("-inf")  # an all -inf row gives NaN, as torch.softmax
         x[2] = 7.0  # all equal
     if -(-shape[1] // (chunk or 32768)) > 16:
-        with pytest.raises(RuntimeError, match="at most 16 CTAs"):
+        with pytest.raises(ValueError, match="at most 16 CTAs"):
             cuda_ext.softmax_cluster(x, chunk)
         return
     y = cuda_ext.softmax_cluster(x, chunk)
@@ -228,9 +228,14 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
 def test_cluster_refuses_what_it_cannot_run():
     from kernels import cuda_ext
 
-    with pytest.raises(RuntimeError, match="softmax_cluster"):
+    with pytest.raises(ValueError, match="softmax_cluster"):
         cuda_ext.softmax_cluster(torch.randn(4, 40001, device="cuda"), 0)  # not a multiple of 4
-    with pytest.raises(RuntimeError, match="softmax_cluster"):
+    with pytest.raises(ValueError, match="softmax_cluster"):
         cuda_ext.softmax_cluster(torch.randn(4, 40000, device="cuda"), 1000)  # no such chunk
+    for bad in (9, "tiled"):
+        with pytest.raises(ValueError, match="unknown variant"):
+            cuda_ext.softmax_variant(torch.randn(4, 100, device="cuda"), bad)
+    with pytest.raises(ValueError, match="warp_per_row needs cols"):
+        cuda_ext.softmax_variant(torch.randn(4, 2000, device="cuda"), "warp_per_row")
     y = cuda_ext.softmax_variant(torch.zeros(2, 65536, device="cuda"), "cluster")
     assert torch.allclose(y, torch.full_like(y, 1 / 65536))  # the next launch still runs
