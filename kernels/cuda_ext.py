@@ -286,6 +286,38 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     return _module().softmax_cluster(x.contiguous(), int(chunk))
 
 
+def softmax_split(x: torch.Tensor, chunk: int = 0, pdl: bool = True) -> torch.Tensor:
+    """``softmax_variant(x, "split_row")`` with ``chunk`` elements per block (a multiple of 1024;
+    0: the default) and kernel 2 a programmatic dependent launch (sm_90+) when ``pdl``: the
+    tuning entry point, ``split:<chunk>[:nopdl]`` in ``scripts/tune_cuda.py``.
+
+    Raises ValueError for a chunk that is not a multiple of 1024 or more than 65535 rows.
+    """
+    _refuse(x, VARIANTS["split_row"], 0)
+    if chunk < 0 or chunk % 1024:
+        raise ValueError(f"softmax_split: chunk must be 0 or a multiple of 1024, got {chunk}")
+    return _module().softmax_tuned(x, VARIANTS["split_row"], int(chunk), int(pdl))
+
+
+def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
+    """``softmax_variant(x, "warp_per_row")``'s 16-byte path with ``vecs`` (1, 2, 4 or 8) vectors
+    in flight per thread (rows packed per sub-warp group accordingly): the tuning entry point,
+    ``warp:<vecs>`` in ``scripts/tune_cuda.py``.
+
+    Raises ValueError for another ``vecs``, cols > 1024, or rows that are not 16-byte aligned
+    with cols a multiple of 16 / itemsize.
+    """
+    cols = _cols(x)
+    vec = 16 // x.element_size()
+    aligned = x.contiguous().data_ptr() % 16 == 0
+    if vecs not in (1, 2, 4, 8) or cols > WARP_PER_ROW_MAX_COLS or cols % vec or not aligned:
+        raise ValueError(
+            f"softmax_warp: needs vecs in (1, 2, 4, 8), cols <= {WARP_PER_ROW_MAX_COLS}, a multiple of "
+            f"{vec}, aligned rows; got vecs {vecs}, cols {cols}"
+        )
+    return _module().softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1)
+
+
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
     cols <= 1024: warp_per_row; float32 and 32768 < cols <= 262144: cluster (online where it

@@ -41,7 +41,12 @@ def coop_names() -> list[str]:
     """The tuned configurations: ``coop:<chunk>`` and ``cluster:<chunk>`` for each of their chunks."""
     from kernels import cuda_ext
 
-    return [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS] + [f"cluster:{c}" for c in cuda_ext.CLUSTER_CHUNKS]
+    return (
+        [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS]
+        + [f"cluster:{c}" for c in cuda_ext.CLUSTER_CHUNKS]
+        + [f"split:{c}{p}" for c in (1024, 2048, 4096, 8192, 16384) for p in ("", ":nopdl")]
+        + [f"warp:{v}" for v in (1, 2, 8)]
+    )
 
 
 def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> bool:
@@ -68,6 +73,10 @@ def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> 
         return -(-cols // 32768) <= 16
     if name.startswith("cluster:"):
         return cols > 4096 and -(-cols // int(name.split(":", 1)[1])) <= 16
+    if name.startswith("split:"):
+        return rows <= 65535 and cols > 32768
+    if name.startswith("warp:"):
+        return cols <= 256
     return True
 
 
@@ -81,6 +90,13 @@ def variant_fn(name: str, x: torch.Tensor):
     if name.startswith("cluster:"):
         chunk = int(name.split(":", 1)[1])
         return lambda: cuda_ext.softmax_cluster(x, chunk)
+    if name.startswith("split:"):
+        parts = name.split(":")
+        chunk, pdl = int(parts[1]), parts[-1] != "nopdl"
+        return lambda: cuda_ext.softmax_split(x, chunk, pdl)
+    if name.startswith("warp:"):
+        vecs = int(name.split(":", 1)[1])
+        return lambda: cuda_ext.softmax_warp(x, vecs)
     return lambda: cuda_ext.softmax_variant(x, name)
 
 
@@ -109,7 +125,8 @@ def fmt(us: float | None) -> str:
     return "FAIL" if us is None else f"{us:.1f}"
 
 
-def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
+def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes: list[str] | None = None,
+                  compact: bool = False) -> bool:
     from kernels import cuda_ext
 
     op = get_op("softmax")
@@ -123,6 +140,8 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool
     ok = True
     for shape in op.grids["default"]:
         rows, cols = shape
+        if shapes and shape_label(shape) not in shapes:
+            continue
         for dname in dtypes:
             x = make_input(shape, DTYPES[dname], "cuda")
             res: dict[str, float | None] = {}
@@ -144,6 +163,11 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool
             rel = f"{auto / tri - 1:+.1%}" if auto and tri else "-"
             cells = [fmt(res[n]) if n in res else "n/a" if n in refused else "-"
                      for n in [*names, "triton"]]
+            if compact:  # one line per case: the timed callables, fastest first
+                ranked = sorted((v, n) for n, v in res.items() if v is not None)
+                print(f"{shape_label(shape)} {dname}: auto={picked} {rel} | "
+                      + " ".join(f"{n}={v:.1f}" for v, n in ranked))
+                continue
             print(f"{shape_label(shape):>12} {dname:>8} " + " ".join(f"{c:>13}" for c in cells)
                   + f" {best:>13} {picked:>13} {rel:>9}")
     return ok
@@ -178,6 +202,8 @@ def main() -> int:
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)}")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per callable")
     ap.add_argument("--no-gelu", action="store_true", help="skip the gelu table")
+    ap.add_argument("--shapes", help="comma-separated softmax shapes (e.g. 65536x128); default all")
+    ap.add_argument("--compact", action="store_true", help="one line per case, fastest first")
     args = ap.parse_args()
     dtypes = pick("dtype", args.dtypes, DTYPES)
     if not args.budget > 0:
@@ -189,7 +215,8 @@ def main() -> int:
     if (reason := cuda_ext.unavailable_reason()) is not None:
         raise UsageError(f"cuda extension unavailable: {reason}")
     dev = torch.device("cuda")
-    ok = softmax_table(dtypes, dev, args.budget)
+    shapes = args.shapes.split(",") if args.shapes else None
+    ok = softmax_table(dtypes, dev, args.budget, shapes, args.compact)
     if not args.no_gelu:
         ok &= gelu_table(dtypes, dev, args.budget)
     return 0 if ok else 1

@@ -138,6 +138,33 @@ at::Tensor softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
                       "softmax_coop");
 }
 
+// Tuning: split_row with chunk `param` and PDL `flag`, or warp_per_row with `param` vectors per
+// thread (fc::softmax_tuned); the Python wrapper validates the arguments first.
+at::Tensor softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, int64_t flag) {
+  const char* op = "softmax_tuned";
+  check_input(x, op);
+  const fc::DType dtype = to_dtype(x, op);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  if (xc.numel() == 0) return y;
+  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1), rows = xc.numel() / cols;
+  const int sms = sm_count(x.device().index());
+  const auto v = static_cast<fc::SoftmaxVariant>(variant);
+  at::Tensor ws;
+  if (v == fc::SoftmaxVariant::SplitRow) {
+    const int64_t bytes = param > 0 ? rows * ((cols + param - 1) / param) * 8
+                                    : fc::softmax_workspace_bytes(rows, cols, dtype, sms, v);
+    ws = at::empty({bytes}, xc.options().dtype(at::kByte));
+  }
+  check_launch(fc::softmax_tuned(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v,
+                                 param, static_cast<int>(flag), sms,
+                                 ws.defined() ? ws.mutable_data_ptr() : nullptr,
+                                 c10::cuda::getCurrentCUDAStream()),
+               op);
+  return y;
+}
+
 // Variant 7 (cluster) with a given chunk per CTA (0: softmax_cluster_chunk), for tuning.
 at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
   const char* op = "softmax_cluster";
@@ -174,6 +201,10 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "5 online, one block per SM, 6 coop (row split over co-resident blocks, one pass), "
         "7 cluster (row split over a thread-block cluster, one pass; sm_90+)",
         py::arg("x"), py::arg("variant"));
+  m.def("softmax_tuned", &softmax_tuned,
+        "Tuning: variant 4 (split_row) with chunk `param` (0 default) and PDL `flag`, or variant 1 "
+        "(warp_per_row, 16-byte path) with `param` vectors in flight per thread",
+        py::arg("x"), py::arg("variant"), py::arg("param"), py::arg("flag") = 1);
   m.def("softmax_cluster", &softmax_cluster,
         "Softmax, variant 7 (cluster) with a given chunk per CTA: chunk_elems 0 (default), 4096, "
         "8192, 16384 or 32768 elements; raises where the variant cannot run",

@@ -95,6 +95,15 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
                     SoftmaxVariant variant, int sm_count, void* workspace, int* counters,
                     cudaStream_t stream, int coop_chunk_elems = 0);
 
+// Tuning entry point (scripts/tune_cuda.py): SplitRow with chunk `param`
+// elements (a multiple of 1024; 0 = the default) and kernel 2 as a
+// programmatic dependent launch when `flag` != 0; or WarpPerRow's 16-byte
+// path with `param` (1, 2, 4, 8) vectors in flight per thread. SplitRow
+// needs rows * ceil(cols / chunk) * 8 bytes of workspace.
+cudaError_t softmax_tuned(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
+                          SoftmaxVariant variant, int64_t param, int flag, int sm_count,
+                          void* workspace, cudaStream_t stream);
+
 // Softmax of long rows with each row split across a thread-block cluster
 // (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384
 // or 32768; 0 = softmax_cluster_chunk) hold the row in registers and combine

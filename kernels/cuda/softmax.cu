@@ -38,6 +38,7 @@
 // aligned and cols is a multiple of the vector width, else scalars.
 #include <atomic>
 #include <cfloat>
+#include <type_traits>
 
 #include "common.cuh"
 
@@ -445,10 +446,9 @@ cudaError_t warp_items(const T* x, T* y, int64_t rows, int cols, cudaStream_t s)
 // count rounded up to a power of two (<= 32), NV vectors per lane and row,
 // ROWS rows per group so that each thread keeps kWarpVecsPerThread vectors
 // in flight (fewer only for rows longer than that alone provides).
-template <typename T>
+template <typename T, int R = kWarpVecsPerThread>
 cudaError_t warp_packed(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   constexpr int V = vec16<T>();
-  constexpr int R = kWarpVecsPerThread;
   const int nvec = cols / V;
   if (nvec <= 1) return launch_warp<T, 1, V, 1, R>(x, y, rows, cols, s);
   if (nvec <= 2) return launch_warp<T, 1, V, 2, R>(x, y, rows, cols, s);
@@ -527,7 +527,7 @@ cudaError_t block_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t
 
 template <typename T, int VEC>
 cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_t cols,
-                         int64_t chunk, cudaStream_t s) {
+                         int64_t chunk, bool pdl, cudaStream_t s) {
   const dim3 grid(static_cast<unsigned>(ceil_div(cols, chunk)), static_cast<unsigned>(rows));
   softmax_split_stats_kernel<T, VEC><<<grid, kSplitThreads, 0, s>>>(x, partial, cols, chunk / VEC);
   cudaError_t err = cudaGetLastError();
@@ -547,23 +547,39 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
   cfg.dynamicSmemBytes = 0;
   cfg.stream = s;
   cfg.attrs = attr;
-  cfg.numAttrs = major >= 9 ? 1 : 0;
+  cfg.numAttrs = major >= 9 && pdl ? 1 : 0;
   const T* xc = x;
   const MaxSum* pc = partial;
   const int64_t chunk_vecs = chunk / VEC;
   return cudaLaunchKernelEx(&cfg, softmax_split_norm_kernel<T, VEC>, xc, y, pc, cols, chunk_vecs);
 }
 
+// chunk 0: split_chunk_elems; pdl: kernel 2 as a programmatic dependent launch (sm_90+).
 template <typename T>
 cudaError_t split_row(const T* x, T* y, int64_t rows, int64_t cols, int sm_count, void* ws,
-                      cudaStream_t s) {
-  const int64_t chunk = split_chunk_elems(rows, cols, sm_count);
-  if (ws == nullptr || rows > 65535 || ceil_div(cols, chunk) > 0x7fffffff)
+                      cudaStream_t s, int64_t chunk = 0, bool pdl = true) {
+  if (chunk == 0) chunk = split_chunk_elems(rows, cols, sm_count);
+  if (ws == nullptr || rows > 65535 || chunk % kSplitChunkQuantum != 0 ||
+      ceil_div(cols, chunk) > 0x7fffffff)
     return cudaErrorInvalidValue;
   MaxSum* partial = static_cast<MaxSum*>(ws);
   if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
-    return launch_split<T, vec16<T>()>(x, y, partial, rows, cols, chunk, s);
-  return launch_split<T, 1>(x, y, partial, rows, cols, chunk, s);
+    return launch_split<T, vec16<T>()>(x, y, partial, rows, cols, chunk, pdl, s);
+  return launch_split<T, 1>(x, y, partial, rows, cols, chunk, pdl, s);
+}
+
+// warp_per_row's 16-byte path with R vectors in flight per thread (tuning).
+template <typename T>
+cudaError_t warp_tuned(const T* x, T* y, int64_t rows, int cols, int vecs, cudaStream_t s) {
+  if (cols > kWarpPerRowMaxCols || pick_vec<T>(x, y, cols, vec16<T>()) != vec16<T>())
+    return cudaErrorInvalidValue;
+  switch (vecs) {
+    case 1: return warp_packed<T, 1>(x, y, rows, cols, s);
+    case 2: return warp_packed<T, 2>(x, y, rows, cols, s);
+    case 4: return warp_packed<T, 4>(x, y, rows, cols, s);
+    case 8: return warp_packed<T, 8>(x, y, rows, cols, s);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 // Coop with THREADS x ITEMS chunks: capacity = CTAs per SM (occupancy, cached
@@ -737,6 +753,28 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
                                 stream);
     case DType::Float16:
       return run<__half>(x, y, rows, cols, variant, sm_count, workspace, counters, cc, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t softmax_tuned(const void* xv, void* yv, int64_t rows, int64_t cols, DType dtype,
+                          SoftmaxVariant variant, int64_t param, int flag, int sm_count, void* ws,
+                          cudaStream_t s) {
+  if (rows <= 0 || cols <= 0 || cols > 0x7fffffff) return cudaErrorInvalidValue;
+  auto go = [&](auto* x, auto* y) -> cudaError_t {
+    using T = std::remove_const_t<std::remove_pointer_t<decltype(x)>>;
+    if (variant == SoftmaxVariant::SplitRow)
+      return split_row<T>(x, y, rows, cols, sm_count, ws, s, param, flag != 0);
+    if (variant == SoftmaxVariant::WarpPerRow)
+      return warp_tuned<T>(x, y, rows, static_cast<int>(cols), static_cast<int>(param), s);
+    return cudaErrorInvalidValue;
+  };
+  switch (dtype) {
+    case DType::Float32:
+      return go(static_cast<const float*>(xv), static_cast<float*>(yv));
+    case DType::BFloat16:
+      return go(static_cast<const __nv_bfloat16*>(xv), static_cast<__nv_bfloat16*>(yv));
+    case DType::Float16: return go(static_cast<const __half*>(xv), static_cast<__half*>(yv));
   }
   return cudaErrorInvalidValue;
 }
