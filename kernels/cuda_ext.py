@@ -184,8 +184,9 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
       registers; grid = rows.
     - 3 online: a 512-thread block per row, online max/sum then a reverse
       normalizing pass; grid = rows.
-    - 4 split_row: rows <= 65535; each row split into chunks (multiples of
-      1024 elements, about 4 blocks per SM in total), 128-thread blocks,
+    - 4 split_row: rows <= 65535; each row split into chunks of 16384
+      elements, halved while there would be fewer blocks than SMs (at most
+      1024 chunks per row), 128-thread blocks,
       grid = (chunks, rows), two kernels and a rows * chunks * 8-byte
       workspace; on sm_90+ kernel 2 is a programmatic dependent launch that
       loads its x chunk while kernel 1 finishes.

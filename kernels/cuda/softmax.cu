@@ -57,7 +57,8 @@ constexpr int kOnlineThreads = 512;      // Online: block size
 constexpr int kOnlineL2Threads = 1024;   // OnlineL2: block size (one block per SM)
 constexpr int64_t kOnlineL2BudgetBytes = int64_t{36} << 20;  // rows in flight, < 50 MiB H100/H200 L2
 constexpr int kSplitThreads = 128;       // SplitRow: block size
-constexpr int kSplitBlocksPerSm = 4;     // SplitRow: target blocks per SM (all rows together)
+constexpr int64_t kSplitChunkElems = 16384;  // SplitRow: longest chunk (elements) by default
+constexpr int64_t kSplitMaxChunks = 1024;    // SplitRow: chunks per row at most (kernel 2 reads all)
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
 constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
@@ -408,14 +409,20 @@ __global__ void __launch_bounds__(THREADS)
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
-// every vector width): aim for >= kSplitBlocksPerSm blocks per SM over all rows.
-// (Triton's geometry, 16 KB blocks of 256 threads with kernel 2 in reverse order,
-// measured slower here: 256 x 262144 bf16 148 against 133 us, 1 x 1048576 fp32 10.4
-// against 9.3 us; scripts/tune_cuda.py at commit c644c6d on an H200.)
+// every vector width): kSplitChunkElems, halved while the grid would have fewer
+// blocks than SMs, and grown so that a row has at most kSplitMaxChunks chunks.
+// Measured on an H200 (scripts/tune_cuda.py at commit 8957408, us, chunk 1024 /
+// 2048 / 4096 / 8192 / 16384; the previous rule, about 4 blocks per SM in total,
+// in brackets): 256 x 262144 bf16 511 / 263 / 155 / 132 / 123 (134); 1 x 1048576
+// bf16 16 / 9.3 / 7.9 / 9.0 / 11.3 (9.3); 4096 x 65536 bf16 1920 / 1023 / 592 / 495
+// / 461 (461). Triton's own geometry (16 KB blocks of 256 threads, kernel 2 in
+// reverse order) was slower here (148 us at 256 x 262144 bf16, commit c644c6d).
 int64_t split_chunk_elems(int64_t rows, int64_t cols, int sm_count) {
-  const int64_t want =
-      ceil_div(int64_t{kSplitBlocksPerSm} * (sm_count > 0 ? sm_count : 1), rows);
-  return ceil_div(ceil_div(cols, want), kSplitChunkQuantum) * kSplitChunkQuantum;
+  const int64_t sms = sm_count > 0 ? sm_count : 1;
+  int64_t chunk = kSplitChunkElems;
+  while (chunk > kSplitChunkQuantum && rows * ceil_div(cols, chunk) < sms) chunk /= 2;
+  const int64_t longest = ceil_div(ceil_div(cols, kSplitMaxChunks), kSplitChunkQuantum);
+  return chunk > longest * kSplitChunkQuantum ? chunk : longest * kSplitChunkQuantum;
 }
 
 template <typename T>
