@@ -3,8 +3,8 @@
 ``y[..., j] = exp(x[..., j] - m) / sum_k exp(x[..., k] - m)`` with ``m`` the row maximum
 (numerically stable), float32 arithmetic, output rounded once to the input dtype.
 
-Four strategies, chosen by :func:`plan` from the shape (the input is viewed as
-``(n_rows, n_cols)``):
+Four strategies, chosen from the shape by :func:`plan` ("coop" only when forced; the input is
+viewed as ``(n_rows, n_cols)``):
 
 * ``"row"``: the whole row (padded to a power of two, padding masked to ``-inf``) is held in
   registers; one program per ``rows_per_program`` rows. Reads once, writes once. After the

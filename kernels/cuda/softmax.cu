@@ -3,7 +3,7 @@
 // fp32 arithmetic (expf, no fast-math), 16-bit types converted on load/store.
 //
 // Memory-bound: the ideal is one read and one write, 2 * itemsize bytes per
-// element. Six variants (see SoftmaxVariant in fusebench_cuda.h):
+// element. Six variants here (see SoftmaxVariant in fusebench_cuda.h):
 //  - WarpPerRow (cols <= 1024): a warp (or, for rows of < 32 16-byte
 //    vectors, a sub-warp group) per row, the row in registers, shuffles
 //    only; short rows pack several rows per group so each thread keeps
@@ -33,7 +33,11 @@
 //    until the whole group arrived, merge the partials (Milakov & Gimelshein
 //    2018) and write y from registers: x is read once. A cooperative launch
 //    makes every CTA co-resident, which is what makes the spin-wait safe.
-//    Grid = groups * chunks <= capacity; a group loops over rows.
+//    Grid = groups * chunks <= capacity; a group loops over rows. Forced only:
+//    softmax_pick_variant never picks it (measured slower than Cluster and
+//    SplitRow on an H200).
+// A seventh, Cluster (a row split over a thread-block cluster, partials through
+// distributed shared memory), is in softmax_cluster.cu; softmax() dispatches it.
 // All variants load 16-byte vectors when both base pointers are 16-byte
 // aligned and cols is a multiple of the vector width, else scalars.
 #include <atomic>
