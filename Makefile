@@ -64,6 +64,7 @@ bench-image: image ## run the suite in the image (needs docker and the NVIDIA ru
 	$(IN_IMAGE) $(IMAGE) $(BENCH_ARGS)
 
 image: ## build the pinned image (docker), tagged fusebench:<git short sha>
+	@$(if $(DOCKER_OK),true,echo "image: $(DOCKER_WHY)" >&2; exit 2)
 	$(DOCKER) build --build-arg LOCK_HASH=$(LOCK_HASH) --tag $(IMAGE) .
 
 in-image: image ## run CMD='...' in the image, in the mounted checkout
@@ -90,7 +91,7 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools and 
 	$(PYTHON) scripts/lock.py check
 
 clean: ## remove caches and the unpublished quick results (never results/)
-	rm -rf .asv/quick-results .asv/sweeps .pytest_cache
+	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/sweeps .pytest_cache
 
 # --- Profiling: make nsys / make trace (scripts/nsys_driver.py; nsys/README.md) --------------
 # NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys

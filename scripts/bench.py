@@ -5,8 +5,9 @@
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
 skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results``, and a
-run of some backends or dtypes goes to ``.asv/partial-results`` (never into ``results/``: asv
-would store n/a over the others); a run of some ops keeps the other ops' stored results.
+run of some backends or dtypes goes to ``.asv/partial-results`` (``.asv/partial-quick-results``
+with ``--quick``; never where the full runs are stored: asv would store n/a over the others);
+a run of some ops keeps the other ops' stored results.
 Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input.
 """
 
@@ -23,6 +24,15 @@ from fusebench.cli import pick, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
 from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
 from kernels import OPS  # noqa: E402
+
+
+def results_folder(quick: bool, partial: bool) -> str:
+    """Where a run's asv results go, relative to the checkout: ``results`` only for a full run of
+    the default grid; a quick run to ``.asv/quick-results``; a run of some backends or dtypes,
+    quick or not, to its own folder, so its n/a cells never replace a full run's values."""
+    if partial:
+        return ".asv/partial-quick-results" if quick else ".asv/partial-results"
+    return ".asv/quick-results" if quick else "results"
 
 
 def main() -> int:
@@ -42,8 +52,7 @@ def main() -> int:
     # A run of some backends or dtypes would replace the others' stored values of this commit
     # with n/a (asv stores a benchmark's whole parameter grid at once): keep it apart, like --quick.
     partial = len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS)
-    apart = ".asv/quick-results" if args.quick else ".asv/partial-results" if partial else "results"
-    results = args.results or environment.ROOT / apart
+    results = args.results or environment.ROOT / results_folder(args.quick, partial)
     commit = environment.git_commit()
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")

@@ -39,3 +39,16 @@ def test_quick_bench_end_to_end(tmp_path):
     assert "| shape | eager | torch |" in out.stdout
     stored = list((tmp_path / "results").rglob("*.json"))
     assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
+
+
+def test_only_a_full_default_run_stores_into_results():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert bench.results_folder(quick=False, partial=False) == "results"
+    assert bench.results_folder(quick=True, partial=False) == ".asv/quick-results"
+    # A narrowed quick run must not replace a full quick run's values with n/a either.
+    assert bench.results_folder(quick=True, partial=True) == ".asv/partial-quick-results"
+    assert bench.results_folder(quick=False, partial=True) == ".asv/partial-results"
