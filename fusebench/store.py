@@ -89,6 +89,13 @@ def asv_command(config: Path, machine: str, commit: str, python: str,
     return cmd
 
 
+#: Where ``asv run`` writes its own output (one log per machine and commit, replaced by the next
+#: run of that commit): its tables repeat the summary's figures over the whole parameter grid,
+#: thousands of n/a lines for a quick run, so the terminal only gets the log's path.
+ASV_LOG_DIR = ROOT / ".asv" / "logs"
+#: Lines of the log shown when the run fails.
+ASV_LOG_TAIL = 30
+
 #: ``asv run`` exits 2 when some benchmark failed (here: a case that failed the correctness
 #: gate, stored as a failure on purpose); any other non-zero status means the run itself failed.
 ASV_SOME_FAILED = 2
@@ -101,6 +108,9 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     The staging folder starts with the commit's stored result files of ``machine``: asv loads
     them and replaces only the benchmarks it runs, so a run of some ops (``classes``) keeps the
     other ops' stored results of the same commit.
+
+    asv's own output goes to ``ASV_LOG_DIR`` (the terminal gets the log's path, and its last
+    ``ASV_LOG_TAIL`` lines when nothing was stored).
 
     Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
     non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
@@ -115,14 +125,20 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
         if "PYTHONPATH" in env:  # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH
             env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])
         started = time.time()
+        ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
+        log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"
         try:
-            status = subprocess.run(asv_command(config, machine, commit, python, classes), env=env,
-                                    cwd=ROOT).returncode
+            with log.open("w") as out:
+                status = subprocess.run(asv_command(config, machine, commit, python, classes),
+                                        env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
         except OSError:
             return 127
+        print(f"asv: exit {status}, its output in {log}", file=sys.stderr)
         stored = [p for p in (staging / "results" / machine).glob("*.json")
                   if p.name != "machine.json" and p.stat().st_mtime > started]
         if status not in (0, ASV_SOME_FAILED) or not stored:
+            tail = log.read_text(errors="replace").splitlines()[-ASV_LOG_TAIL:]
+            print("\n".join(["asv: the run stored nothing; the end of its output:", *tail]), file=sys.stderr)
             return status or 1
         merge_results(staging / "results", results_dir)
     return 0
