@@ -50,9 +50,9 @@ VARIANTS = {
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
 # softmax_coop(x, chunk) chunk lengths in elements (kCoopChunkElems, kCoopDefaultChunkElems in
-# kernels/cuda/fusebench_cuda.h); the block size of each: 256, 512, 1024, 1024 threads.
-COOP_CHUNKS = (4096, 8192, 16384, 32768)
-COOP_DEFAULT_CHUNK = 16384
+# kernels/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
+COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
+COOP_DEFAULT_CHUNK = 8192
 #: Chunks (elements of a row per CTA) softmax_cluster accepts; 0 picks one from the row length.
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
 
@@ -142,7 +142,7 @@ def _module():
     return module
 
 
-def gelu(x: torch.Tensor) -> torch.Tensor:
+def gelu(x: torch.Tensor, pdl: bool | None = None) -> torch.Tensor:
     """GELU, tanh approximation, elementwise: any shape, float32/bfloat16/float16.
 
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 (``tanhf``).
@@ -154,8 +154,14 @@ def gelu(x: torch.Tensor) -> torch.Tensor:
     blocks, each thread four 16-byte vectors (4 fp32 or 8 16-bit elements),
     grid = ceil(numel / (1024 * elems_per_vector)); unaligned data uses scalar
     accesses with the same geometry.
+
+    ``pdl`` (tuning; ``None``: the library's default): launch as a programmatic
+    dependent launch (sm_90+, ignored below): each block waits for the previous
+    kernel of the stream, then lets the next one launch, so back-to-back
+    launches overlap (CUDA C++ Programming Guide, "Programmatic Dependent
+    Launch and Synchronization").
     """
-    return _module().gelu(x)
+    return _module().gelu(x, -1 if pdl is None else int(bool(pdl)))
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -163,7 +169,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
     max-subtracted. Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
-    when it fits; Coop reads it once). The variant comes from ``pick_variant``; see
+    when it fits; Coop reads it from DRAM once). The variant comes from ``pick_variant``; see
     ``softmax_variant`` for each variant's launch geometry.
     """
     return _module().softmax(x)
@@ -193,17 +199,20 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 5 online_l2: as online, but 1024-thread blocks, one per SM, each
       looping over rows, so only sm_count rows are in flight and the second
       pass re-reads from L2; grid = min(rows, sm_count).
-    - 6 coop: one pass for long rows (reads x once). A row is split into
-      chunks = ceil(cols / 16384) chunks (``softmax_coop`` picks another
-      length), each held in the registers of one 1024-thread block (16
-      elements per thread); the blocks of a row exchange (max, sum) partials
-      through global memory and wait for each other, which a cooperative
-      launch makes safe (every block co-resident). grid = groups * chunks
-      with groups = min(rows, capacity // chunks), capacity = blocks per SM *
-      SMs; each group loops over rows. Needs chunks <= capacity (always true
-      for cols <= sm_count * 16384). Keeps rows * chunks * 8 bytes of
-      workspace and a persistent, per-stream buffer of 2 * rows int32
-      counters (zeroed once; every launch leaves it zero).
+    - 6 coop: long rows, x read from DRAM once. A row is split into
+      chunks = ceil(cols / 8192) chunks (``softmax_coop`` picks another
+      length), one per 256-thread block (32 elements per thread); the blocks
+      of a row exchange (max, sum) partials through global memory and wait
+      for each other, which a cooperative launch makes safe (every block
+      co-resident). grid = groups * chunks with groups = min(rows,
+      capacity // chunks), capacity = blocks per SM * SMs; each group loops
+      over rows, lagged by one: a block loads its chunk of the next row into
+      registers, then waits for the partials of the previous row and writes
+      it, re-reading that chunk from L2, then publishes the new row's
+      partial without waiting. Needs chunks <= capacity (always true for
+      cols <= sm_count * 8192). Keeps rows * chunks * 8 bytes of workspace
+      and a persistent, per-stream buffer of 2 * rows int32 counters (zeroed
+      once; every launch leaves it zero).
     - 7 cluster: see ``softmax_cluster`` (default chunk).
     Raises ValueError when the variant is unknown or cannot take x (checked here, before the
     extension: its own refusals of softmax arguments crash the process on the H200 instead of
@@ -263,10 +272,10 @@ def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     """``softmax_variant(x, "coop")`` with ``chunk`` elements of a row per block (the tuning
     entry point; ``scripts/tune_cuda.py`` names it ``coop:<chunk>``).
 
-    chunk: one of ``COOP_CHUNKS`` (4096, 8192, 16384, 32768: blocks of 256, 512, 1024, 1024
-    threads, 16, 16, 16, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK`` (16384). Every
-    dtype takes every chunk; 16-byte vectors when x is aligned and cols is a multiple of
-    16 / itemsize, else scalar accesses with the same geometry.
+    chunk: one of ``COOP_CHUNKS`` (2048, 4096, 8192, 16384, 32768: blocks of 256, 256, 256, 512,
+    1024 threads, 8, 16, 32, 32, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK``
+    (8192). Every dtype takes every chunk; 16-byte vectors when x is aligned and cols is a
+    multiple of 16 / itemsize, else scalar accesses with the same geometry.
     Raises ValueError for another chunk, or when ceil(cols / chunk) exceeds the SM count.
     """
     _refuse(x, VARIANTS["coop"], int(chunk))

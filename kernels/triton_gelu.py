@@ -17,6 +17,11 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # Triton >= 3.4 (grid dependency control, for programmatic dependent launch)
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton: GeluConfig(pdl=True) fails at compile time
+    gdc_launch_dependents = gdc_wait = None
+
 __all__ = ["GeluConfig", "gelu"]
 
 #: Launch table: itemsize (bytes) -> (BLOCK_SIZE elements per program, num_warps). Each program
@@ -41,6 +46,12 @@ class GeluConfig:
             stride (no more programs than blocks).
         evict_first: load the input with ``eviction_policy="evict_first"`` (it is never reread).
         streaming_store: store with ``cache_modifier=".cs"`` (streaming: likely accessed once).
+        pdl: launch as a programmatic dependent launch (sm_90+; ``launch_pdl``): each program
+            first waits for the previous kernel of the stream to complete (``griddepcontrol.wait``,
+            so its output is visible) and then lets the next kernel launch
+            (``griddepcontrol.launch_dependents``): back-to-back launches overlap the next
+            kernel's launch and block scheduling with this one's tail. CUDA C++ Programming
+            Guide, "Programmatic Dependent Launch and Synchronization". GPU only.
     """
 
     block: int
@@ -48,6 +59,7 @@ class GeluConfig:
     programs_per_sm: int = 0
     evict_first: bool = False
     streaming_store: bool = False
+    pdl: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block", "num_warps"):
@@ -92,7 +104,11 @@ def _gelu_kernel(
     PERSISTENT: tl.constexpr,
     EVICT_FIRST: tl.constexpr,
     STREAM_STORE: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:  # the previous kernel's writes are visible past the wait; then let the next launch
+        gdc_wait()
+        gdc_launch_dependents()
     if PERSISTENT:  # grid-stride loop over the blocks
         n_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
         for b in range(tl.program_id(0), n_blocks, tl.num_programs(0)):
@@ -131,6 +147,8 @@ def gelu(x: torch.Tensor, *, _config: GeluConfig | None = None) -> torch.Tensor:
 
     Raises:
         TypeError: ``x`` has another dtype.
+        ValueError: a forced ``pdl`` config on a CPU tensor (the interpreter has no grid
+            dependency control).
 
     Bytes moved: ``2 * x.element_size()`` per element (one read, one write); memory-bound.
     """
@@ -142,6 +160,8 @@ def gelu(x: torch.Tensor, *, _config: GeluConfig | None = None) -> torch.Tensor:
     if n == 0:
         return y
     c = _config if _config is not None else _launch_config(x.element_size())
+    if c.pdl and x.device.type != "cuda":
+        raise ValueError("gelu: a pdl config needs a CUDA device (sm_90+)")
     # 1-D grid, one program per BLOCK_SIZE consecutive elements of the flattened tensor; the
     # last program is masked. At 2**24 fp32 elements that is 4096 programs, ~31 per SM on a
     # 132-SM H200: enough waves that the tail wave costs little. A persistent config instead
@@ -157,6 +177,8 @@ def gelu(x: torch.Tensor, *, _config: GeluConfig | None = None) -> torch.Tensor:
         PERSISTENT=persistent,
         EVICT_FIRST=c.evict_first,
         STREAM_STORE=c.streaming_store,
+        PDL=c.pdl,
         num_warps=c.num_warps,
+        **({"launch_pdl": True} if c.pdl else {}),
     )
     return y

@@ -17,21 +17,23 @@ viewed as ``(n_rows, n_cols)``):
   grid ``(chunks, rows)``: each program writes its chunk's ``(max, sum exp(x - max))`` to small
   float32 buffers. Kernel B, same grid: each program combines its row's partials and writes
   its chunk normalized. Reads the input twice.
-* ``"coop"``: long rows held ON CHIP across programs (one read, one write). A row is cut into
-  ``chunks`` blocks, one per program, each held in registers; the ``chunks`` programs of a
-  *group* publish their block's ``(max, sum exp(x - max))`` to global memory, count themselves
-  in with an atomic, wait until all ``chunks`` have arrived, combine the partials and write
-  their block normalized. Groups loop over rows. The wait is safe only when every program of
-  the grid is resident at once, so the grid never exceeds what the GPU holds: SMs x programs per
-  SM, computed from the compiled kernel's registers and shared memory as the Triton tutorial
+* ``"coop"``: long rows read once from HBM. A row is cut into ``chunks`` blocks, one per
+  program; the ``chunks`` programs of a *group* walk the same rows. At each step a program
+  issues the loads of its block of the next row, then waits until its group has published the
+  partials ``(max, sum exp(x - max))`` of the previous row (an arrival counter per row),
+  merges them, re-reads its block of that row (read one step ago: an L2 hit) and writes it
+  normalized, and only then reduces and publishes the partial of the block it loaded. The
+  wait is one step behind the publications, so it rarely stalls, and the HBM loads of the
+  next row are in flight during it. The wait is safe only when every program of the grid is
+  resident at once, so the grid never exceeds what the GPU holds: SMs x programs per SM,
+  computed from the compiled kernel's registers and shared memory as the Triton tutorial
   02-fused-softmax computes occupancy (the co-residency rule of a CUDA cooperative launch).
-  GPU only: the interpreter runs programs one after another, which such a wait cannot survive.
-  :func:`plan` does not pick it while ``COOP_MAX_CHUNKS_PER_SM`` is 0 (measured slower than
-  "split" on an H200; see there): a forced plan, for scripts/tune_triton.py.
+  GPU only for more than one program per row: the interpreter runs programs one after
+  another, which such a wait cannot survive.
 
 Bytes moved per element: ideally ``2 * itemsize`` (one read, one write), which ``"row"``
-achieves; ``"coop"`` too; ``"online"`` and ``"split"`` read twice, ``3 * itemsize`` of traffic, less what
-the second read finds in L2. Memory-bound in every case.
+achieves, and ``"coop"`` from HBM (its second read hits L2); ``"online"`` and ``"split"`` read twice,
+``3 * itemsize`` of traffic, less what the second read finds in L2. Memory-bound in every case.
 """
 
 import functools
@@ -103,8 +105,8 @@ class SoftmaxPlan:
         chunk: elements of a row per program ("split"; a multiple of ``block``).
         programs_per_sm: most programs per SM to launch ("coop" only; fewer when the compiled
             kernel's occupancy is lower).
-        prefetch: load the next row's block before waiting for this row's partials ("coop"
-            only; twice the registers).
+        l2_hints: "coop" only: first read ``evict_last``, re-read ``evict_first`` (PTX L2
+            eviction priorities), to keep the blocks awaiting their re-read in L2.
     """
 
     kind: str
@@ -113,7 +115,7 @@ class SoftmaxPlan:
     rows_per_program: int = 1
     chunk: int = 0
     programs_per_sm: int = 1
-    prefetch: bool = False
+    l2_hints: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -332,12 +334,23 @@ def _coop_kernel(
     BLOCK: tl.constexpr,
     P_BLOCK: tl.constexpr,
     SPIN_LIMIT: tl.constexpr,
-    PREFETCH: tl.constexpr,
+    L2_HINTS: tl.constexpr,
 ):
-    # Program (group g, chunk c) owns block c of rows g, g + n_groups, ... Per row:
-    # sync_ptr[2 * row]: programs arrived (partials published); sync_ptr[2 * row + 1]: programs
-    # done reading the partials. Both are zero at launch and are zeroed again by the last
-    # program to leave the row, so the buffer needs no reset between calls.
+    # Program (group g, chunk c) owns block c of rows g, g + n_groups, ... (one row per step).
+    # Step k, lagging the write by one row:
+    #   1. issue the loads of block c of row r_k (first read, from HBM);
+    #   2. wait until every program of the group has published its partial of row r_{k-1},
+    #      merge them, re-read block c of r_{k-1} (read one step ago by this program: an L2
+    #      hit) and write it normalized;
+    #   3. reduce the block of step 1 to its partial (max, sum exp(x - max)) and publish it
+    #      (stores, then a release atomic on the row's arrival counter), without waiting.
+    # Nothing but the loads of step 1 is held across the wait, and they are in flight during
+    # it. Deadlock-free when every program is resident: the wait of step k needs only the
+    # publications of step k - 1 by the programs of the same group (they share the row
+    # sequence), which each made before its own wait of step k.
+    # Per row: sync_ptr[2 * row]: programs arrived (partials published); sync_ptr[2 * row + 1]:
+    # programs done reading the partials. Both are zero at launch and are zeroed again by the
+    # last program to leave the row, so the buffer needs no reset between calls.
     pid = tl.program_id(0)
     g = pid // CHUNKS
     c = pid % CHUNKS
@@ -346,40 +359,54 @@ def _coop_kernel(
     p = tl.arange(0, P_BLOCK)
     pmask = p < CHUNKS
     row = g.to(tl.int64)
-    x_raw = tl.load(x_ptr + row * n_cols + cols, mask=mask & (row < n_rows), other=-float("inf"))
-    while row < n_rows:
-        x = x_raw.to(tl.float32)
-        # Clamp so an all -inf block gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
-        m_c = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
-        l_c = tl.sum(tl.exp(x - m_c), axis=0)
-        tl.store(pm_ptr + row * CHUNKS + c, m_c)
-        tl.store(pl_ptr + row * CHUNKS + c, l_c)
-        tl.debug_barrier()  # every thread's stores precede the release below
-        arrived = tl.atomic_add(sync_ptr + 2 * row, 1, sem="release") + 1
-        nxt = row + n_groups
-        if PREFETCH:  # the next row's block is in flight while this program waits
-            x_raw = tl.load(x_ptr + nxt * n_cols + cols, mask=mask & (nxt < n_rows), other=-float("inf"))
-        # Poll with acquire atomics: on an H200 this measured faster than volatile loads.
-        polls = 0
-        while (arrived < CHUNKS) & (polls < SPIN_LIMIT):
-            arrived = tl.atomic_add(sync_ptr + 2 * row, 0, sem="acquire")
-            polls += 1
-        pm = tl.load(
-            pm_ptr + row * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
-        )
-        pl = tl.load(pl_ptr + row * CHUNKS + p, mask=pmask, other=0.0, cache_modifier=".cg")
-        m_row = tl.max(pm, axis=0)
-        inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
-        y = tl.exp(x - m_row) * inv_l
-        tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
-        tl.debug_barrier()  # every thread has read the partials before this program leaves
-        left = tl.atomic_add(sync_ptr + 2 * row + 1, 1, sem="acq_rel") + 1
-        if left == CHUNKS:  # the last to leave: every program is past its wait; reset the row
-            tl.atomic_xchg(sync_ptr + 2 * row, 0)
-            tl.atomic_xchg(sync_ptr + 2 * row + 1, 0)
-        if not PREFETCH:
-            x_raw = tl.load(x_ptr + nxt * n_cols + cols, mask=mask & (nxt < n_rows), other=-float("inf"))
-        row = nxt
+    prev = row - n_groups  # the row written at this step; < 0 at the first step
+    while prev < n_rows:
+        if L2_HINTS:
+            x_raw = tl.load(
+                x_ptr + row * n_cols + cols,
+                mask=mask & (row < n_rows),
+                other=-float("inf"),
+                eviction_policy="evict_last",
+            )
+        else:
+            x_raw = tl.load(x_ptr + row * n_cols + cols, mask=mask & (row < n_rows), other=-float("inf"))
+        if prev >= 0:
+            # Poll with acquire atomics: on an H200 this measured faster than volatile loads.
+            arrived = tl.atomic_add(sync_ptr + 2 * prev, 0, sem="acquire")
+            polls = 0
+            while (arrived < CHUNKS) & (polls < SPIN_LIMIT):
+                arrived = tl.atomic_add(sync_ptr + 2 * prev, 0, sem="acquire")
+                polls += 1
+            pm = tl.load(
+                pm_ptr + prev * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg"
+            )
+            pl = tl.load(pl_ptr + prev * CHUNKS + p, mask=pmask, other=0.0, cache_modifier=".cg")
+            m_row = tl.max(pm, axis=0)
+            inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+            if L2_HINTS:
+                xp = tl.load(
+                    x_ptr + prev * n_cols + cols, mask=mask, other=0.0, eviction_policy="evict_first"
+                )
+            else:
+                xp = tl.load(x_ptr + prev * n_cols + cols, mask=mask, other=0.0)
+            y = tl.exp(xp.to(tl.float32) - m_row) * inv_l
+            tl.store(y_ptr + prev * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+            tl.debug_barrier()  # every thread has read the partials before this program leaves
+            left = tl.atomic_add(sync_ptr + 2 * prev + 1, 1, sem="acq_rel") + 1
+            if left == CHUNKS:  # the last to leave: every program is past its wait; reset the row
+                tl.atomic_xchg(sync_ptr + 2 * prev, 0)
+                tl.atomic_xchg(sync_ptr + 2 * prev + 1, 0)
+        if row < n_rows:
+            x = x_raw.to(tl.float32)
+            # Clamp so an all -inf block gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
+            m_c = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
+            l_c = tl.sum(tl.exp(x - m_c), axis=0)
+            tl.store(pm_ptr + row * CHUNKS + c, m_c)
+            tl.store(pl_ptr + row * CHUNKS + c, l_c)
+            tl.debug_barrier()  # every thread's stores precede the release below
+            tl.atomic_add(sync_ptr + 2 * row, 1, sem="release")
+        prev = row
+        row += n_groups
 
 
 #: Zeroed "coop" counters, per (device, stream): kept across calls (the kernel leaves them zero),
@@ -443,7 +470,7 @@ def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: 
         BLOCK=p.block,
         P_BLOCK=p_block,
         SPIN_LIMIT=COOP_SPIN_LIMIT,
-        PREFETCH=p.prefetch,
+        L2_HINTS=p.l2_hints,
         num_warps=p.num_warps,
     )
     sync = _coop_sync(x.device, n_rows)

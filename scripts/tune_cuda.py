@@ -5,8 +5,8 @@
 
 For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entry that can take
 the shape (warp_per_row: cols <= 1024; block_per_row: cols <= 32768; split_row: rows <= 65535;
-coop: ceil(cols / 16384) <= SMs), for cols > 32768 also coop with each chunk of
-``cuda_ext.COOP_CHUNKS`` (``coop:4096`` ... ``coop:32768``, via ``cuda_ext.softmax_coop``; a
+coop: ceil(cols / 8192) <= SMs), for cols > 32768 also coop with each chunk of
+``cuda_ext.COOP_CHUNKS`` (``coop:2048`` ... ``coop:32768``, via ``cuda_ext.softmax_coop``; a
 chunk whose blocks cannot all be co-resident for the shape shows ``n/a``), plus the ``triton``
 backend as the yardstick. Each callable passes the correctness gate first
 (a failure prints FAIL and is not timed), is warmed up, and timed hot with
@@ -53,7 +53,7 @@ def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> 
     """Whether the forced cuda softmax variant ``name`` (a ``VARIANTS`` name or ``coop:<chunk>``)
     accepts, or is tuned on, a (rows, cols) problem on a GPU of ``sm_count`` SMs (None: unknown).
 
-    ``coop`` (default chunk) surely fits when ceil(cols / 16384) <= sm_count (a 1024-thread block
+    ``coop`` (default chunk) surely fits when ceil(cols / 8192) <= sm_count (every chunk's block
     fits once per SM); ``coop:<chunk>`` is tuned for cols > 32768 only, and may still be refused
     at run time when its ceil(cols / chunk) blocks cannot all be resident (``coop_refusal``).
     """
@@ -174,19 +174,28 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes:
 
 
 def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
+    from kernels import cuda_ext
+
     op = get_op("gelu")
     ceiling = metrics.measure_copy_ceiling(dev)
-    backends = ["cuda", "triton", "torch"]
+    # cuda as the suite runs it, then forced plain and programmatic dependent launches.
+    columns = {
+        "cuda": lambda x: op.backends["cuda"].factory(x),
+        "cuda pdl=0": lambda x: (lambda: cuda_ext.gelu(x, pdl=False)),
+        "cuda pdl=1": lambda x: (lambda: cuda_ext.gelu(x, pdl=True)),
+        "triton": lambda x: op.backends["triton"].factory(x),
+        "torch": lambda x: op.backends["torch"].factory(x),
+    }
     print(f"\ngelu: GB/s (% of the {ceiling.gbps:.0f} GB/s copy ceiling measured now), hot")
-    print(f"{'numel':>10} {'dtype':>8} " + " ".join(f"{b:>14}" for b in backends))
+    print(f"{'numel':>10} {'dtype':>8} " + " ".join(f"{b:>14}" for b in columns))
     ok = True
     for shape in GELU_SIZES:
         for dname in dtypes:
             x = make_input(shape, DTYPES[dname], "cuda")
             nbytes = op.bytes_moved(shape, x.dtype)
             cells = []
-            for b in backends:
-                us = time_us(op, op.backends[b].factory(x), x, dev, budget_s)
+            for make in columns.values():
+                us = time_us(op, make(x), x, dev, budget_s)
                 ok &= us is not None
                 if us is None:
                     cells.append("FAIL")

@@ -61,6 +61,10 @@ def gelu_candidates(x: torch.Tensor) -> list[Candidate]:
             "persistent 4/SM evict_first .cs",
             tg.GeluConfig(b, w, programs_per_sm=4, evict_first=True, streaming_store=True),
         ),
+        ("pdl", tg.GeluConfig(b, w, pdl=True)),
+        ("pdl block*2 warps*2", tg.GeluConfig(b * 2, w * 2, pdl=True)),
+        ("pdl evict_first .cs", tg.GeluConfig(b, w, evict_first=True, streaming_store=True, pdl=True)),
+        ("pdl persistent 4/SM", tg.GeluConfig(b, w, programs_per_sm=4, pdl=True)),
     ]
     return [(label, lambda x, c=c: tg.gelu(x, _config=c)) for label, c in cfgs]
 
@@ -70,13 +74,13 @@ def _describe(p) -> str:
     extra = {
         "row": f" rows/prog={p.rows_per_program}",
         "split": f" chunk={p.chunk}",
-        "coop": f" {p.programs_per_sm}/SM{' prefetch' if p.prefetch else ''}",
+        "coop": f" {p.programs_per_sm}/SM{' l2-hints' if p.l2_hints else ''}",
     }.get(p.kind, "")
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
 
 
 def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
-    """Default first, then the other plan kinds; "coop" blocks of 4096 to 32768 elements."""
+    """Default first, then the other plan kinds; "coop" blocks of 2048 to 16384 elements."""
     import triton
 
     from kernels import triton_softmax as ts
@@ -101,14 +105,14 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
             chunk = b * triton.cdiv(triton.cdiv(n_cols, b), ts.SPLIT_MAX_CHUNKS)
             plans.append((f"split block={b}", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=chunk)))
     if x.device.type == "cuda" and n_cols > ts.ROW_MAX_COLS // 2:
-        for b in (8192, 16384, 32768):
-            if b < n_cols and triton.cdiv(n_cols, b) <= ts.sm_count(x.device):
-                for w in (ts._warps(b), ts._warps(b) // 2):
-                    for pf in (False, True):
+        for b in (2048, 4096, 8192, 16384):
+            for pps in (2, 4, 8):
+                if b < n_cols and triton.cdiv(n_cols, b) <= pps * ts.sm_count(x.device):
+                    for hints in (False, True) if pps == 4 else (False,):
                         plans.append(
                             (
-                                f"coop block={b} warps={w}{' prefetch' if pf else ''}",
-                                ts.SoftmaxPlan("coop", b, w, programs_per_sm=4, prefetch=pf),
+                                f"coop block={b} {pps}/SM{' l2-hints' if hints else ''}",
+                                ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=pps, l2_hints=hints),
                             )
                         )
     seen, out = set(), []

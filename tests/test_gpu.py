@@ -18,8 +18,8 @@ pytestmark = pytest.mark.gpu
     ("warp_per_row", (1001, 128)), ("warp_per_row", (77, 8)), ("warp_per_row", (333, 256)),
     ("warp_per_row", (50, 100)), ("split_row", (1, 1 << 20)), ("split_row", (2, 70000)),
     ("online_l2", (1000, 4096)), ("online_l2", (3, 65536)), ("online_l2", (400, 1001)),
-    # coop: 16 and 64 blocks per row; ragged (scalar path); rows > groups (blocks loop over rows);
-    # a single chunk per row.
+    # coop (default chunk 8192): 32 and 128 blocks per row; ragged (scalar path); rows > groups
+    # (blocks loop over rows, groups of unequal row counts); a single chunk per row.
     ("coop", (256, 262144)), ("coop", (1, 1 << 20)), ("coop", (3, 100003)), ("coop", (700, 40960)),
     ("coop", (9, 5000)),
 ])
@@ -121,7 +121,7 @@ def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> No
     assert err <= tol, f"{what}: normwise relative error {err:.3g} > {tol:.3g}"
 
 
-@pytest.mark.parametrize("chunk", [0, 4096, 8192, 16384, 32768])
+@pytest.mark.parametrize("chunk", [0, 2048, 4096, 8192, 16384, 32768])
 @pytest.mark.parametrize("shape", [(300, 100000), (2, 1 << 20), (7, 65537)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_coop_every_chunk_matches_the_reference(chunk, shape, dtype):
@@ -139,22 +139,25 @@ def test_coop_every_chunk_matches_the_reference(chunk, shape, dtype):
     _assert_matches_reference(y, x, f"coop:{chunk} {shape} {dtype}")
 
 
+@pytest.mark.parametrize("first", [0, 395], ids=["first_step", "later_step"])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_coop_special_rows(dtype):
+def test_coop_special_rows(dtype, first):
     """Equal values, all -inf (NaN like torch), -inf over whole chunks (their partial is
-    (-FLT_MAX, 0)), one dominant value."""
+    (-FLT_MAX, 0)), one dominant value; in rows 0..3 (each group's first row) or 395..398 (a
+    later row of its group: 8 blocks of 8192 per row, so at most capacity // 8 < 395 groups)."""
     from kernels import cuda_ext
 
-    x = torch.randn(5, 65536, device="cuda", dtype=dtype)
-    x[0] = 3.0
-    x[1] = float("-inf")
-    x[2, :40000] = float("-inf")  # blocks 0 and 1 of 16384 hold -inf only
-    x[3, 12345] = 60.0
+    x = torch.randn(400, 65536, device="cuda", dtype=dtype)
+    r = first
+    x[r] = 3.0
+    x[r + 1] = float("-inf")
+    x[r + 2, :40000] = float("-inf")  # blocks 0..3 of 8192 hold -inf only
+    x[r + 3, 12345] = 60.0
     y = cuda_ext.softmax_variant(x, "coop")
     _finish("coop special rows")
-    _assert_matches_reference(y, x, f"coop special rows {dtype}")
-    assert torch.allclose(y[0].double(), torch.full_like(y[0], 1 / 65536, dtype=torch.float64))
-    assert (y[2, :40000] == 0).all()
+    _assert_matches_reference(y, x, f"coop special rows {dtype} from row {r}")
+    assert torch.allclose(y[r].double(), torch.full_like(y[r], 1 / 65536, dtype=torch.float64))
+    assert (y[r + 2, :40000] == 0).all()
 
 
 def test_coop_counters_are_reset_between_calls():
@@ -180,7 +183,7 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     x = torch.randn(4, 1000, device="cuda")
     with pytest.raises(ValueError, match="chunk must be 0"):
         cuda_ext.softmax_coop(x, 1000)
-    long_row = torch.randn(1, 1 << 25, device="cuda", dtype=torch.bfloat16)  # 2048 blocks of 16384
+    long_row = torch.randn(1, 1 << 25, device="cuda", dtype=torch.bfloat16)  # 4096 blocks of 8192
     with pytest.raises(ValueError, match="co-resident"):
         cuda_ext.softmax_variant(long_row, "coop")
     # The refusal is not reported by the next, unrelated launches (they check cudaGetLastError).
@@ -244,3 +247,43 @@ def test_cluster_refuses_what_it_cannot_run():
         cuda_ext.softmax_variant(torch.randn(4, 2000, device="cuda"), "warp_per_row")
     y = cuda_ext.softmax_variant(torch.zeros(2, 65536, device="cuda"), "cluster")
     assert torch.allclose(y, torch.full_like(y, 1 / 65536))  # the next launch still runs
+
+
+# ---- programmatic dependent launch (GELU, both hand-written backends) --------------------------
+def _gelu_chain(gelu, x, calls=8):
+    """``calls`` GELUs back to back, each reading the previous one's output (a dependency PDL
+    must honour: a dependent kernel may start early but must not read before the wait)."""
+    y = x
+    for _ in range(calls):
+        y = gelu(y)
+    return y
+
+
+@pytest.mark.parametrize("backend", ["triton", "cuda"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dtype):
+    if backend == "cuda":
+        from kernels import cuda_ext
+
+        def plain(t):
+            return cuda_ext.gelu(t, pdl=False)
+
+        def pdl(t):
+            return cuda_ext.gelu(t, pdl=True)
+    else:
+        from kernels import triton_gelu as tg
+
+        d = tg._launch_config(torch.empty((), dtype=dtype).element_size())
+        on = tg.GeluConfig(d.block, d.num_warps, pdl=True)
+
+        def plain(t):
+            return tg.gelu(t, _config=d)
+
+        def pdl(t):
+            return tg.gelu(t, _config=on)
+
+    x = torch.randn((1 << 24) + 3, device="cuda", dtype=dtype) * 4  # ragged: the scalar tail too
+    r = correctness.check(get_op("gelu"), lambda: pdl(x), x)
+    assert r.passed, r.reason
+    # Same kernel arithmetic either way: a dependency broken by an early start would differ.
+    assert torch.equal(_gelu_chain(pdl, x), _gelu_chain(plain, x))

@@ -88,6 +88,12 @@ def test_gelu_config_validation():
         GeluConfig(128, 4, programs_per_sm=-1)
 
 
+@pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
+def test_gelu_pdl_config_needs_a_gpu():
+    with pytest.raises(ValueError, match="needs a CUDA device"):
+        gelu(_randn((100,), torch.float32), _config=GeluConfig(128, 4, pdl=True))
+
+
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (4, 0, 3)])
 def test_gelu_empty(shape):
     y = gelu(torch.empty(shape, device=DEVICE))
@@ -294,6 +300,7 @@ def test_softmax_coop_interpreter(monkeypatch):
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="rows across co-resident programs need a GPU")
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("per_sm, hints", [(2, False), (8, True)])
 @pytest.mark.parametrize(
     "shape, block",
     [
@@ -304,10 +311,10 @@ def test_softmax_coop_interpreter(monkeypatch):
         ((9, 65536), 1024),
     ],
 )
-def test_softmax_coop_rows_across_programs(shape, block, dtype):
+def test_softmax_coop_rows_across_programs(shape, block, per_sm, hints, dtype):
     x = _randn(shape, dtype)
     x[0, : shape[1] // 2] = float("-inf")  # whole blocks of -inf must not poison the row
-    p = SoftmaxPlan("coop", block=block, num_warps=ts._warps(block), programs_per_sm=2)
+    p = SoftmaxPlan("coop", block=block, num_warps=ts._warps(block), programs_per_sm=per_sm, l2_hints=hints)
     _check_softmax(softmax(x, _plan=p), x)
     _check_softmax(softmax(x[:, :-1], _plan=p), x[:, :-1])  # ragged, unaligned rows: counters reset
     assert not any(buf.any() for buf in ts._COOP_SYNC.values())

@@ -55,15 +55,17 @@ int sm_count(c10::DeviceIndex device) {
   return n;
 }
 
-at::Tensor gelu(const at::Tensor& x) {
+// pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
+at::Tensor gelu(const at::Tensor& x, int64_t pdl) {
   check_input(x, "gelu");
+  TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
   const fc::DType dtype = to_dtype(x, "gelu");
   const c10::cuda::CUDAGuard guard(x.device());
   const at::Tensor xc = x.contiguous();
   at::Tensor y = at::empty(xc.sizes(), xc.options());
   if (xc.numel() == 0) return y;
   check_launch(fc::gelu(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), dtype,
-                        c10::cuda::getCurrentCUDAStream()),
+                        c10::cuda::getCurrentCUDAStream(), static_cast<int>(pdl)),
                "gelu");
   return y;
 }
@@ -93,7 +95,7 @@ at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk
   TORCH_CHECK(variant >= 0 && variant <= 7, op, ": variant must be 0..7, got ", variant);
   TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
               ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
-              ") or one of 4096, 8192, 16384, 32768, got ", coop_chunk);
+              ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
   const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
@@ -194,12 +196,15 @@ int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int6
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "fusebench hand-written CUDA kernels";
-  m.def("gelu", &gelu, "GELU (tanh approximation) of a CUDA tensor", py::arg("x"));
+  m.def("gelu", &gelu,
+        "GELU (tanh approximation) of a CUDA tensor; pdl: -1 default, 0 plain launch, 1 "
+        "programmatic dependent launch (sm_90+)",
+        py::arg("x"), py::arg("pdl") = -1);
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
-        "5 online, one block per SM, 6 coop (row split over co-resident blocks, one pass), "
-        "7 cluster (row split over a thread-block cluster, one pass; sm_90+)",
+        "5 online, one block per SM, 6 coop (row split over co-resident blocks, x read once from "
+        "DRAM), 7 cluster (row split over a thread-block cluster, one pass; sm_90+)",
         py::arg("x"), py::arg("variant"));
   m.def("softmax_tuned", &softmax_tuned,
         "Tuning: variant 4 (split_row) with chunk `param` (0 default) and PDL `flag`, or variant 1 "
@@ -210,8 +215,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "8192, 16384 or 32768 elements; raises where the variant cannot run",
         py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_coop", &softmax_coop,
-        "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 16384), "
-        "4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long for it",
+        "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 8192), "
+        "2048, 4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long "
+        "for it",
         py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),

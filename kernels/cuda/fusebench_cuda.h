@@ -18,7 +18,11 @@ enum class DType : int { Float32 = 0, BFloat16 = 1, Float16 = 2 };
 
 // y = gelu_tanh(x) elementwise over n elements; x and y may alias exactly.
 // Memory-bound: reads and writes n * itemsize bytes (2 * itemsize per element).
-cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream);
+// pdl: 1 launch as a programmatic dependent launch (sm_90+; ignored below), 0 a
+// plain launch, -1 the library's default (kGeluPdlDefault in gelu.cu); any
+// other value is cudaErrorInvalidValue.
+cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream,
+                 int pdl = -1);
 
 // Softmax variants; Auto lets softmax_pick_variant choose.
 enum class SoftmaxVariant : int {
@@ -34,24 +38,26 @@ enum class SoftmaxVariant : int {
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
 // width, BlockPerRow runs Online for cols > 16384.
-// (**) Coop: each CTA keeps a chunk of one row in registers and the CTAs of a
-// row exchange (max, sum) partials through global memory, so the input is read
-// once. It needs chunks = ceil(cols / chunk) CTAs co-resident (a cooperative
-// launch), i.e. chunks <= CTAs per SM * SMs; otherwise it returns
-// cudaErrorInvalidValue. The default chunk's 1024-thread CTA always fits once
-// per SM, so cols <= sm_count * kCoopDefaultChunkElems always runs.
+// (**) Coop: each CTA handles a chunk of a row and the CTAs of a row exchange
+// (max, sum) partials through global memory; a CTA loads its chunk of the next
+// row while it waits for the partials of the previous one, then re-reads that
+// chunk from L2 to write y, so the input is read from DRAM once. It needs
+// chunks = ceil(cols / chunk) CTAs co-resident (a cooperative launch), i.e.
+// chunks <= CTAs per SM * SMs; otherwise it returns cudaErrorInvalidValue.
+// Every chunk's CTA fits at least once per SM, so cols <= sm_count * chunk
+// always runs.
 
 // Largest cols each register-caching variant accepts.
 constexpr int64_t kWarpPerRowMaxCols = 1024;
 constexpr int64_t kBlockPerRowMaxCols = 32768;
 
-// Coop chunk lengths (elements of a row per CTA, held in registers) that
-// softmax accepts as coop_chunk_elems, for every dtype; CTA sizes 256, 512,
-// 1024, 1024 threads, 16, 16, 16, 32 elements per thread.
-inline constexpr int kCoopChunkElems[] = {4096, 8192, 16384, 32768};
-// Coop's chunk when none is given (coop_chunk_elems == 0), every dtype: a
-// 1024-thread CTA of 16 elements per thread (to be tuned on the H200).
-constexpr int kCoopDefaultChunkElems = 16384;
+// Coop chunk lengths (elements of a row per CTA) that softmax accepts as
+// coop_chunk_elems, for every dtype: CTAs of 256, 256, 256, 512, 1024 threads,
+// 8, 16, 32, 32, 32 elements per thread (see coop() in softmax.cu).
+inline constexpr int kCoopChunkElems[] = {2048, 4096, 8192, 16384, 32768};
+// Coop's chunk when none is given (coop_chunk_elems == 0), every dtype: 256
+// threads of 32 elements, at least 4 CTAs per SM (not yet measured on the H200).
+constexpr int kCoopDefaultChunkElems = 8192;
 // Whether chunk_elems is one of kCoopChunkElems.
 constexpr bool softmax_coop_chunk_supported(int64_t chunk_elems) {
   for (int c : kCoopChunkElems)

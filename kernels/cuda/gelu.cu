@@ -9,7 +9,13 @@
 // 16-byte vectors (float4 or 8 x 16-bit), all loads issued before any math,
 // so 64 bytes per thread are in flight; the grid is sized to cover the
 // tensor exactly (one pass, no grid-stride loop). Unaligned base pointers use
-// the same kernel with 1-element "vectors".
+// the same kernel with 1-element "vectors". With pdl (sm_90+), the kernel is a
+// programmatic dependent launch: each block waits for the previous kernel of
+// the stream (griddepcontrol.wait: its writes are then visible) and at once
+// lets the next kernel launch (griddepcontrol.launch_dependents), so
+// back-to-back launches overlap a launch and its block scheduling with the
+// previous kernel's tail (CUDA C++ Programming Guide, "Programmatic Dependent
+// Launch and Synchronization").
 #include "common.cuh"
 
 namespace fusebench {
@@ -18,6 +24,9 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 4;
+// Whether gelu() launches with PDL when the caller leaves it to the library (pdl = -1).
+// Not yet measured on an H200: off, the plain launch of the figures so far.
+constexpr bool kGeluPdlDefault = false;
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
 constexpr float kCoeff = 0.044715f;
@@ -50,6 +59,11 @@ template <> __device__ __forceinline__ float gelu_f<float>(float x) { return gel
 // does the n % VEC scalar tail.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads) gelu_kernel(const T* x, T* y, int64_t n) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  // No-ops unless launched with the programmatic stream serialization attribute.
+  cudaGridDependencySynchronize();
+  cudaTriggerProgrammaticLaunchCompletion();
+#endif
   const int64_t nvec = n / VEC;
   const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
   Vec<T, VEC> v[kUnroll];  // raw elements: 16-bit types take half the registers
@@ -74,7 +88,7 @@ __global__ void __launch_bounds__(kThreads) gelu_kernel(const T* x, T* y, int64_
 }
 
 template <typename T>
-cudaError_t launch(const void* x, void* y, int64_t n, cudaStream_t stream) {
+cudaError_t launch(const void* x, void* y, int64_t n, bool pdl, cudaStream_t stream) {
   const T* xt = static_cast<const T*>(x);
   T* yt = static_cast<T*>(y);
   constexpr int kVec = vec16<T>();
@@ -83,22 +97,38 @@ cudaError_t launch(const void* x, void* y, int64_t n, cudaStream_t stream) {
   const int64_t per_block = int64_t{kThreads} * kUnroll;
   const int64_t blocks = nvec > 0 ? (nvec + per_block - 1) / per_block : 1;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (vec)
-    gelu_kernel<T, kVec><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xt, yt, n);
-  else
-    gelu_kernel<T, 1><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(xt, yt, n);
-  return cudaGetLastError();
+  int major = 0;
+  if (pdl) {
+    int device = 0;
+    cudaError_t err = cudaGetDevice(&device);
+    if (err == cudaSuccess)
+      err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+    if (err != cudaSuccess) return err;
+  }
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = pdl && major >= 9 ? 1 : 0;
+  if (vec) return cudaLaunchKernelEx(&cfg, gelu_kernel<T, kVec>, xt, yt, n);
+  return cudaLaunchKernelEx(&cfg, gelu_kernel<T, 1>, xt, yt, n);
 }
 
 }  // namespace
 
-cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream) {
-  if (n < 0) return cudaErrorInvalidValue;
+cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream, int pdl) {
+  if (n < 0 || pdl < -1 || pdl > 1) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
+  const bool use_pdl = pdl < 0 ? kGeluPdlDefault : pdl != 0;
   switch (dtype) {
-    case DType::Float32: return launch<float>(x, y, n, stream);
-    case DType::BFloat16: return launch<__nv_bfloat16>(x, y, n, stream);
-    case DType::Float16: return launch<__half>(x, y, n, stream);
+    case DType::Float32: return launch<float>(x, y, n, use_pdl, stream);
+    case DType::BFloat16: return launch<__nv_bfloat16>(x, y, n, use_pdl, stream);
+    case DType::Float16: return launch<__half>(x, y, n, use_pdl, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,6 +1,7 @@
 // Numerically stable softmax over the last dimension of a contiguous
 // row-major (rows, cols) tensor: y = exp(x - max(x)) / sum(exp(x - max(x))),
-// fp32 arithmetic (expf, no fast-math), 16-bit types converted on load/store.
+// fp32 arithmetic (exp as Triton computes it: exp_approx in common.cuh; no fast-math
+// flags), 16-bit types converted on load/store.
 //
 // Memory-bound: the ideal is one read and one write, 2 * itemsize bytes per
 // element. Six variants here (see SoftmaxVariant in fusebench_cuda.h):
@@ -26,22 +27,27 @@
 //    partial; kernel 2 (a programmatic dependent launch on sm_90+) loads its
 //    chunk while kernel 1 finishes, then merges its row's partials and
 //    normalizes the chunk (re-read from L2 when rows * cols * itemsize fits).
-//  - Coop (cols <= CTAs per SM * SMs * chunk): one pass for long rows. A row
-//    is split into chunks of kCoopChunkElems (THREADS x ITEMS elements), each
-//    held in one CTA's registers; the `chunks` CTAs of a row (a group) publish
-//    their chunk's (max, sum) partial to global memory, count arrivals, spin
-//    until the whole group arrived, merge the partials (Milakov & Gimelshein
-//    2018) and write y from registers: x is read once. A cooperative launch
-//    makes every CTA co-resident, which is what makes the spin-wait safe.
-//    Grid = groups * chunks <= capacity; a group loops over rows. Forced only:
-//    softmax_pick_variant never picks it (measured slower than Cluster and
-//    SplitRow on an H200).
+//  - Coop (cols <= CTAs per SM * SMs * chunk): x read from DRAM once for long
+//    rows. A row is split into chunks of kCoopChunkElems (THREADS x ITEMS
+//    elements), one per CTA; the `chunks` CTAs of a row (a group) publish
+//    their chunk's (max, sum) partial to global memory and count arrivals.
+//    Grid = groups * chunks <= capacity; a group loops over rows, lagged by
+//    one: a CTA issues the loads of its chunk of the next row into registers,
+//    then waits (spins) until the whole group published the previous row,
+//    merges its partials (Milakov & Gimelshein 2018), re-reads its chunk of
+//    it from L2 and writes y, then reduces the new row's registers and
+//    publishes their partial without waiting. A cooperative launch makes
+//    every CTA co-resident, which is what makes the spin-wait safe. Forced
+//    only: softmax_pick_variant never picks it (the previous, unlagged kernel
+//    measured slower than Cluster and SplitRow on an H200; this one is not
+//    yet measured).
 // A seventh, Cluster (a row split over a thread-block cluster, partials through
 // distributed shared memory), is in softmax_cluster.cu; softmax() dispatches it.
 // All variants load 16-byte vectors when both base pointers are 16-byte
 // aligned and cols is a multiple of the vector width, else scalars.
 #include <atomic>
 #include <cfloat>
+#include <cstring>
 #include <type_traits>
 
 #include "common.cuh"
@@ -120,7 +126,7 @@ __global__ void __launch_bounds__(kWarpRows * kWarpSize)
 #pragma unroll
     for (int k = 0; k < NV; ++k)
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) s[r] += (v[r][k][i] = expf(v[r][k][i] - m[r]));
+      for (int i = 0; i < VEC; ++i) s[r] += (v[r][k][i] = exp_approx(v[r][k][i] - m[r]));
   }
 #pragma unroll
   for (int r = 0; r < ROWS; ++r) s[r] = 1.f / warp_reduce<SumOp, LANES>(s[r]);
@@ -162,7 +168,7 @@ __global__ void __launch_bounds__(1024) softmax_block_kernel(const T* x, T* y, i
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) s += (v[k][i] = expf(v[k][i] - m));
+    for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
   const float r = 1.f / block_reduce<SumOp>(s, red_sum);
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
@@ -177,7 +183,7 @@ __global__ void __launch_bounds__(1024) softmax_block_kernel(const T* x, T* y, i
 
 // ----------------------------------------------------- Online and SplitRow
 // This thread's (max, sum) over vectors [begin, end) of row xr, visited in
-// steps of blockDim.x * kUnroll vectors; one merge (two expf) per step.
+// steps of blockDim.x * kUnroll vectors; one merge (two exps) per step.
 template <typename T, int VEC>
 __device__ __forceinline__ MaxSum thread_stats(const T* xr, int64_t begin, int64_t end) {
   MaxSum st{kNegInf, 0.f};
@@ -196,7 +202,7 @@ __device__ __forceinline__ MaxSum thread_stats(const T* xr, int64_t begin, int64
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u)
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) cs += expf(v[u][k] - cm);
+      for (int k = 0; k < VEC; ++k) cs += exp_approx(v[u][k] - cm);
     if (cm != kNegInf) st = combine(st, MaxSum{cm, cs});
   }
   return st;
@@ -222,7 +228,7 @@ __device__ __forceinline__ void normalize(const T* xr, T* yr, int64_t begin, int
       const int64_t i = base + static_cast<int64_t>(u) * blockDim.x;
       if (i < end) {
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) v[u][k] = expf(v[u][k] - m) * r;
+        for (int k = 0; k < VEC; ++k) v[u][k] = exp_approx(v[u][k] - m) * r;
         store_vec<T, VEC>(yr + i * VEC, v[u]);
       }
     }
@@ -301,7 +307,7 @@ __global__ void __launch_bounds__(kSplitThreads)
     const int64_t i = begin + threadIdx.x + static_cast<int64_t>(u) * blockDim.x;
     if (i < end) {
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) v[u][k] = expf(v[u][k] - st.m) * r;
+      for (int k = 0; k < VEC; ++k) v[u][k] = exp_approx(v[u][k] - st.m) * r;
       store_vec<T, VEC>(yr + i * VEC, v[u]);
     }
   }
@@ -319,91 +325,220 @@ __device__ __forceinline__ int load_acquire_gpu(const int* p) {
   return v;
 }
 
-// Grid = groups * chunks CTAs; CTA b is chunk c = b % chunks of group
-// g = b / chunks and handles chunk c of rows g, g + groups, ... Its chunk
-// covers columns [c * CHUNK, (c + 1) * CHUNK), CHUNK = THREADS * ITEMS; thread
-// t holds vectors t, t + THREADS, ... (NV = ITEMS / VEC of them) in registers,
-// out-of-row slots -inf. Per row:
-//  1. m_c = block max (an all -inf chunk is clamped to -FLT_MAX, so its
-//     partial is (-FLT_MAX, 0) and no exp(-inf + inf) arises), l_c = block
-//     sum of expf(x - m_c).
-//  2. Thread 0 stores (m_c, l_c) to partial[row * chunks + c] (L2, st.cg),
-//     __threadfence() (release), atomicAdd(arrive[row], 1), then spins on an
-//     acquire load until arrive[row] == chunks; __syncthreads() passes that
-//     on to the CTA. The spin cannot deadlock only because the launch is
-//     cooperative (cudaLaunchAttributeCooperative): the driver runs every CTA
-//     of the grid at once or fails the launch (CUDA C++ Programming Guide,
-//     "Cooperative Groups", grid synchronization / cooperative launch).
-//  3. The row's partials (ld.cg, L1 bypassed) are merged into (M, L) with
-//     combine() (Milakov & Gimelshein 2018, arXiv:1805.02867, eq. (4)); every
-//     thread writes y = expf(x - M) * (1 / L) from its registers.
-//  4. Thread 0 counts itself out (atomicAdd(depart[row], 1)); the last CTA
-//     out (every other one has seen arrive[row] == chunks by then) resets
-//     arrive[row] and depart[row] to 0, so the counters are all zero when the
-//     launch ends. counters = {arrive[0], depart[0], arrive[1], ...}.
-// Each row is handled by one group once per launch, so its partials and
-// counters are not reused within a launch.
-template <typename T, int THREADS, int ITEMS, int VEC>
-__global__ void __launch_bounds__(THREADS)
+// The bits of a Vec<T, N> (16, 4 or 2 bytes) as one register-sized type: the coop kernel keeps
+// its loads unconverted until after its wait, so no conversion waits on them early, and 16-bit
+// values take half the registers.
+template <int BYTES> struct RawBits;
+template <> struct RawBits<16> { using type = uint4; };
+template <> struct RawBits<4> { using type = unsigned; };
+template <> struct RawBits<2> { using type = unsigned short; };
+template <typename T, int N> using Raw = typename RawBits<static_cast<int>(sizeof(T)) * N>::type;
+
+// First read of x (from DRAM), a plain ld.global. volatile: it stays where it is written, before
+// the wait it is meant to overlap (a non-volatile asm could be sunk to its first use).
+__device__ __forceinline__ void ld_first(const void* p, uint4& r) {
+  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
+}
+__device__ __forceinline__ void ld_first(const void* p, unsigned& r) {
+  asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
+}
+__device__ __forceinline__ void ld_first(const void* p, unsigned short& r) {
+  asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
+}
+
+// An L2 eviction policy: evict-first for every access that carries it (createpolicy, PTX ISA 7.4,
+// sm_80+; on sm_90 a constant, folded into the access's memory descriptor).
+__device__ __forceinline__ uint64_t l2_evict_first_policy() {
+  uint64_t p;
+  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
+  return p;
+}
+
+// Re-read of x (most likely an L2 hit: this CTA read the same bytes one step earlier), its last
+// use: not allocated in L1, and marked evict-first in L2 so that it is the first to make room
+// for the lines other CTAs have yet to re-read.
+__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, uint4& r) {
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
+}
+__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, unsigned& r) {
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;"
+               : "=r"(r) : "l"(p), "l"(pol));
+}
+__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, unsigned short& r) {
+  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;"
+               : "=h"(r) : "l"(p), "l"(pol));
+}
+
+template <typename T, int N>
+__device__ __forceinline__ void raw_to_float(const Raw<T, N>& r, float (&out)[N]) {
+  Vec<T, N> v;
+  static_assert(sizeof(v) == sizeof(r), "Raw<T, N> holds one Vec<T, N>");
+  memcpy(&v, &r, sizeof(v));
+#pragma unroll
+  for (int i = 0; i < N; ++i) out[i] = to_float(v.v[i]);
+}
+
+// Streaming store (st.global.cs: evict-first in L1 and L2), so y does not push x out of L2.
+template <typename T, int N>
+__device__ __forceinline__ void store_vec_cs(T* p, const float (&in)[N]) {
+  Vec<T, N> v;
+#pragma unroll
+  for (int i = 0; i < N; ++i) v.v[i] = from_float<T>(in[i]);
+  Raw<T, N> r;
+  memcpy(&r, &v, sizeof(r));
+  __stcs(reinterpret_cast<Raw<T, N>*>(p), r);
+}
+
+// Grid = groups * chunks CTAs; CTA b is chunk c = b % chunks of group g = b / chunks and handles
+// chunk c of rows g, g + groups, g + 2 * groups, ... (steps k = 0, 1, ..., steps - 1). Its chunk
+// covers columns [c * CHUNK, (c + 1) * CHUNK), CHUNK = THREADS * ITEMS; thread t handles vectors
+// t, t + THREADS, ... (NV = ITEMS / VEC of them), skipping those past the row's end.
+// counters = {arrive[0], depart[0], arrive[1], ...}; partial[row * chunks + j] is chunk j's
+// (max, sum) of `row`. Lagged by one step: iteration k = 0 .. steps (one more than the rows)
+//  1. issues the loads of its chunk of row_new = g + k * groups (if k < steps) into registers
+//     (DRAM), without waiting for them;
+//  2. if k >= 1, finishes row_old = g + (k - 1) * groups while those loads are in flight:
+//     thread 0 spins on an acquire load until arrive[row_old] == chunks, and __syncthreads()
+//     passes that on to the CTA; the row's partials (ld.cg, L1 bypassed) are merged into (M, L)
+//     with combine() (Milakov & Gimelshein 2018, arXiv:1805.02867, eq. (4)); thread 0 counts
+//     itself out (atomicAdd(depart[row_old], 1)), and the last CTA out (every other one has
+//     seen arrive == chunks by then) resets arrive and depart to 0, so the counters are all
+//     zero when the launch ends; then every thread re-reads its part of row_old's chunk, which
+//     this CTA read one step earlier, so most likely from L2 (ld_last: evict-first), and writes
+//     y = exp_approx(x - M) * (1 / L) (streaming stores). ptxas 13.0 (sm_90) tracks these re-reads
+//     on the scoreboard of step 1's loads, so the first use of a re-read also waits for those:
+//     they overlap the spin, the merge and one L2 round trip, not the whole of step 2;
+//  3. if k < steps, reduces the registers of step 1 to m_c = block max (an all -inf chunk is
+//     clamped to -FLT_MAX, so its partial is (-FLT_MAX, 0) and no exp(-inf + inf) arises) and
+//     l_c = block sum of exp_approx(x - m_c); thread 0 stores (m_c, l_c) to partial[row_new * chunks
+//     + c] (L2, st.cg), __threadfence() (release), atomicAdd(arrive[row_new], 1), and goes on
+//     without waiting.
+// So x is read from DRAM once, and re-read from L2 once; across the wait only the loads of step
+// 1 are held in registers. No deadlock: all CTAs of a group have the same rows, hence the same
+// number of iterations, and the wait of iteration k needs only the partials that the group's
+// CTAs publish in step 3 of iteration k - 1. Iteration 0 waits for nothing, so every CTA that
+// runs completes it; if every CTA of the group completes iteration k - 1, the wait of iteration k
+// ends, so by induction every CTA completes every iteration, provided every CTA of the grid is
+// running at once. The cooperative launch (cudaLaunchAttributeCooperative) guarantees that: the
+// driver runs every CTA of the grid at once or fails the launch (CUDA C++ Programming Guide,
+// "Cooperative Groups", grid synchronization / cooperative launch). Each row is handled by one
+// group once per launch, so its partials and counters are not reused within a launch.
+template <typename T, int THREADS, int ITEMS, int VEC, int MIN_BLOCKS>
+__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
     softmax_coop_kernel(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
                         int64_t cols, int chunks, int groups) {
   static_assert(ITEMS % VEC == 0, "ITEMS must be a multiple of VEC");
   constexpr int NV = ITEMS / VEC;
   constexpr int CHUNK = THREADS * ITEMS;
+  constexpr int STRIDE = THREADS * VEC;  // elements between a thread's vectors
+  // Re-read batch (vectors whose L2 loads are in flight together in step 2): the most that
+  // compiled without spills under coop()'s MIN_BLOCKS register caps (nvcc 13.0): 2 16-byte
+  // vectors (1 for 32 items per thread below sm_90), or 8 scalars (4 for 32 items per thread; the
+  // scalar path of those configurations still spills a few registers below sm_90).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+  constexpr int RB_VEC = ITEMS >= 32 ? 1 : 2;
+#else
+  constexpr int RB_VEC = 2;
+#endif
+  constexpr int RB_WANT = VEC > 1 ? RB_VEC : ITEMS >= 32 ? 4 : 8;
+  constexpr int RB = RB_WANT < NV ? RB_WANT : NV;
+  static_assert(NV % RB == 0, "re-read batches split the vectors evenly");
   __shared__ float red_max[kWarpSize], red_sum[kWarpSize];
   __shared__ MaxSum red[kWarpSize];
   const int c = static_cast<int>(blockIdx.x) % chunks;
+  const int g = static_cast<int>(blockIdx.x) / chunks;  // < groups <= rows
+  const int64_t steps = (rows - g + groups - 1) / groups;  // rows of this group, >= 1
   // This thread's first column, and the columns left from there (may be <= 0): vector k is at
-  // offset k * THREADS * VEC, a constant, and in the row when that is < left.
+  // offset k * STRIDE, a constant, and in the row when that is < left.
   const int64_t first = static_cast<int64_t>(c) * CHUNK + static_cast<int64_t>(threadIdx.x) * VEC;
   const int left = static_cast<int>(cols - first);  // > -CHUNK, as first < chunks * CHUNK
-  for (int64_t row = static_cast<int>(blockIdx.x) / chunks; row < rows; row += groups) {
-    const T* xt = x + row * cols + first;
-    float v[NV][VEC];
-    float m = kNegInf;
+  const uint64_t evict_first = l2_evict_first_policy();
+  for (int64_t k = 0; k <= steps; ++k) {
+    const int64_t row_new = g + k * groups;  // a row of this group when k < steps
+    Raw<T, VEC> v[NV];
+    // 1. The loads of row_new, in flight during step 2.
+    if (k < steps) {
+      // A vector past the row's end loads the row's first one instead (ignored in step 3): every
+      // v[j] is written, so none is live across iterations.
+      const T* xr = x + row_new * cols;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      load_or_fill<T, VEC>(xt + k * THREADS * VEC, k * THREADS * VEC < left, v[k]);
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
+      for (int j = 0; j < NV; ++j) ld_first(j * STRIDE < left ? xr + first + j * STRIDE : xr, v[j]);
     }
-    m = block_reduce<MaxOp>(m, red_max);
-    if (m == kNegInf) m = -FLT_MAX;
-    float s = 0.f;
+    // 2. Wait for row_old's partials, merge them, re-read the chunk (L2) and write y.
+    if (k > 0) {
+      const int64_t row_old = row_new - groups;
+      int* arrive = counters + 2 * row_old;
+      int* depart = arrive + 1;
+      const MaxSum* part = partial + row_old * chunks;
+      if (threadIdx.x == 0) {
+        while (load_acquire_gpu(arrive) != chunks) {
+        }
+      }
+      __syncthreads();
+      MaxSum st{kNegInf, 0.f};
+      for (int j = static_cast<int>(threadIdx.x); j < chunks; j += THREADS) {
+        const float2 p = __ldcg(reinterpret_cast<const float2*>(part + j));
+        st = combine(st, MaxSum{p.x, p.y});
+      }
+      st = block_reduce(st, red);  // its __syncthreads: every thread has read its partials
+      if (threadIdx.x == 0 && atomicAdd(depart, 1) == chunks - 1) {
+        atomicExch(arrive, 0);
+        atomicExch(depart, 0);
+      }
+      const float r = 1.f / st.s;
+      const T* xt = x + row_old * cols + first;
+      T* yt = y + row_old * cols + first;
+      // RB vectors at a time: their L2 re-reads are in flight together (ld_last and the
+      // streaming stores are kept in program order).
 #pragma unroll
-    for (int k = 0; k < NV; ++k)
+      for (int j0 = 0; j0 < NV; j0 += RB) {
+        Raw<T, VEC> w[RB];
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) s += expf(v[k][i] - m);
-    s = block_reduce<SumOp>(s, red_sum);
-    int* arrive = counters + 2 * row;
-    int* depart = arrive + 1;
-    MaxSum* part = partial + row * chunks;
-    if (threadIdx.x == 0) {
-      __stcg(reinterpret_cast<float2*>(part + c), make_float2(m, s));
-      __threadfence();
-      atomicAdd(arrive, 1);
-      while (load_acquire_gpu(arrive) != chunks) {
+        for (int j = j0; j < j0 + RB; ++j)
+          if (j * STRIDE < left) ld_last(xt + j * STRIDE, evict_first, w[j - j0]);
+#pragma unroll
+        for (int j = j0; j < j0 + RB; ++j) {
+          if (j * STRIDE < left) {
+            float f[VEC];
+            raw_to_float<T, VEC>(w[j - j0], f);
+#pragma unroll
+            for (int i = 0; i < VEC; ++i) f[i] = exp_approx(f[i] - st.m) * r;
+            store_vec_cs<T, VEC>(yt + j * STRIDE, f);
+          }
+        }
       }
     }
-    __syncthreads();
-    MaxSum st{kNegInf, 0.f};
-    for (int j = static_cast<int>(threadIdx.x); j < chunks; j += THREADS) {
-      const float2 p = __ldcg(reinterpret_cast<const float2*>(part + j));
-      st = combine(st, MaxSum{p.x, p.y});
-    }
-    st = block_reduce(st, red);  // its __syncthreads: every thread has read its partials
-    if (threadIdx.x == 0 && atomicAdd(depart, 1) == chunks - 1) {
-      atomicExch(arrive, 0);
-      atomicExch(depart, 0);
-    }
-    const float r = 1.f / st.s;
-    T* yt = y + row * cols + first;
+    // 3. Reduce row_new's registers to this chunk's partial and publish it; no wait.
+    if (k < steps) {
+      float m = kNegInf;
 #pragma unroll
-    for (int k = 0; k < NV; ++k) {
-      if (k * THREADS * VEC < left) {
+      for (int j = 0; j < NV; ++j) {
+        if (j * STRIDE < left) {
+          float f[VEC];
+          raw_to_float<T, VEC>(v[j], f);
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) v[k][i] = expf(v[k][i] - st.m) * r;
-        store_vec<T, VEC>(yt + k * THREADS * VEC, v[k]);
+          for (int i = 0; i < VEC; ++i) m = fmaxf(m, f[i]);
+        }
+      }
+      m = block_reduce<MaxOp>(m, red_max);
+      if (m == kNegInf) m = -FLT_MAX;
+      float s = 0.f;
+#pragma unroll
+      for (int j = 0; j < NV; ++j) {
+        if (j * STRIDE < left) {
+          float f[VEC];
+          raw_to_float<T, VEC>(v[j], f);
+#pragma unroll
+          for (int i = 0; i < VEC; ++i) s += exp_approx(f[i] - m);
+        }
+      }
+      s = block_reduce<SumOp>(s, red_sum);
+      if (threadIdx.x == 0) {
+        __stcg(reinterpret_cast<float2*>(partial + row_new * chunks + c), make_float2(m, s));
+        __threadfence();
+        atomicAdd(counters + 2 * row_new, 1);
       }
     }
   }
@@ -593,14 +728,14 @@ cudaError_t warp_tuned(const T* x, T* y, int64_t rows, int cols, int vecs, cudaS
   }
 }
 
-// Coop with THREADS x ITEMS chunks: capacity = CTAs per SM (occupancy, cached
-// per device) * sm_count; chunks = ceil(cols / CHUNK) must be <= capacity
-// (else cudaErrorInvalidValue); groups = min(rows, capacity / chunks).
-template <typename T, int THREADS, int ITEMS, int VEC>
+// Coop with THREADS x ITEMS chunks, at least MIN_BLOCKS CTAs per SM (the register cap):
+// capacity = CTAs per SM (occupancy, cached per device) * sm_count; chunks = ceil(cols / CHUNK)
+// must be <= capacity (else cudaErrorInvalidValue); groups = min(rows, capacity / chunks).
+template <typename T, int THREADS, int ITEMS, int MIN_BLOCKS, int VEC>
 cudaError_t launch_coop(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
                         int64_t cols, int sm_count, cudaStream_t s) {
   static std::atomic<int> per_sm_cache[kMaxDevices] = {};
-  const auto kernel = softmax_coop_kernel<T, THREADS, ITEMS, VEC>;
+  const auto kernel = softmax_coop_kernel<T, THREADS, ITEMS, VEC, MIN_BLOCKS>;
   int device = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
@@ -634,19 +769,26 @@ cudaError_t launch_coop(const T* x, T* y, MaxSum* partial, int* counters, int64_
   return err;
 }
 
-template <typename T, int THREADS, int ITEMS>
+template <typename T, int THREADS, int ITEMS, int MIN_BLOCKS>
 cudaError_t coop_cfg(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows, int64_t cols,
                      int sm_count, cudaStream_t s) {
   if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
-    return launch_coop<T, THREADS, ITEMS, vec16<T>()>(x, y, partial, counters, rows, cols,
-                                                      sm_count, s);
-  return launch_coop<T, THREADS, ITEMS, 1>(x, y, partial, counters, rows, cols, sm_count, s);
+    return launch_coop<T, THREADS, ITEMS, MIN_BLOCKS, vec16<T>()>(x, y, partial, counters, rows,
+                                                                  cols, sm_count, s);
+  return launch_coop<T, THREADS, ITEMS, MIN_BLOCKS, 1>(x, y, partial, counters, rows, cols,
+                                                       sm_count, s);
 }
 
-// The chunk configurations of kCoopChunkElems (THREADS x ITEMS).
-static_assert(sizeof(kCoopChunkElems) == 4 * sizeof(int) && kCoopChunkElems[0] == 4096 &&
-                  kCoopChunkElems[1] == 8192 && kCoopChunkElems[2] == 16384 &&
-                  kCoopChunkElems[3] == 32768,
+// The chunk configurations of kCoopChunkElems (THREADS x ITEMS, MIN_BLOCKS). Only the x loads of
+// one row are held across a CTA's wait, so what a CTA keeps in flight is its chunk, and what an
+// SM keeps is CTAs per SM x chunk: MIN_BLOCKS caps the registers at 48 (2048: 5 CTAs of 256
+// threads) or 64 (the others: 1024 threads per SM), so that per SM at least 40 KB (2048), 64 KB
+// (4096) or 128 KB (8192, 16384, 32768) of float32 are in flight (half that for 16-bit types).
+// 2048, 4096 and 8192 vary the elements per thread, 8192, 16384 and 32768 the CTA size. Not yet
+// measured.
+static_assert(sizeof(kCoopChunkElems) == 5 * sizeof(int) && kCoopChunkElems[0] == 2048 &&
+                  kCoopChunkElems[1] == 4096 && kCoopChunkElems[2] == 8192 &&
+                  kCoopChunkElems[3] == 16384 && kCoopChunkElems[4] == 32768,
               "coop() has a case for each of kCoopChunkElems");
 template <typename T>
 cudaError_t coop(const T* x, T* y, int64_t rows, int64_t cols, int chunk, int sm_count, void* ws,
@@ -654,10 +796,11 @@ cudaError_t coop(const T* x, T* y, int64_t rows, int64_t cols, int chunk, int sm
   if (ws == nullptr || counters == nullptr) return cudaErrorInvalidValue;
   MaxSum* partial = static_cast<MaxSum*>(ws);
   switch (chunk == 0 ? kCoopDefaultChunkElems : chunk) {
-    case 4096: return coop_cfg<T, 256, 16>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 8192: return coop_cfg<T, 512, 16>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 16384: return coop_cfg<T, 1024, 16>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 32768: return coop_cfg<T, 1024, 32>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 2048: return coop_cfg<T, 256, 8, 5>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 4096: return coop_cfg<T, 256, 16, 4>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 8192: return coop_cfg<T, 256, 32, 4>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 16384: return coop_cfg<T, 512, 32, 2>(x, y, partial, counters, rows, cols, sm_count, s);
+    case 32768: return coop_cfg<T, 1024, 32, 1>(x, y, partial, counters, rows, cols, sm_count, s);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -694,8 +837,9 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   // 205 (online). 16-bit rows were slower with it than split (183 against 129 us at
   // 256 x 262144), so they keep the two-pass variants. softmax() falls back to Online where
   // Cluster cannot run (below sm_90, unaligned rows, cols not a multiple of 4).
-  // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster or
-  // SplitRow on every case measured (e.g. 309 us at 256 x 262144 float32).
+  // Coop (co-resident CTAs waiting on global counters) is never picked: its previous, unlagged
+  // kernel was slower than Cluster or SplitRow on every case measured (e.g. 309 us at
+  // 256 x 262144 float32); the lagged one is not yet measured.
   if (elem_size == 4 && cols > kBlockPerRowMaxCols) {
     const int chunk = softmax_cluster_chunk(cols, elem_size);
     if (chunk > 0 && ceil_div(cols, chunk) <= 8) return SoftmaxVariant::Cluster;

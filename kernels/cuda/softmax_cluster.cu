@@ -65,7 +65,7 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) s += (v[k][i] = expf(v[k][i] - m));
+    for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
   s = block_reduce<SumOp>(s, red_sum);
   if (threadIdx.x == 0) part = MaxSum{m, s};
   cluster.sync();  // every CTA's pair is published
@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
   for (unsigned r = 0; r < csize; ++r) tot = combine(tot, *cluster.map_shared_rank(&part, r));
   cluster.barrier_arrive();  // done reading the other CTAs' shared memory
   // All -inf row: tot = (-FLT_MAX, 0), scale = 1 / 0 = inf, e = 0: y = nan, as torch.softmax.
-  const float scale = expf(m - tot.m) / tot.s;
+  const float scale = exp_approx(m - tot.m) / tot.s;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
     const int64_t c = base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC;
