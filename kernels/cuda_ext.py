@@ -53,8 +53,10 @@ BLOCK_PER_ROW_MAX_COLS = 32768
 # kernels/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
 COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
 COOP_DEFAULT_CHUNK = 8192
-#: Chunks (elements of a row per CTA) softmax_cluster accepts; 0 picks one from the row length.
-CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
+#: Chunks (elements of a row per CTA) softmax_cluster accepts; 0 picks one from the row length
+#: (softmax_cluster_chunk: 32768 for float32, 65536 for 16-bit types). 65536 is 16-bit only.
+CLUSTER_CHUNKS = (4096, 8192, 16384, 32768, 65536)
+CLUSTER_CHUNK_MAX = {4: 32768, 2: 65536}
 
 
 def build_directory() -> Path:
@@ -155,7 +157,7 @@ def gelu(x: torch.Tensor, pdl: bool | None = None) -> torch.Tensor:
     grid = ceil(numel / (1024 * elems_per_vector)); unaligned data uses scalar
     accesses with the same geometry.
 
-    ``pdl`` (tuning; ``None``: the library's default): launch as a programmatic
+    ``pdl`` (tuning; ``None``: the library's default, on): launch as a programmatic
     dependent launch (sm_90+, ignored below): each block waits for the previous
     kernel of the stream, then lets the next one launch, so back-to-back
     launches overlap (CUDA C++ Programming Guide, "Programmatic Dependent
@@ -255,10 +257,13 @@ def _refuse(x: torch.Tensor, code: int, chunk: int) -> None:
         if -(-cols // c) > sms:  # one block per SM is always co-resident; more is not checked here
             raise ValueError(f"softmax_coop: {-(-cols // c)} co-resident blocks of {c} needed, {sms} SMs")
     if code == VARIANTS["cluster"]:
-        c = chunk or 32768
+        c = chunk or CLUSTER_CHUNK_MAX[x.element_size()]
         vec = 16 // x.element_size()
-        if c not in CLUSTER_CHUNKS:
-            raise ValueError(f"softmax_cluster: chunk must be 0 or one of {CLUSTER_CHUNKS}, got {chunk}")
+        if c not in CLUSTER_CHUNKS or c > CLUSTER_CHUNK_MAX[x.element_size()]:
+            raise ValueError(
+                f"softmax_cluster: chunk must be 0 or one of {CLUSTER_CHUNKS} (at most "
+                f"{CLUSTER_CHUNK_MAX[x.element_size()]} for {x.dtype}), got {chunk}"
+            )
         if torch.cuda.get_device_capability(x.device)[0] < 9:
             raise ValueError(f"softmax_{name}: thread-block clusters need sm_90 or newer")
         if cols % vec or -(-cols // c) > 16 or x.contiguous().data_ptr() % 16:
@@ -288,8 +293,12 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
 
     A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) that
     combine their (max, sum) partials through distributed shared memory: one read, one write.
-    chunk: one of ``CLUSTER_CHUNKS`` or 0 (the smallest chunk that keeps the cluster at <= 8
-    CTAs). Raises ValueError below sm_90, for cols not a multiple of 16 / itemsize, another
+    chunk: one of ``CLUSTER_CHUNKS`` (65536 for 16-bit types only) or 0 (32768 for float32,
+    65536 for 16-bit types). float32 CTAs hold their chunk as floats: 256, 512, 1024, 1024
+    threads of 16, 16, 16, 32 values. 16-bit CTAs of 4096 and 8192 do the same (256 and 512
+    threads); from 16384 on they hold 64 values per thread as loaded, packed two to a register
+    (256, 512, 1024 threads), and compute exp(x - m) twice instead of keeping it.
+    Raises ValueError below sm_90, for cols not a multiple of 16 / itemsize, another
     chunk, or a row needing more than 16 CTAs (x is made contiguous, so its rows are aligned).
     """
     _refuse(x, VARIANTS["cluster"], int(chunk))

@@ -49,9 +49,10 @@ def coop_names() -> list[str]:
     )
 
 
-def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> bool:
+def applicable(name: str, rows: int, cols: int, sm_count: int | None = None, itemsize: int = 4) -> bool:
     """Whether the forced cuda softmax variant ``name`` (a ``VARIANTS`` name or ``coop:<chunk>``)
-    accepts, or is tuned on, a (rows, cols) problem on a GPU of ``sm_count`` SMs (None: unknown).
+    accepts, or is tuned on, a (rows, cols) problem of ``itemsize``-byte elements on a GPU of
+    ``sm_count`` SMs (None: unknown).
 
     ``coop`` (default chunk) surely fits when ceil(cols / 8192) <= sm_count (every chunk's block
     fits once per SM); ``coop:<chunk>`` is tuned for cols > 32768 only, and may still be refused
@@ -70,9 +71,10 @@ def applicable(name: str, rows: int, cols: int, sm_count: int | None = None) -> 
     if name.startswith("coop:"):
         return cols > cuda_ext.BLOCK_PER_ROW_MAX_COLS
     if name == "cluster":
-        return -(-cols // 32768) <= 16
+        return -(-cols // cuda_ext.CLUSTER_CHUNK_MAX[itemsize]) <= 16
     if name.startswith("cluster:"):
-        return cols > 4096 and -(-cols // int(name.split(":", 1)[1])) <= 16
+        chunk = int(name.split(":", 1)[1])
+        return cols > 4096 and -(-cols // chunk) <= 16 and chunk <= cuda_ext.CLUSTER_CHUNK_MAX[itemsize]
     if name.startswith("split:"):
         return rows <= 65535 and cols > 32768
     if name.startswith("warp:"):
@@ -147,7 +149,7 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes:
             res: dict[str, float | None] = {}
             refused: set[str] = set()
             for name in names:
-                if not applicable(name, rows, cols, sms):
+                if not applicable(name, rows, cols, sms, x.element_size()):
                     continue
                 fn = variant_fn(name, x)
                 if name.startswith("coop") and coop_refusal(fn) is not None:

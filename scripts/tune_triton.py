@@ -61,6 +61,7 @@ def gelu_candidates(x: torch.Tensor) -> list[Candidate]:
             "persistent 4/SM evict_first .cs",
             tg.GeluConfig(b, w, programs_per_sm=4, evict_first=True, streaming_store=True),
         ),
+        ("no pdl", tg.GeluConfig(b, w)),
         ("pdl", tg.GeluConfig(b, w, pdl=True)),
         ("pdl block*2 warps*2", tg.GeluConfig(b * 2, w * 2, pdl=True)),
         ("pdl evict_first .cs", tg.GeluConfig(b, w, evict_first=True, streaming_store=True, pdl=True)),
@@ -125,6 +126,8 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
 
 
 CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor], list[Candidate]]]] = [
+    ("gelu", (1 << 22,), torch.float32, gelu_candidates),
+    ("gelu", (1 << 22,), torch.bfloat16, gelu_candidates),
     ("gelu", (1 << 24,), torch.float32, gelu_candidates),
     ("gelu", (1 << 24,), torch.bfloat16, gelu_candidates),
     ("gelu", (1 << 26,), torch.float32, gelu_candidates),

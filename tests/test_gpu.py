@@ -214,7 +214,7 @@ def test_auto_picks_cluster_for_long_float32_rows_and_never_coop():
 # ---- cluster (variant 7): a row split over a thread-block cluster (sm_90) -------------------------
 
 
-@pytest.mark.parametrize("chunk", [0, 4096, 8192, 16384, 32768])
+@pytest.mark.parametrize("chunk", [0, 4096, 8192, 16384, 32768, 65536])
 @pytest.mark.parametrize("shape", [(256, 262144), (9, 65536), (5, 40000), (3, 100000), (11, 4104)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
@@ -222,10 +222,15 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
 
     x = torch.randn(shape, device="cuda", dtype=dtype) * 4
     x[0, : shape[1] // 2] = float("-inf")  # whole CTAs of -inf must not poison the row
+    x[0, -3] = float("-inf")  # and a single -inf inside a packed 16-bit word
     if shape[0] > 2:
         x[1] = float("-inf")  # an all -inf row gives NaN, as torch.softmax
         x[2] = 7.0  # all equal
-    if -(-shape[1] // (chunk or 32768)) > 16:
+    if chunk > cuda_ext.CLUSTER_CHUNK_MAX[x.element_size()]:
+        with pytest.raises(ValueError, match="at most 32768"):
+            cuda_ext.softmax_cluster(x, chunk)
+        return
+    if -(-shape[1] // (chunk or cuda_ext.CLUSTER_CHUNK_MAX[x.element_size()])) > 16:
         with pytest.raises(ValueError, match="at most 16 CTAs"):
             cuda_ext.softmax_cluster(x, chunk)
         return

@@ -33,7 +33,7 @@ enum class SoftmaxVariant : int {
   SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
   OnlineL2 = 5,      // any cols: Online with one block per SM looping over rows
   Coop = 6,          // cols <= ~capacity * chunk: row split over co-resident CTAs, one pass (**)
-  Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768: row split over a thread-block
+  Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768 (16-bit: 16 * 65536): row split over a thread-block
                      // cluster, partials through distributed shared memory, one pass (softmax_cluster)
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
@@ -111,8 +111,9 @@ cudaError_t softmax_tuned(const void* x, void* y, int64_t rows, int64_t cols, DT
                           void* workspace, cudaStream_t stream);
 
 // Softmax of long rows with each row split across a thread-block cluster
-// (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384
-// or 32768; 0 = softmax_cluster_chunk) hold the row in registers and combine
+// (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384,
+// 32768, or for 16-bit types 65536; 0 = softmax_cluster_chunk) hold the row in
+// registers and combine
 // their partials through distributed shared memory: one read, one write.
 // Returns cudaErrorNotSupported below sm_90, cudaErrorInvalidValue for an
 // unsupported chunk, unaligned pointers, cols not a multiple of the 16-byte

@@ -20,6 +20,8 @@
 // (16 = the largest, non-portable, cluster size of an H100/H200).
 #include <cooperative_groups.h>
 
+#include <type_traits>
+
 #include "common.cuh"
 
 namespace fusebench {
@@ -31,7 +33,37 @@ namespace cg = cooperative_groups;
 constexpr int kMaxPortableCluster = 8;
 constexpr int kMaxCluster = 16;
 
-template <typename T, int NV, int VEC, int THREADS>
+// RAW storage: a 16-byte vector of 8 16-bit values as 4 words; word j holds elements 2j (low
+// half) and 2j + 1 (high half). unpack2 converts a word to two floats; unpack2_fresh does the
+// same in volatile asm, so that the compiler cannot reuse a conversion made before the cluster
+// barrier (it would then keep 64 floats live across it instead of 32 words: nvcc 13.0 did so
+// for bfloat16 with a plain conversion, 110 registers).
+template <typename T> __device__ __forceinline__ void unpack2(unsigned w, float& a, float& b);
+template <> __device__ __forceinline__ void unpack2<__nv_bfloat16>(unsigned w, float& a, float& b) {
+  a = __uint_as_float(w << 16);
+  b = __uint_as_float(w & 0xffff0000u);
+}
+template <> __device__ __forceinline__ void unpack2<__half>(unsigned w, float& a, float& b) {
+  const __half2 h = *reinterpret_cast<const __half2*>(&w);
+  a = __low2float(h);
+  b = __high2float(h);
+}
+template <typename T> __device__ __forceinline__ void unpack2_fresh(unsigned w, float& a, float& b);
+template <>
+__device__ __forceinline__ void unpack2_fresh<__nv_bfloat16>(unsigned w, float& a, float& b) {
+  asm volatile("{ shl.b32 %0, %2, 16; and.b32 %1, %2, 0xffff0000; }" : "=f"(a), "=f"(b) : "r"(w));
+}
+template <> __device__ __forceinline__ void unpack2_fresh<__half>(unsigned w, float& a, float& b) {
+  asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %2; cvt.f32.f16 %0, lo; cvt.f32.f16 %1, hi; }"
+               : "=f"(a), "=f"(b) : "r"(w));
+}
+
+// RAW (16-bit types): the chunk is kept as loaded, NV 16-byte vectors of 8 elements (4 registers
+// each), and exp(x - m_r) is computed twice (for l_r, then for y) instead of kept: 64 elements
+// per thread in 32 registers, so a CTA holds twice the elements (and the same bytes) as a float32
+// one. Both passes compute the identical exp_approx(x - m_r), so y is the same either way.
+// (The sum adds the exps in another order than the float path; rounding differs in the last bit.)
+template <typename T, int NV, int VEC, int THREADS, bool RAW>
 __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T* y, int64_t cols) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr float kClusterNegInf = -__builtin_huge_valf();
@@ -45,27 +77,56 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
   const int64_t base = static_cast<int64_t>(rank) * kChunk;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
-  float v[NV][VEC];
+  // v: the chunk as floats (!RAW); raw: as loaded (RAW). Slots past the row's end hold -inf.
+  float v[RAW ? 1 : NV][VEC];
+  uint4 raw[RAW ? NV : 1];  // RAW: VEC == 8
+  auto col = [&](int k) { return base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC; };
   float m = kClusterNegInf;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t c = base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC;
-    if (c < cols) {
-      load_vec<T, VEC>(xr + c, v[k]);
+    const int64_t c = col(k);
+    if constexpr (RAW) {
+      static_assert(VEC == 8 && sizeof(T) == 2, "RAW holds 16-byte vectors of 16-bit values");
+      // -inf in both halves: 0xff80 (bfloat16), 0xfc00 (float16).
+      constexpr unsigned kNegInf2 = std::is_same_v<T, __half> ? 0xfc00fc00u : 0xff80ff80u;
+      raw[k] = c < cols ? *reinterpret_cast<const uint4*>(xr + c)
+                        : make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
+      const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        float a, b;
+        unpack2<T>(w[j], a, b);
+        m = fmaxf(m, fmaxf(a, b));
+      }
     } else {
+      if (c < cols) {
+        load_vec<T, VEC>(xr + c, v[k]);
+      } else {
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[k][i] = kClusterNegInf;
+        for (int i = 0; i < VEC; ++i) v[k][i] = kClusterNegInf;
+      }
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
     }
-#pragma unroll
-    for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
   }
   // An all -inf chunk gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
   m = fmaxf(block_reduce<MaxOp>(m, red_max), -kFltMax);
   float s = 0.f;
 #pragma unroll
-  for (int k = 0; k < NV; ++k)
+  for (int k = 0; k < NV; ++k) {
+    if constexpr (RAW) {
+      const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
+      for (int j = 0; j < 4; ++j) {
+        float a, b;
+        unpack2<T>(w[j], a, b);
+        s += exp_approx(a - m) + exp_approx(b - m);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
+    }
+  }
   s = block_reduce<SumOp>(s, red_sum);
   if (threadIdx.x == 0) part = MaxSum{m, s};
   cluster.sync();  // every CTA's pair is published
@@ -76,11 +137,22 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
   const float scale = exp_approx(m - tot.m) / tot.s;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t c = base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC;
+    const int64_t c = col(k);
     if (c < cols) {
+      float e[VEC];
+      if constexpr (RAW) {
+        const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[k][i] *= scale;
-      store_vec<T, VEC>(yr + c, v[k]);
+        for (int j = 0; j < 4; ++j) {
+          unpack2_fresh<T>(w[j], e[2 * j], e[2 * j + 1]);
+          e[2 * j] = exp_approx(e[2 * j] - m) * scale;
+          e[2 * j + 1] = exp_approx(e[2 * j + 1] - m) * scale;
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < VEC; ++i) e[i] = v[k][i] * scale;
+      }
+      store_vec<T, VEC>(yr + c, e);
     }
   }
   cluster.barrier_wait();  // keep `part` alive until every CTA has read it
@@ -91,13 +163,13 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
 
 int64_t cluster_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-template <typename T, int THREADS, int NV>
+template <typename T, int THREADS, int NV, bool RAW = false>
 cudaError_t cluster_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
   constexpr int VEC = vec16<T>();
   constexpr int64_t kChunk = int64_t{THREADS} * NV * VEC;
   const int64_t csize = cluster_ceil_div(cols, kChunk);
   if (csize > kMaxCluster || rows * csize > 0x7fffffff) return cudaErrorInvalidValue;
-  const auto kernel = softmax_cluster_kernel<T, NV, VEC, THREADS>;
+  const auto kernel = softmax_cluster_kernel<T, NV, VEC, THREADS, RAW>;
   if (csize > kMaxPortableCluster) {
     const cudaError_t err =
         cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
@@ -120,28 +192,42 @@ cudaError_t cluster_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaStr
   return err;
 }
 
-// CTA chunk (elements) -> launch: 16 values per thread up to 1024 threads, then 32.
+// CTA chunk (elements) -> launch. float32: 16 values per thread up to 1024 threads, then 32.
+// 16-bit types: 16 values per thread (as floats) up to 8192, then 64 raw values per thread
+// (RAW: 32 registers) in CTAs of 256, 512 and 1024 threads; 65536 is 16-bit only.
 template <typename T>
 cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int chunk,
                              cudaStream_t s) {
   constexpr int VEC = vec16<T>();
-  switch (chunk) {
-    case 4096: return cluster_launch<T, 256, 16 / VEC>(x, y, rows, cols, s);
-    case 8192: return cluster_launch<T, 512, 16 / VEC>(x, y, rows, cols, s);
-    case 16384: return cluster_launch<T, 1024, 16 / VEC>(x, y, rows, cols, s);
-    case 32768: return cluster_launch<T, 1024, 32 / VEC>(x, y, rows, cols, s);
-    default: return cudaErrorInvalidValue;
+  if constexpr (VEC == 4) {
+    switch (chunk) {
+      case 4096: return cluster_launch<T, 256, 4>(x, y, rows, cols, s);
+      case 8192: return cluster_launch<T, 512, 4>(x, y, rows, cols, s);
+      case 16384: return cluster_launch<T, 1024, 4>(x, y, rows, cols, s);
+      case 32768: return cluster_launch<T, 1024, 8>(x, y, rows, cols, s);
+      default: return cudaErrorInvalidValue;
+    }
+  } else {
+    switch (chunk) {
+      case 4096: return cluster_launch<T, 256, 2>(x, y, rows, cols, s);
+      case 8192: return cluster_launch<T, 512, 2>(x, y, rows, cols, s);
+      case 16384: return cluster_launch<T, 256, 8, true>(x, y, rows, cols, s);
+      case 32768: return cluster_launch<T, 512, 8, true>(x, y, rows, cols, s);
+      case 65536: return cluster_launch<T, 1024, 8, true>(x, y, rows, cols, s);
+      default: return cudaErrorInvalidValue;
+    }
   }
 }
 
 }  // namespace
 
 int softmax_cluster_chunk(int64_t cols, int elem_size) {
-  (void)elem_size;
   // The largest chunk (fewest CTAs per row) measured fastest on an H200 (scripts/tune_cuda.py
   // at commit 5790afd, float32): 4096 x 65536 642 us against 707 (8192) and 879 (16384);
-  // 256 x 262144 197 us against 418 (16384).
-  return cluster_ceil_div(cols, 32768) <= kMaxCluster ? 32768 : 0;
+  // 256 x 262144 197 us against 418 (16384). 16-bit types: the largest, 65536 (the same bytes
+  // per CTA as float32's 32768). Not yet measured.
+  const int64_t chunk = elem_size == 2 ? 65536 : 32768;
+  return cluster_ceil_div(cols, chunk) <= kMaxCluster ? static_cast<int>(chunk) : 0;
 }
 
 cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
