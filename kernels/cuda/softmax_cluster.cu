@@ -33,6 +33,7 @@ namespace cg = cooperative_groups;
 constexpr int kMaxPortableCluster = 8;
 constexpr int kMaxCluster = 16;
 
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // used only by the sm_90+ kernel body
 // RAW storage: a 16-byte vector of 8 16-bit values as 4 words; word j holds elements 2j (low
 // half) and 2j + 1 (high half). unpack2 converts a word to two floats; unpack2_fresh does the
 // same in volatile asm, so that the compiler cannot reuse a conversion made before the cluster
@@ -57,6 +58,7 @@ template <> __device__ __forceinline__ void unpack2_fresh<__half>(unsigned w, fl
   asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %2; cvt.f32.f16 %0, lo; cvt.f32.f16 %1, hi; }"
                : "=f"(a), "=f"(b) : "r"(w));
 }
+#endif
 
 // RAW (16-bit types): the chunk is kept as loaded, NV 16-byte vectors of 8 elements (4 registers
 // each), and exp(x - m_r) is computed twice (for l_r, then for y) instead of kept: 64 elements
