@@ -53,10 +53,11 @@ BLOCK_PER_ROW_MAX_COLS = 32768
 # kernels/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
 COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
 COOP_DEFAULT_CHUNK = 8192
-#: Chunks (elements of a row per CTA) softmax_cluster accepts; 0 picks one from the row length
-#: (softmax_cluster_chunk: 32768 for float32, 65536 for 16-bit types). 65536 is 16-bit only.
+#: Chunks (elements of a row per CTA) softmax_cluster accepts, the largest by element size (65536
+#: is 16-bit only), and the default (chunk 0; softmax_cluster_chunk in softmax_cluster.cu).
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768, 65536)
 CLUSTER_CHUNK_MAX = {4: 32768, 2: 65536}
+CLUSTER_DEFAULT_CHUNK = {4: 32768, 2: 16384}
 
 
 def build_directory() -> Path:
@@ -257,7 +258,7 @@ def _refuse(x: torch.Tensor, code: int, chunk: int) -> None:
         if -(-cols // c) > sms:  # one block per SM is always co-resident; more is not checked here
             raise ValueError(f"softmax_coop: {-(-cols // c)} co-resident blocks of {c} needed, {sms} SMs")
     if code == VARIANTS["cluster"]:
-        c = chunk or CLUSTER_CHUNK_MAX[x.element_size()]
+        c = chunk or CLUSTER_DEFAULT_CHUNK[x.element_size()]
         vec = 16 // x.element_size()
         if c not in CLUSTER_CHUNKS or c > CLUSTER_CHUNK_MAX[x.element_size()]:
             raise ValueError(
@@ -293,8 +294,8 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
 
     A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) that
     combine their (max, sum) partials through distributed shared memory: one read, one write.
-    chunk: one of ``CLUSTER_CHUNKS`` (65536 for 16-bit types only) or 0 (32768 for float32,
-    65536 for 16-bit types). float32 CTAs hold their chunk as floats: 256, 512, 1024, 1024
+    chunk: one of ``CLUSTER_CHUNKS`` (65536 for 16-bit types only) or 0 (``CLUSTER_DEFAULT_CHUNK``:
+    32768 for float32, 16384 for 16-bit types). float32 CTAs hold their chunk as floats: 256, 512, 1024, 1024
     threads of 16, 16, 16, 32 values. 16-bit CTAs of 4096 and 8192 do the same (256 and 512
     threads); from 16384 on they hold 64 values per thread as loaded, packed two to a register
     (256, 512, 1024 threads), and compute exp(x - m) twice instead of keeping it.
@@ -340,7 +341,8 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
     cols <= 1024: warp_per_row; float32 and 32768 < cols <= 262144: cluster (online where it
-    cannot run); rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
+    cannot run); 16-bit, 32768 < cols <= 262144 and rows >= sm_count: cluster (likewise);
+    rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
     block_per_row; 16-bit and rows <= 65535: split_row; rows >= 2 * sm_count and
     sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)

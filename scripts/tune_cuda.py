@@ -71,7 +71,7 @@ def applicable(name: str, rows: int, cols: int, sm_count: int | None = None, ite
     if name.startswith("coop:"):
         return cols > cuda_ext.BLOCK_PER_ROW_MAX_COLS
     if name == "cluster":
-        return -(-cols // cuda_ext.CLUSTER_CHUNK_MAX[itemsize]) <= 16
+        return -(-cols // cuda_ext.CLUSTER_DEFAULT_CHUNK[itemsize]) <= 16
     if name.startswith("cluster:"):
         chunk = int(name.split(":", 1)[1])
         return cols > 4096 and -(-cols // chunk) <= 16 and chunk <= cuda_ext.CLUSTER_CHUNK_MAX[itemsize]

@@ -193,7 +193,7 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     _assert_matches_reference(y, x, "coop after a refusal")
 
 
-def test_auto_picks_cluster_for_long_float32_rows_and_never_coop():
+def test_auto_picks_cluster_for_long_rows_and_never_coop():
     from kernels import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -203,12 +203,14 @@ def test_auto_picks_cluster_for_long_float32_rows_and_never_coop():
                              (1, 1 << 20, 4), (1, 1 << 20, 2), (3, 32769, 2), (4096, 32768, 4)]}
     assert v["coop"] not in picks.values()
     assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["cluster"]
-    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(1, 1 << 20, 4)] == v["split_row"]
+    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == v["cluster"]
+    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == picks[(3, 32769, 2)] == v["split_row"]
     assert picks[(4096, 32768, 4)] == v["block_per_row"]
-    # Where an automatic cluster pick cannot run (cols not a multiple of 4), softmax falls back.
-    x = torch.randn(3, 40001, device="cuda")
-    r = correctness.check(get_op("softmax"), lambda: cuda_ext.softmax(x), x)
-    assert r.passed, r.reason
+    # Where an automatic cluster pick cannot run (cols not a multiple of the vector), softmax
+    # falls back.
+    for x in (torch.randn(3, 40001, device="cuda"), torch.randn(200, 40001, device="cuda").half()):
+        r = correctness.check(get_op("softmax"), lambda x=x: cuda_ext.softmax(x), x)
+        assert r.passed, r.reason
 
 
 # ---- cluster (variant 7): a row split over a thread-block cluster (sm_90) -------------------------
@@ -230,7 +232,7 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
         with pytest.raises(ValueError, match="at most 32768"):
             cuda_ext.softmax_cluster(x, chunk)
         return
-    if -(-shape[1] // (chunk or cuda_ext.CLUSTER_CHUNK_MAX[x.element_size()])) > 16:
+    if -(-shape[1] // (chunk or cuda_ext.CLUSTER_DEFAULT_CHUNK[x.element_size()])) > 16:
         with pytest.raises(ValueError, match="at most 16 CTAs"):
             cuda_ext.softmax_cluster(x, chunk)
         return

@@ -60,6 +60,9 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 constexpr int kWarpRows = 4;             // WarpPerRow: warps per 128-thread block
 constexpr int kWarpVecsPerThread = 4;    // WarpPerRow (16-byte path): vectors in flight per thread
+// ... for 16-bit types: 1. Measured on an H200 (scripts/tune_cuda.py at 83e2ce1, 65536 x 128, us,
+// warp:1 / warp:4): bfloat16 8.7 / 9.0, float16 8.6 / 8.8; float32 19.2 / 19.1.
+constexpr int kWarpVecsPerThread16 = 1;
 constexpr int kBlockTargetThreads = 256; // BlockPerRow: preferred block size
 constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread (vectorized)
 constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 registers)
@@ -610,7 +613,9 @@ cudaError_t warp_packed(const T* x, T* y, int64_t rows, int cols, cudaStream_t s
 template <typename T>
 cudaError_t warp_per_row(const T* x, T* y, int64_t rows, int cols, cudaStream_t s) {
   if (cols > kWarpPerRowMaxCols) return cudaErrorInvalidValue;
-  if (pick_vec<T>(x, y, cols, vec16<T>()) == vec16<T>()) return warp_packed<T>(x, y, rows, cols, s);
+  if (pick_vec<T>(x, y, cols, vec16<T>()) == vec16<T>())
+    return warp_packed<T, sizeof(T) == 2 ? kWarpVecsPerThread16 : kWarpVecsPerThread>(x, y, rows,
+                                                                                       cols, s);
   if (cols <= 32) return warp_items<T, 1>(x, y, rows, cols, s);
   if (cols <= 64) return warp_items<T, 2>(x, y, rows, cols, s);
   if (cols <= 128) return warp_items<T, 4>(x, y, rows, cols, s);
@@ -844,13 +849,23 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
     const int chunk = softmax_cluster_chunk(cols, elem_size);
     if (chunk > 0 && ceil_div(cols, chunk) <= 8) return SoftmaxVariant::Cluster;
   }
+  // Long 16-bit rows, at least one per SM: Cluster with 256-thread CTAs of 16384 elements (64
+  // packed values per thread, 4 CTAs per SM), up to 16 CTAs per row. Measured on an H200
+  // (scripts/tune_cuda.py at 83e2ce1, us, cluster:16384 / split_row / triton): 4096 x 65536
+  // bf16 386 / 471 / 402, fp16 386 / 443 / 399; 256 x 262144 bf16 110 / 126 / 111, fp16
+  // 109 / 121 / 109.
+  if (elem_size == 2 && cols > kBlockPerRowMaxCols && rows >= sm_count) {
+    const int chunk = softmax_cluster_chunk(cols, elem_size);
+    if (chunk > 0) return SoftmaxVariant::Cluster;
+  }
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
-  // Long 16-bit rows: split_row measured fastest on an H200 (scripts/tune_cuda.py at commit
-  // 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x 262144
-  // bf16 133 against 134 and 135).
+  // Long 16-bit rows that Cluster does not take (fewer rows than SMs, or longer than 16 CTAs):
+  // split_row measured fastest of the two-pass variants on an H200 (scripts/tune_cuda.py at
+  // commit 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x
+  // 262144 bf16 133 against 134 and 135).
   if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the

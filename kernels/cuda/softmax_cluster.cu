@@ -226,9 +226,10 @@ cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int c
 int softmax_cluster_chunk(int64_t cols, int elem_size) {
   // The largest chunk (fewest CTAs per row) measured fastest on an H200 (scripts/tune_cuda.py
   // at commit 5790afd, float32): 4096 x 65536 642 us against 707 (8192) and 879 (16384);
-  // 256 x 262144 197 us against 418 (16384). 16-bit types: the largest, 65536 (the same bytes
-  // per CTA as float32's 32768). Not yet measured.
-  const int64_t chunk = elem_size == 2 ? 65536 : 32768;
+  // 256 x 262144 197 us against 418 (16384). 16-bit types: 16384, 256 threads of 64 packed
+  // values, 4 CTAs per SM (scripts/tune_cuda.py at 83e2ce1, us, chunk 16384 / 32768 / 65536):
+  // 4096 x 65536 bf16 386 / 398 / 402; 256 x 262144 bf16 110 / 115 / 122.
+  const int64_t chunk = elem_size == 2 ? 16384 : 32768;
   return cluster_ceil_div(cols, chunk) <= kMaxCluster ? static_cast<int>(chunk) : 0;
 }
 
