@@ -170,10 +170,13 @@ def gelu(x: torch.Tensor, pdl: bool | None = None) -> torch.Tensor:
 def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of x (any shape; viewed as
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
-    max-subtracted. Moves 2 * itemsize bytes per element ideally
+    max-subtracted, exp computed as Triton computes ``tl.exp`` (x * log2(e), then
+    the ``ex2.approx.f32`` instruction: at most 2 ulp; ``exp_approx`` in
+    kernels/cuda/common.cuh), so both hand-written backends have the same numerics.
+    Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
-    when it fits; Coop reads it from DRAM once). The variant comes from ``pick_variant``; see
-    ``softmax_variant`` for each variant's launch geometry.
+    when it fits; Coop and Cluster read it from DRAM once). The variant comes from
+    ``pick_variant``; see ``softmax_variant`` for each variant's launch geometry.
     """
     return _module().softmax(x)
 
@@ -184,9 +187,10 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 1 warp_per_row, cols <= 1024: row in registers, 128-thread blocks.
       16-byte-aligned rows with cols a multiple of 16 bytes: a group of
       L = min(32, pow2(cols * itemsize / 16)) lanes per row, each lane one
-      16-byte vector per row slice, and each group 4 / (vectors per lane)
-      rows (at least 1), so every thread has ~4 vectors in flight (128 bf16
-      columns: 16 lanes x 4 rows, 32 rows per block). Otherwise a warp per
+      16-byte vector per row slice, and each group R / (vectors per lane)
+      rows (at least 1), so every thread has ~R vectors in flight, R = 4 for
+      float32 and 1 for 16-bit types (128 bf16 columns: 16 lanes x 1 row,
+      8 rows per block). Otherwise a warp per
       row, 4 rows per block; grid = ceil(rows / rows per block).
     - 2 block_per_row, cols <= 32768: a block per row (32..1024 threads,
       about 256 when each thread can hold up to 32 values), row in
