@@ -74,7 +74,9 @@ def test_hot_batches_spread_the_event_pairs_fixed_cost():
     x = torch.ones(1024, device="cuda")
     fn = lambda: x.add_(1)  # noqa: E731
     calls = timing.hot_calls(fn)
-    assert calls == timing.HOT_MAX_CALLS  # a few µs per call: the largest batch
+    # A few µs per call: a batch of many calls (HOT_MAX_CALLS unless the GPU is busy: the estimate
+    # it is sized from is itself a short timing, which once came out above 3.1 µs on the H200).
+    assert 1 < calls <= timing.HOT_MAX_CALLS
     per_call = timing.device_time(fn, 50).median_ms
     batched = timing.device_time(fn, 50, calls=calls).median_ms
     assert batched < per_call
