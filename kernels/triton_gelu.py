@@ -45,6 +45,9 @@ class GeluConfig:
         programs_per_sm: 0: one program per block (grid ``cdiv(numel, block)``); k > 0: a
             persistent grid of ``k x SM count`` programs, each looping over blocks with a grid
             stride (no more programs than blocks).
+        even: with ``programs_per_sm``: each program takes one contiguous run of
+            ``cdiv(blocks, grid)`` blocks instead of a grid stride, so every SM has the same
+            work and they finish together (no tail of a few busy SMs).
         evict_first: load the input with ``eviction_policy="evict_first"`` (it is never reread).
         streaming_store: store with ``cache_modifier=".cs"`` (streaming: likely accessed once).
         pdl: launch as a programmatic dependent launch (sm_90+; ``launch_pdl``): each program
@@ -61,6 +64,7 @@ class GeluConfig:
     evict_first: bool = False
     streaming_store: bool = False
     pdl: bool = False
+    even: bool = False
 
     def __post_init__(self) -> None:
         for name in ("block", "num_warps"):
@@ -69,6 +73,8 @@ class GeluConfig:
                 raise ValueError(f"GeluConfig: {name} must be a power of two, got {v}")
         if self.programs_per_sm < 0:
             raise ValueError(f"GeluConfig: programs_per_sm must be >= 0, got {self.programs_per_sm}")
+        if self.even and not self.programs_per_sm:
+            raise ValueError("GeluConfig: even needs programs_per_sm > 0")
 
 
 @triton.jit
@@ -106,11 +112,18 @@ def _gelu_kernel(
     EVICT_FIRST: tl.constexpr,
     STREAM_STORE: tl.constexpr,
     PDL: tl.constexpr,
+    EVEN: tl.constexpr,
 ):
     if PDL:  # the previous kernel's writes are visible past the wait; then let the next launch
         gdc_wait()
         gdc_launch_dependents()
-    if PERSISTENT:  # grid-stride loop over the blocks
+    if EVEN:  # one contiguous run of blocks per program
+        n_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
+        span = tl.cdiv(n_blocks, tl.num_programs(0))
+        first = tl.program_id(0) * span
+        for b in range(first, tl.minimum(first + span, n_blocks)):
+            _gelu_block(x_ptr, y_ptr, n_elements, b, BLOCK_SIZE, EVICT_FIRST, STREAM_STORE)
+    elif PERSISTENT:  # grid-stride loop over the blocks
         n_blocks = tl.cdiv(n_elements, BLOCK_SIZE)
         for b in range(tl.program_id(0), n_blocks, tl.num_programs(0)):
             _gelu_block(x_ptr, y_ptr, n_elements, b, BLOCK_SIZE, EVICT_FIRST, STREAM_STORE)
@@ -195,6 +208,7 @@ def gelu(x: torch.Tensor, *, _config: GeluConfig | None = None) -> torch.Tensor:
         EVICT_FIRST=c.evict_first,
         STREAM_STORE=c.streaming_store,
         PDL=c.pdl,
+        EVEN=c.even,
         num_warps=c.num_warps,
         **({"launch_pdl": True} if c.pdl else {}),
     )

@@ -66,6 +66,14 @@ def gelu_candidates(x: torch.Tensor) -> list[Candidate]:
         ("pdl block*2 warps*2", tg.GeluConfig(b * 2, w * 2, pdl=True)),
         ("pdl evict_first .cs", tg.GeluConfig(b, w, evict_first=True, streaming_store=True, pdl=True)),
         ("pdl persistent 4/SM", tg.GeluConfig(b, w, programs_per_sm=4, pdl=True)),
+        ("pdl block/2 warps/2", tg.GeluConfig(b // 2, w // 2, pdl=True)),
+        *[
+            (
+                f"pdl even {k}/SM block/{d}",
+                tg.GeluConfig(b // d, max(1, w // d), programs_per_sm=k, even=True, pdl=True),
+            )
+            for k, d in ((4, 1), (8, 2), (8, 4), (16, 4), (16, 8))
+        ],
     ]
     return [(label, lambda x, c=c: tg.gelu(x, _config=c)) for label, c in cfgs]
 

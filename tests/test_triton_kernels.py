@@ -72,6 +72,7 @@ def test_gelu_non_contiguous(dtype):
         GeluConfig(64, 1, programs_per_sm=1),  # persistent: 132 programs stride over 157 blocks
         GeluConfig(128, 4, programs_per_sm=4, evict_first=True, streaming_store=True),
         GeluConfig(16384, 8, evict_first=True),  # one program, mostly masked
+        GeluConfig(64, 1, programs_per_sm=1, even=True),  # 132 programs, runs of 2 blocks, some none
     ],
 )
 def test_gelu_forced_configs(config, dtype):
@@ -86,6 +87,8 @@ def test_gelu_config_validation():
         GeluConfig(128, 3)
     with pytest.raises(ValueError):
         GeluConfig(128, 4, programs_per_sm=-1)
+    with pytest.raises(ValueError, match="even needs"):
+        GeluConfig(128, 4, even=True)
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
