@@ -77,7 +77,8 @@ SPLIT_MAX_CHUNKS = 1024
 #: Off: on an H200 (scripts/tune_triton.py, commit 51d478e) the best coop configuration was no
 #: faster than "split" at (256, 262144) float32 (198 against 194 µs) and slower elsewhere (bf16:
 #: 136 against 109 µs; (1, 1048576): 8.1 against 7.1 µs): the cross-program wait on a global
-#: atomic costs more than the second read saves.
+#: atomic costs more than the second read saves. Lagged by a row (commit a1ed741) it was slower
+#: still: 220 against 194 µs at (256, 262144) float32, 835 against 720 at (4096, 65536).
 COOP_BLOCK_BYTES = 65536
 COOP_PROGRAMS_PER_SM = 2
 COOP_MAX_CHUNKS_PER_SM = 0

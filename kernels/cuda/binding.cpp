@@ -182,8 +182,8 @@ at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
                           static_cast<int>(chunk_elems), c10::cuda::getCurrentCUDAStream());
   TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
               " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
-              "8192, 16384, 32768 or (16-bit) 65536, and at most 16 CTAs per row; got cols ", cols, ", chunk_elems ",
-              chunk_elems, ")");
+              "8192, 16384, 32768 or (16-bit) 65536, and at most 16 CTAs per row; got cols ",
+              cols, ", chunk_elems ", chunk_elems, ")");
   return y;
 }
 

@@ -415,9 +415,9 @@ __device__ __forceinline__ void store_vec_cs(T* p, const float (&in)[N]) {
 //     they overlap the spin, the merge and one L2 round trip, not the whole of step 2;
 //  3. if k < steps, reduces the registers of step 1 to m_c = block max (an all -inf chunk is
 //     clamped to -FLT_MAX, so its partial is (-FLT_MAX, 0) and no exp(-inf + inf) arises) and
-//     l_c = block sum of exp_approx(x - m_c); thread 0 stores (m_c, l_c) to partial[row_new * chunks
-//     + c] (L2, st.cg), __threadfence() (release), atomicAdd(arrive[row_new], 1), and goes on
-//     without waiting.
+//     l_c = block sum of exp_approx(x - m_c); thread 0 stores (m_c, l_c) to
+//     partial[row_new * chunks + c] (L2, st.cg), __threadfence() (release),
+//     atomicAdd(arrive[row_new], 1), and goes on without waiting.
 // So x is read from DRAM once, and re-read from L2 once; across the wait only the loads of step
 // 1 are held in registers. No deadlock: all CTAs of a group have the same rows, hence the same
 // number of iterations, and the wait of iteration k needs only the partials that the group's
@@ -839,12 +839,12 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   // Long float32 rows that a portable cluster (<= 8 CTAs of softmax_cluster_chunk elements)
   // holds: Cluster reads x once. Measured on an H200 (scripts/tune_cuda.py at commit 5790afd):
   // 4096 x 65536 642 us against 711 (online_l2) and 719 (triton); 256 x 262144 197 us against
-  // 205 (online). 16-bit rows were slower with it than split (183 against 129 us at
-  // 256 x 262144), so they keep the two-pass variants. softmax() falls back to Online where
-  // Cluster cannot run (below sm_90, unaligned rows, cols not a multiple of 4).
-  // Coop (co-resident CTAs waiting on global counters) is never picked: its previous, unlagged
-  // kernel was slower than Cluster or SplitRow on every case measured (e.g. 309 us at
-  // 256 x 262144 float32); the lagged one is not yet measured.
+  // 205 (online). (16-bit rows: see below.) softmax() falls back to Online where Cluster cannot
+  // run (below sm_90, unaligned rows, cols not a multiple of 4).
+  // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster on
+  // every case measured, before and after it was lagged by a row (scripts/tune_cuda.py at
+  // a1ed741, best chunk: 256 x 262144 float32 199 us against 193; 4096 x 65536 float32 758
+  // against 622; 4096 x 65536 bfloat16 476 against 402 for triton).
   if (elem_size == 4 && cols > kBlockPerRowMaxCols) {
     const int chunk = softmax_cluster_chunk(cols, elem_size);
     if (chunk > 0 && ceil_div(cols, chunk) <= 8) return SoftmaxVariant::Cluster;
