@@ -14,10 +14,11 @@ OP            ?=
 BACKENDS      ?=
 DTYPES        ?=
 QUICK         ?=
+ROUNDS        ?=
 PYTEST_ARGS   ?=
 
 BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
-                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick))
+                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)))
 
 # --- docker: the pinned image (Dockerfile) -----------------------------------------------------
 # `make bench` runs the suite in the image when docker, its daemon, the NVIDIA container runtime
@@ -49,9 +50,9 @@ IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 LOCAL=1"
+	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 LOCAL=1"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
-	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.05 MACHINE=h200 PORT=8080 CDN=1"
+	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
 bench: ## run the suite (in the image with the GPUs when docker can, else here), store, publish html/
 	$(if $(DOCKER_OK)$(LOCAL),,@echo "bench: $(DOCKER_WHY): running here, not in the image" >&2)
@@ -127,26 +128,29 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
 # into site/node_modules) so the site works offline; without npm it fails unless CDN=1.
-# compare: exits 1 when a case of MACHINE (default: this host's) became slower than
-# FACTOR x (1 + its noise) or newly fails between BASE and HEAD; 2 on an unknown rev or no results.
+# compare: exits 1 when a case of MACHINE (default: this host's) regressed (slower than FACTOR, its
+# A/A allowance and its noise between rounds, rounds separated) or newly fails between BASE and
+# HEAD; 2 on an unknown rev or no results. publish: STRICT=1 exits 1 when a stored result will not
+# be drawn (its commit off main's first-parent line).
 
 PORT          ?= 8080
 BASE          ?=
 HEAD          ?= HEAD
-FACTOR        ?= 1.05
+FACTOR        ?= 1.04
 MACHINE       ?=
 CDN           ?=
+STRICT        ?=
 
 .PHONY: publish preview compare plots
 
 publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 if npm is missing)
-	$(PYTHON) scripts/publish.py $(if $(CDN),--cdn)
+	$(PYTHON) scripts/publish.py $(if $(CDN),--cdn) $(if $(STRICT),--strict)
 
 preview: ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
 	@test -f html/index.json || { echo "preview: html/ has no site; run make publish first"; exit 2; }
 	$(SYSTEM_PYTHON) -m http.server --bind 127.0.0.1 --directory html $(PORT)
 
-compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.05] [MACHINE=h200]
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200]
 	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
 	$(PYTHON) scripts/compare.py --base $(BASE) --head $(HEAD) --factor $(FACTOR) $(if $(MACHINE),--machine $(MACHINE))
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from fusebench import metrictable
+from fusebench.metrictable import Metric
 from fusebench.registry import BACKENDS, Op, shape_label
 
 #: Environment variable naming a sweep file to publish instead of measuring again.
@@ -20,20 +22,6 @@ SWEEP_ENV = "FUSEBENCH_SWEEP"
 SUITE_VERSION = "1"
 #: asv names benchmarks ``<module>.<Class>.<method>``; the module is ``benchmarks/suite.py``.
 BENCHMARK_MODULE = "suite"
-#: Suffix of the metrics that hold a time metric's spread (interquartile range, seconds).
-NOISE_SUFFIX = "_iqr"
-#: Which time metric's spread is each metric's noise (``fusebench.compare`` reads it), first one
-#: measured wins: bandwidth and % of ceiling are computed from the hot device time on a GPU, from
-#: the wall time on the CPU (no device time there).
-NOISE_SOURCE = {
-    "track_device_time": ("track_device_time",),
-    "track_device_time_cold": ("track_device_time_cold",),
-    "track_wall_time": ("track_wall_time",),
-    "track_bandwidth": ("track_device_time", "track_wall_time"),
-    "track_pct_of_ceiling": ("track_device_time", "track_wall_time"),
-    "track_tflops": ("track_device_time", "track_wall_time"),
-    "track_pct_of_peak": ("track_device_time", "track_wall_time"),
-}
 
 
 def class_name(op_name: str) -> str:
@@ -98,75 +86,25 @@ class _OpSuite:
             raise SkipNotImplemented(f"{field} is not measured on this device")
         return value
 
-    def track_device_time(self, cache, backend, shape, dtype):
-        """Device time (hot, CUDA events), median, seconds."""
-        return self._value("device_time_ms") * 1e-3
-
-    track_device_time.unit = "seconds"
-
-    def track_device_time_cold(self, cache, backend, shape, dtype):
-        """Device time with L2 flushed before each call, median, seconds."""
-        return self._value("device_time_cold_ms") * 1e-3
-
-    track_device_time_cold.unit = "seconds"
-
-    def track_device_time_iqr(self, cache, backend, shape, dtype):
-        """Interquartile range of the hot device time, seconds: the noise ``make compare`` allows."""
-        return self._value("device_time_iqr_ms") * 1e-3
-
-    track_device_time_iqr.unit = "seconds"
-
-    def track_device_time_cold_iqr(self, cache, backend, shape, dtype):
-        """Interquartile range of the cold device time, seconds."""
-        return self._value("device_time_cold_iqr_ms") * 1e-3
-
-    track_device_time_cold_iqr.unit = "seconds"
-
-    def track_wall_time(self, cache, backend, shape, dtype):
-        """Wall time (host clock with synchronization), median, seconds."""
-        return self._value("wall_time_ms") * 1e-3
-
-    track_wall_time.unit = "seconds"
-
-    def track_wall_time_iqr(self, cache, backend, shape, dtype):
-        """Interquartile range of the wall time, seconds."""
-        return self._value("wall_time_iqr_ms") * 1e-3
-
-    track_wall_time_iqr.unit = "seconds"
-
-    def track_bandwidth(self, cache, backend, shape, dtype):
-        """Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."""
-        return self._value("bandwidth_gbps")
-
-    track_bandwidth.unit = "GB/s"
-
-    def track_pct_of_ceiling(self, cache, backend, shape, dtype):
-        """Effective bandwidth as % of this run's copy ceiling."""
-        return self._value("pct_of_ceiling")
-
-    track_pct_of_ceiling.unit = "%"
 
 
-class _ComputeMetrics:
-    """Metrics added to the class of an op that declares its arithmetic (``Op.flops``)."""
+def _track(m: Metric):
+    """The asv ``track_*`` method of metric ``m``: the record's value, scaled to ``m.unit``."""
 
-    def track_tflops(self, cache, backend, shape, dtype):
-        """Throughput, declared flops / device time (host time on the CPU), TFLOP/s."""
-        return self._value("tflops")
+    def track(self, cache, backend, shape, dtype):
+        return self._value(m.field) * m.scale
 
-    track_tflops.unit = "TFLOP/s"
-
-    def track_pct_of_peak(self, cache, backend, shape, dtype):
-        """Throughput as % of this run's matrix peak (a large bfloat16 matmul)."""
-        return self._value("pct_of_peak")
-
-    track_pct_of_peak.unit = "%"
+    track.__name__ = m.name
+    track.__doc__ = m.doc
+    track.unit = m.unit
+    return track
 
 
 def suite_class(op: Op) -> type:
     """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × the op's
-    dtypes; with TFLOP/s and % of peak when the op declares flops."""
+    dtypes, one ``track_*`` method per metric of :mod:`fusebench.metrictable` (TFLOP/s and % of
+    peak only when the op declares flops)."""
     params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(op.dtypes)]
-    bases = (_OpSuite, _ComputeMetrics) if op.flops is not None else (_OpSuite,)
-    return type(class_name(op.name), bases, {"op": op.name, "params": params,
-                                              "__module__": "benchmarks.suite"})
+    body = {"op": op.name, "params": params, "__module__": "benchmarks.suite"}
+    body.update({m.name: _track(m) for m in metrictable.for_op(op.flops is not None)})
+    return type(class_name(op.name), (_OpSuite,), body)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import time
+import types
 from typing import Callable
 
 import torch
@@ -18,17 +19,25 @@ from fusebench.errors import SkipCase
 def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
     """``torch.compile`` of ``eager`` for exactly ``x``'s shape and dtype, compiled now.
 
-    Dynamo's caches are reset first so that each case gets its own static-shape graph
-    (``dynamic=False``): a sweep over many shapes would otherwise hit the recompile limit and
-    fall back to eager, or to a slower dynamic-shape kernel. ``fullgraph=True`` makes a graph
-    break an error instead of a silent partial compile. The returned callable carries the
-    compile time (its first call, seconds) as its ``compile_s`` attribute.
+    Each case compiles a fresh copy of ``eager`` (a new code object: Dynamo keeps its compiled
+    graphs and guards on the code object), so that each case gets its own static-shape graph
+    (``dynamic=False``) without resetting Dynamo: a sweep over many shapes would otherwise hit
+    the recompile limit and fall back to eager or a dynamic-shape kernel, and a reset
+    (``torch._dynamo.reset()``) would make every case built before recompile, and maybe
+    re-autotune, at its next call (a run's cases are built once and timed in several rounds).
+    ``fullgraph=True`` makes a graph break an error instead of a silent partial compile.
+
+    The returned callable carries the compile time (its first call, seconds) as ``compile_s``,
+    and ``chosen_by_timing = True``: Inductor picks among several launch configurations of a
+    generated kernel by timing them at first use, so two hosts may run different kernels for
+    the same code (``fusebench.launches`` records which ran).
 
     Raises:
         SkipCase: Inductor cannot compile on this machine (e.g. no C++ compiler), with its reason.
     """
-    torch._dynamo.reset()
-    fn = torch.compile(eager, dynamic=False, fullgraph=True)
+    fresh = types.FunctionType(eager.__code__.replace(), eager.__globals__, eager.__name__,
+                               eager.__defaults__, eager.__closure__)
+    fn = torch.compile(fresh, dynamic=False, fullgraph=True)
     start = time.perf_counter()
     try:
         fn(x)
@@ -36,10 +45,12 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
         raise SkipCase(f"torch.compile failed: {first_line(exc)}") from exc
     if x.is_cuda:
         torch.cuda.synchronize(x.device)
+
     def run():
         return fn(x)
 
     run.compile_s = time.perf_counter() - start
+    run.chosen_by_timing = True
     return run
 
 

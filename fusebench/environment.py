@@ -90,6 +90,79 @@ def clocks(dev: torch.device) -> dict:
     return out
 
 
+#: Clock-event reasons that mean the GPU ran slower than it could (power or thermal capping, a
+#: hardware slowdown): a case measured under one is contaminated. ``gpu_idle``,
+#: ``applications_clocks_setting``, ``sync_boost`` and ``display_clock_setting`` are not.
+THROTTLE_REASONS = ("sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                    "hw_power_brake_slowdown")
+
+
+def other_processes(dev: torch.device) -> list[dict] | None:
+    """Compute processes on ``dev``'s GPU other than this one (NVML), ``[{"pid", "mem_mib"}]``.
+
+    NVML reports process ids of the host's PID namespace: inside a container this process is
+    then listed under another id. When this process's id is not in the list, the list is taken
+    to include this process once (its largest user of memory is assumed to be us, which holds
+    since the suite allocates GBs), so "another process" means one more than ourselves.
+
+    Returns None on the CPU or where NVML cannot say (no driver, query unsupported).
+    """
+    if dev.type != "cuda" or (h := _nvml_handle(dev.index or 0)) is None:
+        return None
+    import pynvml
+
+    try:
+        procs = [{"pid": int(p.pid), "mem_mib": round((p.usedGpuMemory or 0) / 2**20)}
+                 for p in pynvml.nvmlDeviceGetComputeRunningProcesses(h)]
+    except Exception:
+        return None
+    me = os.getpid()
+    if any(p["pid"] == me for p in procs):
+        return [p for p in procs if p["pid"] != me]
+    procs.sort(key=lambda p: p["mem_mib"])
+    return procs[:-1]
+
+
+def gpu_sample(dev: torch.device) -> dict:
+    """What a case's contamination check reads, now: SM clock (MHz), clock-event reasons, other
+    compute processes (:func:`other_processes`). Empty on the CPU or without NVML."""
+    if dev.type != "cuda" or (h := _nvml_handle(dev.index or 0)) is None:
+        return {}
+    import pynvml
+
+    out: dict = {}
+    try:
+        out["sm_clock_mhz"] = pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
+        getter = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            pynvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        mask = getter(h)
+        out["clock_event_reasons"] = [n for bit, n in CLOCK_EVENT_REASONS.items() if mask & bit]
+    except Exception as exc:  # keep what was read
+        out["nvml_error"] = str(exc)
+    others = other_processes(dev)
+    if others is not None:
+        out["other_processes"] = others
+    return out
+
+
+def contamination(samples: list[dict]) -> list[str]:
+    """Why a measurement is contaminated, from the :func:`gpu_sample` readings taken around it.
+
+    Returns one short text per cause (empty: clean): a throttle reason seen
+    (:data:`THROTTLE_REASONS`), or another compute process on the GPU.
+    """
+    reasons: list[str] = []
+    for s in samples:
+        for r in s.get("clock_event_reasons", ()):
+            if r in THROTTLE_REASONS and f"throttled: {r}" not in reasons:
+                reasons.append(f"throttled: {r}")
+        for p in s.get("other_processes", ()):
+            text = f"another process on the GPU: pid {p['pid']} ({p['mem_mib']} MiB)"
+            if text not in reasons:
+                reasons.append(text)
+    return reasons
+
+
 def _version(module: str) -> str | None:
     try:
         return __import__(module).__version__

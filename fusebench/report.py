@@ -57,6 +57,11 @@ def summary(result: Sweep) -> str:
         for s in shapes:
             row = [cell(cases.get((s, b)), cases.get((s, "eager"))) for b in cols]
             out.append(f"| {s} | " + " | ".join(row) + " |")
+    from fusebench import runrecord
+
+    run = runrecord.summary_lines(result)
+    out += ["", f"The run: {run[0]}"] + [f"- {line}" for line in run[1:]]
+    out += [f"- warning: {w}" for w in result.warnings[:20]]
     failed = [r for r in result.records if r.status == "failed"]
     if failed:
         out += ["", f"{len(failed)} case(s) failed:"]

@@ -15,7 +15,10 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
    different file (:data:`ASSETS` says which and why). An external URL not in :data:`ASSETS` is an
    error: the site would still need the internet;
 4. renders the plots (``fusebench.plots``) into ``html/plots/`` with an index page, and adds a
-   "Plots" tab to asv's navigation bar.
+   "Plots" tab to asv's navigation bar;
+5. writes ``html/runs/index.html`` from the run records (``fusebench.runrecord``: rounds, copy
+   ceiling per round, phases, contaminated and noisy cases), with a "Runs" tab;
+6. names every stored result asv will not draw (``fusebench.history``).
 """
 
 from __future__ import annotations
@@ -271,27 +274,67 @@ def rewrite_cdn(html_dir: Path, assets: tuple[Asset, ...] = ASSETS) -> list[str]
     return urls
 
 
-#: The tab added to asv's navigation bar, after "Regressions".
+#: Where in the published site the run records' page goes.
+RUNS = "runs"
+#: The tabs added to asv's navigation bar, after "Regressions".
 NAV_ANCHOR = '<li id="nav-li-regressions">'
 NAV_PLOTS = f'<li id="nav-li-plots"><a href="{PLOTS}/index.html">Plots</a></li>'
+NAV_RUNS = f'<li id="nav-li-runs"><a href="{RUNS}/index.html">Runs</a></li>'
 
 
-def add_plots_tab(html_dir: Path) -> None:
-    """Add a "Plots" tab linking ``plots/index.html`` to asv's ``index.html`` (once).
+def add_tab(html_dir: Path, tab: str) -> None:
+    """Add ``tab`` (an ``<li>``) to asv's navigation bar in ``index.html``, after "Regressions"
+    and the tabs added before it (once).
 
     Raises:
         SiteError: asv's page has no "Regressions" tab to put it after.
     """
     index = html_dir / "index.html"
     page = index.read_text()
-    if NAV_PLOTS in page:
+    if tab in page:
         return
     start = page.find(NAV_ANCHOR)
     end = page.find("</li>", start)
     if start < 0 or end < 0:
-        raise SiteError(f"{index} has no {NAV_ANCHOR!r} to add the plots tab after (asv changed?)")
+        raise SiteError(f"{index} has no {NAV_ANCHOR!r} to add a tab after (asv changed?)")
     end += len("</li>")
-    index.write_text(page[:end] + "\n\t" + NAV_PLOTS + page[end:])
+    for added in (NAV_PLOTS, NAV_RUNS):
+        if page.startswith("\n\t" + added, end):
+            end += len("\n\t" + added)
+    index.write_text(page[:end] + "\n\t" + tab + page[end:])
+
+
+def add_plots_tab(html_dir: Path) -> None:
+    """Add a "Plots" tab linking ``plots/index.html`` to asv's ``index.html`` (once)."""
+    add_tab(html_dir, NAV_PLOTS)
+
+
+def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
+    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
+    newest commit first per machine; no script. An unreadable record is named on the page."""
+    from fusebench import runrecord
+    from fusebench.errors import UsageError
+
+    body = []
+    from fusebench.sweep import Sweep
+
+    records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
+    for machine, path in records:
+        try:
+            lines = runrecord.summary_lines(Sweep.load(path))
+        except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
+            lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
+        items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
+        body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>")
+    if not body:
+        body.append("<p>No run records yet: make bench stores one per run.</p>")
+    page = html_dir / RUNS / "index.html"
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>fusebench runs</title>"
+                    "</head>\n<body style=\"font-family:sans-serif\">\n<p><a href=\"../index.html\">"
+                    "&larr; benchmarks</a></p>\n<h1>fusebench: run records (rounds, ceilings, "
+                    "contamination)</h1>\n" + "\n".join(body) + "\n</body></html>\n")
+    return page
 
 
 def write_plots_page(html_dir: Path, pngs: list[Path]) -> Path:
@@ -319,18 +362,29 @@ def write_plots_page(html_dir: Path, pngs: list[Path]) -> Path:
 
 
 def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str = sys.executable,
-            site_dir: Path = SITE_DIR) -> int:
-    """``asv publish`` of every stored result into ``html_dir``, then made offline, plots added.
+            site_dir: Path = SITE_DIR, strict: bool = False) -> int:
+    """``asv publish`` of every stored result into ``html_dir``, then made offline, plots and the
+    runs page added; every stored result asv will not draw is named (``fusebench.history``).
 
     Args:
         cdn: keep asv's CDN URLs (the site then needs internet) instead of failing when the local
             copies cannot be installed; a warning says so.
+        strict: a stored result that will not be drawn is an error (exit 1), not a warning.
 
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
-    could not be installed (npm missing or failing) and ``cdn`` is False.
+    could not be installed (npm missing or failing) and ``cdn`` is False, or when ``strict`` and
+    some result will not be drawn.
     """
-    from fusebench import plots, store
+    from fusebench import history, plots, runrecord, store
     from kernels import OPS
+
+    try:
+        undrawn = history.undrawn(results_dir)
+    except RuntimeError as exc:
+        print(f"publish: warning: cannot tell which results the site draws: {exc}", file=sys.stderr)
+        undrawn = []
+    for line in history.report(undrawn, results_dir):
+        print(line, file=sys.stderr)
 
     status = store.publish(results_dir, html_dir, python=python)
     if status != 0:
@@ -348,4 +402,10 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
     pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()))
     write_plots_page(html_dir, pngs)
     add_plots_tab(html_dir)
+    write_runs_page(html_dir, runrecord.records_dir(results_dir))
+    add_tab(html_dir, NAV_RUNS)
+    if strict and undrawn:
+        print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
+              file=sys.stderr)
+        return 1
     return 0

@@ -1,13 +1,34 @@
-"""The sweep: every case (op × backend × shape × dtype) gated, warmed up and timed, in one process.
+"""The sweep: every case (op × backend × shape × dtype) built, gated, then timed in rounds, in one process.
 
 One process measures all cases (compilation caches, the CUDA context and the copy ceiling are
 shared); the asv suite then stores and publishes the records, one asv parameter combination per
 case. Records are named the nvbench way: axes, samples, median, noise, cold or hot, skip reason.
+
+A run has phases:
+
+1. **build**: each case's factory runs once (compile, extension build), then the correctness gate
+   (**gate**), then warm-up, the hot batch size and a profiled call (launches and the identity
+   of the kernels that ran: ``fusebench.launches``) (**profile**). The built callables are kept.
+2. **rounds**: R passes over every built case (``ROUNDS``, default :data:`DEFAULT_ROUNDS`),
+   interleaved: all cases once in grid order, then all again in reverse order, then in seeded
+   shuffled orders, so that a slow drift of the machine (clocks, temperature, a neighbour) is
+   spread over the cases instead of landing on one block of them. Each round re-measures the
+   copy ceiling and, per case, warms up, then times hot device time, cold device time and wall
+   time, reading NVML before, between and after (``environment.gpu_sample``).
+3. a case's figure is the **median over rounds** of its per-round medians; its **noise** is the
+   spread between rounds, (max - min) / median of the per-round figures (one batch's IQR
+   underestimates the spread that a comparison of two runs meets). Every round's figures are
+   kept in the record (``Record.rounds``).
+
+A case measured while the GPU was throttled or shared with another process is **contaminated**:
+marked in the record (``contamination``), printed loudly, never judged by the gate.
 """
 
 from __future__ import annotations
 
 import json
+import random
+import statistics
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -21,7 +42,15 @@ from fusebench.errors import SkipCase
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+#: Rounds of a run unless ``ROUNDS=`` says otherwise.
+DEFAULT_ROUNDS = 3
+#: Seconds each timing mode (hot, cold, wall) of one case should take in one round: repeats are
+#: chosen to fill it (``timing.repeats_for``, at least ``timing.MIN_REPEATS``).
+ROUND_BUDGET_S = 0.05
+#: The per-round figures of a record (ms), aggregated as the median over rounds.
+ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
+                "device_time_cold_iqr_ms", "wall_time_ms", "wall_time_iqr_ms")
 
 
 @dataclass
@@ -34,6 +63,17 @@ class Record:
     ``status`` is ``"ok"`` (gated and timed), ``"failed"`` (gate or run failed: ``reason``) or
     ``"skipped"`` (this machine or backend cannot run it: ``reason``). Device times are None on
     the CPU; there ``bandwidth_gbps`` comes from the host clock (``clock`` says which).
+
+    Times are medians over rounds; ``rounds`` keeps each round's figures (the fields of
+    :data:`ROUND_FIELDS`, ``repeats``, and the NVML readings ``before``/``after``). ``noise`` is
+    the relative spread between rounds ((max - min) / median of the main time: hot device time on
+    a GPU, host time on the CPU) when there are two rounds or more, else the IQR / median of the
+    one round; ``noise_within`` is the median over rounds of the IQR / median of one batch.
+    ``contamination`` lists why the case was contaminated (empty: clean). ``kernels`` names the
+    kernels one call launched with their geometry, ``kernel_id`` identifies them, and
+    ``kernel_by_timing`` says the backend picks its kernel by timing at first use (Inductor), so
+    that a different ``kernel_id`` between two runs is the compiler's choice, not the code's.
+    ``hot_calls`` is the hot batch size (calls between one event pair), fixed across rounds.
     """
 
     op: str
@@ -66,10 +106,33 @@ class Record:
     flops: int | None = None
     tflops: float | None = None
     pct_of_peak: float | None = None
+    noise_within: float | None = None
+    hot_calls: int | None = None
+    kernels: list[str] = field(default_factory=list)
+    kernel_id: str | None = None
+    kernel_by_timing: bool = False
+    contamination: list[str] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)
 
     @property
     def key(self) -> tuple[str, str, str, str]:
         return (self.op, self.backend, self.shape, self.dtype)
+
+    @property
+    def contaminated(self) -> bool:
+        """True when some round was measured throttled or beside another process."""
+        return bool(self.contamination)
+
+    def main_time_ms(self) -> float | None:
+        """The time the figures come from: hot device time on a GPU, host time on the CPU."""
+        return self.device_time_ms if self.device_time_ms is not None else self.wall_time_ms
+
+    def time_per_launch_ms(self) -> float | None:
+        """Hot device time / launches per call (ms), None when either is unknown: below a few µs
+        a case is launch-bound (``fusebench.compare`` widens its threshold)."""
+        if self.device_time_ms is None or not self.launches:
+            return None
+        return self.device_time_ms / self.launches
 
 
 @dataclass
@@ -77,7 +140,11 @@ class Sweep:
     """All records of one run, with the environment and the ceilings they were measured in.
 
     ``peak_tflops`` is the matrix peak (``metrics.measure_matrix_peak``), measured only when an
-    op of the run declares flops; None otherwise.
+    op of the run declares flops; None otherwise. ``ceiling_gbps`` is the median of the copy
+    ceilings measured at the start of each round (``ceilings_gbps``, GB/s). ``phases`` holds
+    seconds per phase (``build``, ``gate``, ``profile``, ``round 1``, ...; ``make bench`` adds
+    ``asv`` and ``publish``); ``warnings`` what the run printed loudly (another process on the
+    GPU at the start, contaminated cases).
     """
 
     environment: dict
@@ -86,6 +153,10 @@ class Sweep:
     records: list[Record]
     format_version: int = FORMAT_VERSION
     peak_tflops: float | None = None
+    rounds: int = 1
+    ceilings_gbps: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
 
     def save(self, path: Path) -> None:
         """Write as JSON (atomically: a temporary file, then a rename)."""
@@ -133,7 +204,8 @@ class Built:
 
     ``status`` is ``"ok"``, ``"skipped"`` or ``"failed"`` with its ``reason``; ``fn`` and ``x``
     are the ready callable and its input (None unless built); ``gate`` the gate's result (None
-    unless the case was built).
+    unless the case was built). ``build_s`` and ``gate_s`` are the seconds the factory and the
+    gate took.
     """
 
     status: str = "ok"
@@ -141,6 +213,8 @@ class Built:
     fn: Callable[[], object] | None = None
     x: torch.Tensor | None = None
     gate: correctness.GateResult | None = None
+    build_s: float = 0.0
+    gate_s: float = 0.0
 
 
 def build_and_gate(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device) -> Built:
@@ -150,71 +224,156 @@ def build_and_gate(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.de
     ``dtype`` is a dtype-axis name (:data:`fusebench.registry.PRECISIONS`).
     """
     precision = PRECISIONS[dtype]
+    start = time.perf_counter()
     try:
         factory = op.get_backend(backend).factory
         x = inputs.make_input(shape, precision.dtype, str(dev))
         fn = precision.bind(factory, x)
     except SkipCase as exc:
-        return Built("skipped", str(exc))
+        return Built("skipped", str(exc), build_s=time.perf_counter() - start)
     except Exception as exc:
-        return Built("failed", backends.first_line(exc))
+        return Built("failed", backends.first_line(exc), build_s=time.perf_counter() - start)
+    built_at = time.perf_counter()
     gate = correctness.check(op, fn, x, dtype)
+    build_s, gate_s = built_at - start, time.perf_counter() - built_at
     if not gate.passed:
-        return Built("failed", f"correctness gate: {gate.reason}", gate=gate)
-    return Built(fn=fn, x=x, gate=gate)
+        return Built("failed", f"correctness gate: {gate.reason}", gate=gate, build_s=build_s, gate_s=gate_s)
+    return Built(fn=fn, x=x, gate=gate, build_s=build_s, gate_s=gate_s)
 
 
-def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
-             ceiling_gbps: float, flush: torch.Tensor | None,
-             peak_tflops: float | None = None) -> Record:
-    """Gate, warm up and time one case. Never raises for a failing backend (see ``status``).
+def new_record(op: Op, backend: str, shape: Shape, dtype: str) -> Record:
+    """An empty record of one case, with its declared work (bytes moved, flops)."""
+    return Record(op.name, backend, shape_label(shape), dtype, roofline=op.roofline,
+                  bytes_moved=op.bytes_moved(shape, PRECISIONS[dtype].dtype),
+                  flops=op.flops(shape) if op.flops else None)
 
-    ``dtype`` is a dtype-axis name (:data:`fusebench.registry.PRECISIONS`); ``peak_tflops`` the
-    run's matrix peak, needed for ``pct_of_peak`` of an op that declares flops.
+
+def prepare(rec: Record, built: Built, dev: torch.device) -> None:
+    """After the gate: warm up, fix the hot batch size, profile one call (launches, kernels).
+
+    Fills ``compile_s``, the gate's error, ``hot_calls``, ``launches``, ``kernels``, ``kernel_id``
+    and ``kernel_by_timing`` of ``rec``; a failure of these marks the case failed.
     """
-    precision = PRECISIONS[dtype]
-    rec = Record(op.name, backend, shape_label(shape), dtype, roofline=op.roofline,
-                 bytes_moved=op.bytes_moved(shape, precision.dtype),
-                 flops=op.flops(shape) if op.flops else None)
-    built = build_and_gate(op, backend, shape, dtype, dev)
     if built.gate is not None:
         rec.max_rel_error, rec.tolerance = built.gate.max_rel_error, built.gate.tolerance
     rec.compile_s = getattr(built.fn, "compile_s", None)
     if built.status != "ok":
         rec.status, rec.reason = built.status, built.reason
-        return rec
+        return
+    rec.kernel_by_timing = bool(getattr(built.fn, "chosen_by_timing", False))
     try:
-        _time(rec, built.fn, dev, ceiling_gbps, flush, peak_tflops)
+        timing.warm_up(built.fn, dev)
+        if dev.type == "cuda":
+            rec.hot_calls = timing.hot_calls(built.fn)
+            prof = launches.profile_call(built.fn, dev)
+            rec.launches, rec.kernels, rec.kernel_id = prof.launches, list(prof.kernels), prof.kernel_id
     except Exception as exc:
         rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
-    return rec
 
 
-def _time(rec: Record, fn: Callable[[], object], dev: torch.device, ceiling_gbps: float,
-          flush: torch.Tensor | None, peak_tflops: float | None) -> None:
-    reps = timing.repeats_for(timing.warm_up(fn, dev))
-    rec.repeats = reps
+def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
+               budget_s: float = ROUND_BUDGET_S) -> dict:
+    """One round of one case: warm-up, hot and cold device time (GPU), wall time, NVML around.
+
+    Appends the round's figures (ms) to ``rec.rounds`` and returns them; the round's
+    contamination (``environment.contamination`` of the readings) is kept in the round and
+    added to ``rec.contamination``.
+    """
+    before = environment.gpu_sample(dev)
+    reps = timing.repeats_for(timing.warm_up(fn, dev), budget_s)
+    fig: dict = {"repeats": reps}
+    samples = [before]
     if dev.type == "cuda":
-        hot = timing.hot_device_time(fn, reps)
+        calls = rec.hot_calls or 1
+        hot = timing.device_time(fn, max(timing.MIN_REPEATS, reps // calls), calls=calls)
+        samples.append(environment.gpu_sample(dev))
         cold = timing.device_time(fn, reps, flush)
-        rec.device_time_ms, rec.device_time_iqr_ms = hot.median_ms, hot.iqr_ms
-        rec.device_time_cold_ms, rec.device_time_cold_iqr_ms = cold.median_ms, cold.iqr_ms
-        rec.bandwidth_cold_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, cold.median_ms)
-        rec.launches = launches.launches_per_call(fn, dev)
-        rec.clocks = environment.clocks(dev)
-        main = hot
+        fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
+                   device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)
     wall = timing.wall_time(fn, min(reps, 100), dev)
-    rec.wall_time_ms, rec.wall_time_iqr_ms = wall.median_ms, wall.iqr_ms
-    if dev.type != "cuda":
-        main = wall
-    rec.clock, rec.noise = main.clock, main.noise
-    rec.bandwidth_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, main.median_ms)
+    samples.append(environment.gpu_sample(dev))
+    fig.update(wall_time_ms=wall.median_ms, wall_time_iqr_ms=wall.iqr_ms, clock=wall.clock
+               if dev.type != "cuda" else "cuda-events", before=before, after=samples[-1])
+    fig["contamination"] = environment.contamination(samples)
+    rec.rounds.append(fig)
+    rec.contamination += [c for c in fig["contamination"] if c not in rec.contamination]
+    return fig
+
+
+def spread(values: list[float]) -> float:
+    """(max - min) / median of ``values`` (dimensionless; NaN for an empty list or median 0)."""
+    if not values:
+        return float("nan")
+    med = statistics.median(values)
+    return (max(values) - min(values)) / med if med > 0 else float("nan")
+
+
+def finish(rec: Record, ceiling_gbps: float, peak_tflops: float | None) -> None:
+    """Set a timed record's figures from its rounds: medians over rounds, noise between rounds,
+    bandwidth, % of ceiling, TFLOP/s, % of peak, the cache flag (see :class:`Record`)."""
+    if rec.status != "ok" or not rec.rounds:
+        return
+    for name in ROUND_FIELDS:
+        values = [r[name] for r in rec.rounds if r.get(name) is not None]
+        setattr(rec, name, statistics.median(values) if values else None)
+    rec.repeats = rec.rounds[-1]["repeats"]
+    rec.clock = rec.rounds[-1]["clock"]
+    main_field = "device_time_ms" if rec.device_time_ms is not None else "wall_time_ms"
+    iqr_field = main_field.replace("_ms", "_iqr_ms")
+    main_ms = getattr(rec, main_field)
+    within = [r[iqr_field] / r[main_field] for r in rec.rounds if r[main_field] > 0]
+    rec.noise_within = statistics.median(within) if within else None
+    rec.noise = spread([r[main_field] for r in rec.rounds]) if len(rec.rounds) > 1 else rec.noise_within
+    if rec.device_time_cold_ms is not None:
+        rec.bandwidth_cold_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, rec.device_time_cold_ms)
+    rec.bandwidth_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, main_ms)
     rec.pct_of_ceiling = metrics.pct_of_ceiling(rec.bandwidth_gbps, ceiling_gbps)
     rec.cache_flag = rec.roofline == "memory" and rec.pct_of_ceiling > metrics.CACHE_FLAG_PCT
     if rec.flops is not None:
-        rec.tflops = metrics.tflops(rec.flops, main.median_ms)
+        rec.tflops = metrics.tflops(rec.flops, main_ms)
         if peak_tflops:
             rec.pct_of_peak = metrics.pct_of_peak(rec.tflops, peak_tflops)
+
+
+def _time_rounds(rec: Record, fn: Callable[[], object], dev: torch.device, flush, rounds: int) -> None:
+    try:
+        for _ in range(rounds):
+            time_round(rec, fn, dev, flush)
+    except Exception as exc:
+        rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
+
+
+def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
+             ceiling_gbps: float, flush: torch.Tensor | None,
+             peak_tflops: float | None = None, rounds: int = 1) -> Record:
+    """Build, gate, warm up and time one case in ``rounds`` back-to-back rounds. Never raises
+    for a failing backend (see ``status``).
+
+    ``dtype`` is a dtype-axis name (:data:`fusebench.registry.PRECISIONS`); ``peak_tflops`` the
+    run's matrix peak, needed for ``pct_of_peak`` of an op that declares flops. (A run
+    interleaves its rounds over all cases instead: :func:`run`.)
+    """
+    rec = new_record(op, backend, shape, dtype)
+    built = build_and_gate(op, backend, shape, dtype, dev)
+    prepare(rec, built, dev)
+    if rec.status == "ok":
+        _time_rounds(rec, built.fn, dev, flush, rounds)
+        finish(rec, ceiling_gbps, peak_tflops)
+        rec.clocks = environment.clocks(dev)
+    return rec
+
+
+#: Above this noise (between rounds) a figure is called noisy in the progress line.
+NOISY = 0.10
+
+
+def noise_text(noise: float | None) -> str:
+    """``±0.4%``, or ``noisy ±288%`` above :data:`NOISY` (fixed width up to 999 %)."""
+    if noise is None or noise != noise:
+        return "    n/a"
+    pct = 100 * noise
+    text = f"±{pct:.1f}%" if pct < 100 else f"±{pct:.0f}%"
+    return f"{'noisy ' if noise > NOISY else ''}{text:>7}"
 
 
 def progress_line(i: int, n: int, rec: Record) -> str:
@@ -222,8 +381,8 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
-    t = rec.device_time_ms if rec.device_time_ms is not None else rec.wall_time_ms
-    text = f"{head} ok {t:9.4f} ms ±{100 * rec.noise:4.1f}% "
+    t = rec.main_time_ms()
+    text = f"{head} ok {t:9.4f} ms {noise_text(rec.noise)} "
     if rec.roofline == "compute":
         text += f"{rec.tflops:8.2f} TFLOP/s"
         if rec.pct_of_peak is not None:
@@ -234,32 +393,111 @@ def progress_line(i: int, n: int, rec: Record) -> str:
         text += f"  {rec.launches} launch{'es' if rec.launches != 1 else ''}"
     if rec.cache_flag:
         text += "  (above the copy ceiling: caches measured)"
+    if rec.contaminated:
+        text += f"  CONTAMINATED: {'; '.join(rec.contamination)}"
     return text
 
 
+def round_order(n: int, index: int) -> list[int]:
+    """The order of the cases in round ``index`` (0-based): grid order, then reversed, then
+    shuffled with the round's index as seed (the same orders on every machine)."""
+    order = list(range(n))
+    if index == 1:
+        order.reverse()
+    elif index >= 2:
+        random.Random(index).shuffle(order)
+    return order
+
+
+def _loud(message: str, out, warnings: list[str]) -> None:
+    print(f"fusebench: WARNING: {message}", file=out, flush=True)
+    warnings.append(message)
+
+
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
-        dtype_names: Iterable[str] = PRECISIONS, out=sys.stderr) -> Sweep:
-    """Measure every case on this machine's device, printing a progress line per case to ``out``."""
+        dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS, out=sys.stderr) -> Sweep:
+    """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
+    doc), printing progress to ``out``.
+
+    Raises:
+        ValueError: ``rounds`` < 1.
+    """
+    if rounds < 1:
+        raise ValueError(f"rounds must be >= 1, got {rounds}")
     dev = environment.device()
     grid = grid_name(dev, quick)
     todo = cases(ops, grid, backend_names, dtype_names)
     env = environment.capture(dev)
-    ceiling = metrics.measure_copy_ceiling(dev)
+    warnings: list[str] = []
+    if others := environment.other_processes(dev):
+        _loud(f"{len(others)} other process(es) hold the GPU ("
+              + ", ".join(f"pid {p['pid']} {p['mem_mib']} MiB" for p in others)
+              + "): their work slows the cases, which will be marked contaminated", out, warnings)
+    phases: dict[str, float] = {}
+    start = time.perf_counter()
     peak = metrics.measure_matrix_peak(dev) if any(op.flops for op, *_ in todo) else None
-    print(f"fusebench: {len(todo)} cases on {env.get('gpu', 'the CPU')} ({grid} grid); copy ceiling "
-          f"{ceiling.gbps:.0f} GB/s" + (f"; matrix peak {peak.tflops:.3g} TFLOP/s ({peak.dtype} "
-                                        f"{peak.n}^3)" if peak else ""), file=out, flush=True)
     peak_tflops = peak.tflops if peak else None
-    flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
-    records, start = [], time.perf_counter()
+    print(f"fusebench: {len(todo)} cases on {env.get('gpu', 'the CPU')} ({grid} grid), {rounds} round"
+          f"{'s' if rounds != 1 else ''}" + (f"; matrix peak {peak.tflops:.3g} TFLOP/s ({peak.dtype} "
+                                             f"{peak.n}^3)" if peak else ""), file=out, flush=True)
+
+    # Phase 1: build, gate, profile; the callables are kept for the rounds.
+    records, fns = [], []
+    for k in ("build", "gate", "profile"):
+        phases[k] = 0.0
     for i, (op, backend, shape, dtype) in enumerate(todo, 1):
-        rec = run_case(op, backend, shape, dtype, dev, ceiling.gbps, flush, peak_tflops)
+        rec = new_record(op, backend, shape, dtype)
+        built = build_and_gate(op, backend, shape, dtype, dev)
+        phases["build"] += built.build_s
+        phases["gate"] += built.gate_s
+        t = time.perf_counter()
+        prepare(rec, built, dev)
+        phases["profile"] += time.perf_counter() - t
         records.append(rec)
-        print(progress_line(i, len(todo), rec), file=out, flush=True)
-        if dev.type == "cuda" and rec.status == "failed":
-            torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
+        fns.append(built.fn if rec.status == "ok" else None)
+        if rec.status != "ok":
+            print(progress_line(i, len(todo), rec), file=out, flush=True)
+            if dev.type == "cuda" and rec.status == "failed":
+                torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
+    built_n = sum(f is not None for f in fns)
+    print(f"fusebench: built and gated {built_n} of {len(todo)} cases in {time.perf_counter() - start:.0f} s "
+          f"(build {phases['build']:.0f} s, gate {phases['gate']:.0f} s, profile {phases['profile']:.0f} s)",
+          file=out, flush=True)
+
+    # Phase 2: the rounds, interleaved over the built cases.
+    flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
+    ceilings = []
+    for r in range(rounds):
+        t = time.perf_counter()
+        ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
+        for idx in round_order(len(todo), r):
+            fn, rec = fns[idx], records[idx]
+            if fn is None or rec.status != "ok":
+                continue
+            try:
+                fig = time_round(rec, fn, dev, flush)
+            except Exception as exc:
+                rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
+                fns[idx] = None
+                print(progress_line(idx + 1, len(todo), rec), file=out, flush=True)
+                continue
+            if r == rounds - 1:
+                rec.clocks = environment.clocks(dev)
+            if fig["contamination"]:
+                _loud(f"round {r + 1}: {rec.op}/{rec.backend}/{rec.shape}/{rec.dtype} contaminated: "
+                      + "; ".join(fig["contamination"]), out, warnings)
+        phases[f"round {r + 1}"] = time.perf_counter() - t
+        print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s; "
+              f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
+    ceiling = statistics.median(ceilings)
+    for i, rec in enumerate(records, 1):
+        finish(rec, ceiling, peak_tflops)
+        if rec.status == "ok":
+            print(progress_line(i, len(todo), rec), file=out, flush=True)
+    del fns
     inputs.clear()
     env["clocks_after"] = environment.clocks(dev)
     env["sweep_seconds"] = round(time.perf_counter() - start, 1)
-    return Sweep(env, ceiling.gbps, grid, records, peak_tflops=peak_tflops)
-
+    return Sweep(env, ceiling, grid, records, peak_tflops=peak_tflops, rounds=rounds,
+                 ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
+                 warnings=warnings)

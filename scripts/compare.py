@@ -1,13 +1,16 @@
 """``make compare``: the regression gate between two commits' stored results on one machine.
 
-    python scripts/compare.py --base REV [--head REV] [--factor 1.05] [--machine NAME]
+    python scripts/compare.py --base REV [--head REV] [--factor 1.04] [--machine NAME]
                               [--results DIR] [--all]
 
-Prints the cases that changed (``+`` regression, ``!`` new failure, ``~`` slower within noise,
-``*`` fixed, ``-`` improvement; ``--all`` prints every case) and a summary line. Exit status: 0
-when nothing regressed, 1 when a case became slower than factor × (1 + noise) or newly fails,
-2 on bad input (unknown revision, no stored results for a commit or machine). The rule is in
-``fusebench/compare.py``.
+Judges the gated metrics (hot and cold device time) of every case, from each run's record
+(``records/<machine>/<sha8>.json``: every round's figures) where there is one, else from asv's
+stored value. Prints the cases that changed (``+`` regression, ``!`` new failure, ``c``
+contaminated, ``k`` different kernel chosen by the compiler, ``~`` slower or faster within
+noise, ``*`` fixed, ``-`` improvement; ``--all`` prints every case) with the limit each case was
+held to, and a summary line. Exit status: 0 when nothing regressed, 1 when a case regressed or
+newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine). The
+rule and the A/A data behind its constants are in ``fusebench/compare.py``.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from fusebench import compare, results  # noqa: E402
+from fusebench import compare, metrictable, results, runrecord  # noqa: E402
 from fusebench.cli import run_main  # noqa: E402
 from fusebench.environment import ROOT  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
@@ -56,7 +59,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(prog="compare", description=__doc__.splitlines()[0])
     ap.add_argument("--base", required=True, help="git revision compared against")
     ap.add_argument("--head", default="HEAD", help="git revision checked (default HEAD)")
-    ap.add_argument("--factor", default="1.05", help="allowed slowdown beyond noise (default 1.05)")
+    ap.add_argument("--factor", default=str(metrictable.DEFAULT_FACTOR),
+                    help=f"allowed slowdown before noise (default {metrictable.DEFAULT_FACTOR})")
     ap.add_argument("--machine", help="asv machine (default: this host's, e.g. h200)")
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
     ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
@@ -68,14 +72,18 @@ def main() -> int:
         from fusebench.environment import machine_name
 
         args.machine = machine_name()
-    units = results.units(args.results)
     before = results.load_commit(args.results, args.machine, base)
     after = results.load_commit(args.results, args.machine, head)
-    rows = compare.compare(before, after, units, factor)
+    records = runrecord.records_dir(args.results)
+    base_rec = runrecord.load(records, args.machine, base)
+    head_rec = runrecord.load(records, args.machine, head)
+    rows = compare.compare(before, after, factor, base_rec, head_rec)
     print(compare.table(rows, show_all=args.all))
     failed = compare.failed_gate(rows)
-    print(f"compare: {args.machine} {base[:8]} -> {head[:8]}, factor {factor:g}: {compare.summary(rows)}"
-          f" -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
+    rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
+                      for r in (base_rec, head_rec))
+    print(f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
+          f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
     return 1 if failed else 0
 
 

@@ -5,7 +5,9 @@
 Runs ``asv publish``, serves jQuery/flot/bootstrap from ``html/vendor/`` (installed with
 ``npm ci`` from ``site/package-lock.json``) instead of CDNs, and adds the plots
 (``html/plots/``). Without npm (or with ``npm ci`` failing) it stops with exit 1, unless
-``--cdn`` is given: the site is then published with its CDN URLs and needs internet.
+``--cdn`` is given: the site is then published with its CDN URLs and needs internet. Every stored
+result asv will not draw (its commit off main's first-parent line, or missing) is named with the
+reason and the fix; ``--strict`` (``make publish STRICT=1``) makes that exit 1.
 """
 
 from __future__ import annotations
@@ -27,10 +29,12 @@ def main() -> int:
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
     ap.add_argument("--html", type=Path, default=ROOT / "html", help="where the site goes")
     ap.add_argument("--cdn", action="store_true", help="if npm is unavailable, keep the CDN URLs")
+    ap.add_argument("--strict", action="store_true",
+                    help="exit 1 when a stored result will not be drawn (commit off main's first parents)")
     args = ap.parse_args()
     if not (args.results / "benchmarks.json").is_file():
         raise UsageError(f"no asv results in {args.results}/ (benchmarks.json missing): run make bench")
-    status = site.publish(args.results, args.html, cdn=args.cdn)
+    status = site.publish(args.results, args.html, cdn=args.cdn, strict=args.strict)
     if status == 0:
         print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)
     return status

@@ -8,11 +8,9 @@ import subprocess
 from pathlib import Path
 
 from fusebench.environment import ROOT
+from fusebench.metrictable import METRICS
 
-UNITS = {"track_device_time": "seconds", "track_device_time_iqr": "seconds", "track_bandwidth": "GB/s",
-         "track_wall_time": "seconds", "track_wall_time_iqr": "seconds",
-         "track_pct_of_ceiling": "%", "track_launches": "count", "track_tflops": "TFLOP/s",
-         "track_pct_of_peak": "%"}
+UNITS = {**{m.name: m.unit for m in METRICS}, "track_launches": "count"}
 
 
 def main_commits(n: int) -> list[str]:

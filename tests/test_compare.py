@@ -1,6 +1,5 @@
 """The regression gate (``make compare``) on synthetic asv result files of two real commits."""
 
-import math
 import runpy
 import subprocess
 import sys
@@ -74,7 +73,7 @@ def test_a_new_failure_fails_the_gate(tmp_path, commits, gate):
 
 def test_slower_within_the_noise_passes(tmp_path, commits, gate):
     base, head = commits
-    # 8 % slower; factor 1.05 with 5 % noise allows up to 1.05 * 1.05 = 10.25 %.
+    # 8 % slower; 5 % noise in one batch allows up to 1 + 2 x 5 % = 10 %.
     write_result(tmp_path, "box", base, {T: {TORCH: 1.00e-3}, IQR: {TORCH: 5e-5}}, AXES)
     write_result(tmp_path, "box", head, {T: {TORCH: 1.08e-3}, IQR: {TORCH: 3e-5}}, AXES)
     code, out, err = gate(base, head)
@@ -88,14 +87,13 @@ def test_slower_within_the_noise_passes(tmp_path, commits, gate):
     assert gate(base, head, "--factor", "1.1")[0] == 0
 
 
-def test_lower_bandwidth_is_slower(tmp_path, commits, gate):
+def test_bandwidth_never_gates(tmp_path, commits, gate):
+    """Bandwidth inherits the device time and the run's ceiling: shown, never judged."""
     base, head = commits
     write_result(tmp_path, "box", base, {BW: {TORCH: 3000.0, TRITON: 3000.0}}, AXES)
     write_result(tmp_path, "box", head, {BW: {TORCH: 2000.0, TRITON: 3500.0}}, AXES)
     code, out, err = gate(base, head)
-    assert code == 1
-    rows = {ln.split("(")[-1]: ln.lstrip()[0] for ln in out.splitlines()[1:]}
-    assert rows == {"torch, 1024, float32)": "+", "triton, 1024, float32)": "-"}
+    assert code == 0 and out.strip() == "no case changed by more than the factor", out + err
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, commits, gate):
@@ -113,34 +111,13 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, commits, gate):
     assert code == 2 and "bad factor '0.9'" in err
 
 
-def test_direction_comes_from_the_unit():
-    assert compare.slowdown(1.0, 2.0, "seconds") == 2.0
-    assert compare.slowdown(2.0, 1.0, "GB/s") == 2.0
-    assert compare.slowdown(50.0, 100.0, "%") == 0.5
-    with pytest.raises(ValueError):
-        compare.slowdown(1.0, 2.0, "count")
-
-
-def test_classify_rules():
-    nan = math.nan
-    assert compare.classify(1.0, 1.2, "seconds", 1.05, 0.0) == ("regression", pytest.approx(1.2))
-    assert compare.classify(1.0, 1.2, "seconds", 1.05, 0.2)[0] == "within noise"
-    assert compare.classify(1.0, 1.04, "seconds", 1.05, 0.0)[0] == "same"
-    assert compare.classify(1.0, 0.9, "seconds", 1.05, 0.0)[0] == "improvement"
-    assert compare.classify(nan, None, "seconds", 1.05, 0.0)[0] == "new failure"  # skipped before
-    assert compare.classify(None, None, "seconds", 1.05, 0.0)[0] == "same"  # failed both times
-    assert compare.classify(None, 1.0, "seconds", 1.05, 0.0)[0] == "fixed"
-    assert compare.classify(1.0, nan, "seconds", 1.05, 0.0)[0] == "same"  # skipped now: not a failure
-
-
 def test_noise_metrics_and_unknown_units_do_not_gate(tmp_path, commits):
     base, head = commits
     launches = "suite.Gelu.track_launches"
     write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}, IQR: {TORCH: 1e-5}, launches: {TORCH: 1}}, AXES)
     write_result(tmp_path, "box", head, {T: {TORCH: 1e-3}, IQR: {TORCH: 9e-4}, launches: {TORCH: 9}}, AXES)
-    units = results.units(tmp_path)
     rows = compare.compare(results.load_commit(tmp_path, "box", base),
-                           results.load_commit(tmp_path, "box", head), units)
+                           results.load_commit(tmp_path, "box", head))
     assert [(r.benchmark, r.status) for r in rows] == [(T, "same")] * 3  # eager/triton skipped, torch equal
     assert rows[1].noise == pytest.approx(0.9)  # the larger of the two runs' IQR / median
 
@@ -153,20 +130,3 @@ def test_the_command_line_exit_status(tmp_path, commits):
     out = subprocess.run([sys.executable, "scripts/compare.py", "--base", base, "--head", head, "--machine",
                           "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr
-
-
-def test_bandwidth_noise_falls_back_to_wall_time(tmp_path, commits):
-    """On the CPU there is no device time: bandwidth comes from (and is as noisy as) the wall time."""
-    base = commits[0]
-    wall, wall_iqr = "suite.Gelu.track_wall_time", "suite.Gelu.track_wall_time_iqr"
-    write_result(tmp_path, "box", base, {BW: {TORCH: 5.0}, wall: {TORCH: 2e-3}, wall_iqr: {TORCH: 4e-4},
-                                         IQR: {EAGER: 1e-6}, T: {EAGER: 1e-5}}, AXES)
-    run = results.load_commit(tmp_path, "box", base)
-    assert compare.relative_noise(run, BW, TORCH) == pytest.approx(0.2)
-    assert compare.relative_noise(run, BW, EAGER) == pytest.approx(0.1)  # device time wins where stored
-    assert compare.relative_noise(run, "suite.Gelu.track_launches", TORCH) == 0.0
-
-
-def test_throughput_in_tflops_is_higher_is_better():
-    assert compare.direction("TFLOP/s") == 1
-    assert compare.slowdown(500.0, 400.0, "TFLOP/s") == 1.25

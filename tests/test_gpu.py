@@ -294,3 +294,41 @@ def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dt
     assert r.passed, r.reason
     # Same kernel arithmetic either way: a dependency broken by an early start would differ.
     assert torch.equal(_gelu_chain(pdl, x), _gelu_chain(plain, x))
+
+
+def test_another_process_on_the_gpu_is_seen_and_contaminates():
+    """A matmul loop in another process (scripts/neighbour.py) shows in NVML's process list."""
+    import subprocess
+    import sys
+
+    from fusebench import environment
+    from fusebench.environment import ROOT
+
+    dev = torch.device("cuda")
+    torch.empty(1, device=dev)  # this process's context
+    assert environment.other_processes(dev) == []
+    neighbour = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "neighbour.py"), "--seconds", "60"],
+                                 stdout=subprocess.PIPE, text=True)
+    try:
+        line = neighbour.stdout.readline()
+        assert line.startswith("neighbour: pid"), line
+        time.sleep(2)
+        sample = environment.gpu_sample(dev)
+        assert sample["sm_clock_mhz"] > 0 and len(sample["other_processes"]) == 1
+        assert environment.contamination([sample])[0].startswith("another process on the GPU: pid")
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
+def test_a_gpu_case_records_its_kernels_and_rounds():
+    from fusebench import timing
+
+    dev = torch.device("cuda")
+    rec = sweep.run_case(get_op("softmax"), "compile", (4096, 4096), "float16", dev, 4000.0,
+                         timing.l2_flush_buffer(dev), rounds=3)
+    assert rec.status == "ok", rec.reason
+    assert len(rec.rounds) == 3 and rec.kernel_by_timing and rec.launches == 1
+    assert len(rec.kernels) == 1 and "grid=" in rec.kernels[0] and "block=" in rec.kernels[0]
+    assert len(rec.kernel_id) == 12 and rec.hot_calls >= 1
+    assert rec.contamination == [] and 0 <= rec.noise < 0.2

@@ -1,0 +1,135 @@
+"""The metric table: every metric fusebench stores, declared once.
+
+Each :class:`Metric` says where its value lives in a record, its asv name and unit, which
+direction is better, whether it gates (``make compare`` and the site's Regressions tab) and what
+its noise comes from. The asv suite (``fusebench.asvsuite``), the regression gate
+(``fusebench.compare``), the summary table (``fusebench.report``), the plots
+(``fusebench.plots``) and ``asv.conf.json``'s regression settings (:func:`asv_regression_settings`,
+checked by a test) all read this table; nothing else names a metric's unit or direction.
+
+Only device times gate. Wall time includes the host (Python, launch overhead, the driver) and
+moves by tens of % between hosts; bandwidth, % of ceiling, TFLOP/s and % of peak are derived
+from the device time and, for the percentages, from the run's own copy ceiling or matrix peak,
+whose run-to-run variation they inherit: they are shown, never judged. The ``*_iqr`` metrics
+are the spread inside one batch of repeats, kept for reading, never judged (the gate's noise is
+the spread between rounds, from the run's record: ``fusebench.compare``).
+
+The way of declaring a metric once (tag, name, unit, hint, direction) is nvbench's summaries
+(NVIDIA nvbench, ``docs/benchmarks.md``); asv itself has no higher-is-better flag (asv issue
+#1617), hence the regression settings written into ``asv.conf.json``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+LOWER, HIGHER = "lower", "higher"
+#: The gate's default FACTOR: the slowdown a case may show before it can be a regression
+#: (``fusebench.compare`` says why 1.04: a true 5 % slowdown must be caught).
+DEFAULT_FACTOR = 1.04
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One stored metric.
+
+    Attributes:
+        name: asv method name (``track_device_time``); the benchmark is ``suite.<Op>.<name>``.
+        field: the :class:`fusebench.sweep.Record` attribute holding the value.
+        unit: asv unit of the stored value (``seconds``, ``GB/s``, ``%``, ``TFLOP/s``).
+        scale: stored value = record value × scale (records keep ms; asv wants seconds: 1e-3).
+        better: ``"lower"`` or ``"higher"``.
+        gates: judged by ``make compare`` and listed in the site's Regressions tab.
+        noise: what the metric's noise comes from (shown in docs and ``--help``).
+        label: human label, used in tables and plot axes.
+        compute_only: stored only for ops that declare their arithmetic (``Op.flops``).
+        doc: the asv docstring (shown on the site).
+    """
+
+    name: str
+    field: str
+    unit: str
+    scale: float
+    better: str
+    gates: bool
+    noise: str
+    label: str
+    compute_only: bool = False
+    doc: str = ""
+
+    @property
+    def sign(self) -> int:
+        """-1 when lower values are better, +1 when higher are."""
+        return -1 if self.better == LOWER else 1
+
+
+_ROUNDS = "the spread of the per-round medians between a run's rounds"
+_BATCH = "none of its own (a spread); it describes the repeats of one batch"
+
+METRICS: tuple[Metric, ...] = (
+    Metric("track_device_time", "device_time_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
+           "hot device time", doc="Device time (hot, CUDA events, batches of back-to-back calls), "
+           "median over rounds, seconds."),
+    Metric("track_device_time_cold", "device_time_cold_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
+           "cold device time", doc="Device time with L2 flushed before each call, median over "
+           "rounds, seconds."),
+    Metric("track_wall_time", "wall_time_ms", "seconds", 1e-3, LOWER, False,
+           "the host: Python, launch overhead, the driver (tens of % between hosts)", "wall time",
+           doc="Wall time (host clock around a synchronized call), median over rounds, seconds."),
+    Metric("track_bandwidth", "bandwidth_gbps", "GB/s", 1.0, HIGHER, False,
+           "the device time it is derived from", "effective bandwidth",
+           doc="Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."),
+    Metric("track_pct_of_ceiling", "pct_of_ceiling", "%", 1.0, HIGHER, False,
+           "the device time and the run's copy ceiling", "% of copy ceiling",
+           doc="Effective bandwidth as % of this run's copy ceiling (median over rounds)."),
+    Metric("track_tflops", "tflops", "TFLOP/s", 1.0, HIGHER, False,
+           "the device time it is derived from", "throughput", compute_only=True,
+           doc="Throughput, declared flops / device time (host time on the CPU), TFLOP/s."),
+    Metric("track_pct_of_peak", "pct_of_peak", "%", 1.0, HIGHER, False,
+           "the device time and the run's matrix peak", "% of matrix peak", compute_only=True,
+           doc="Throughput as % of this run's matrix peak (a large bfloat16 matmul)."),
+    Metric("track_device_time_iqr", "device_time_iqr_ms", "seconds", 1e-3, LOWER, False, _BATCH,
+           "hot device time IQR", doc="Interquartile range of the hot device time within one "
+           "round (median over rounds), seconds."),
+    Metric("track_device_time_cold_iqr", "device_time_cold_iqr_ms", "seconds", 1e-3, LOWER, False,
+           _BATCH, "cold device time IQR", doc="Interquartile range of the cold device time "
+           "within one round (median over rounds), seconds."),
+    Metric("track_wall_time_iqr", "wall_time_iqr_ms", "seconds", 1e-3, LOWER, False, _BATCH,
+           "wall time IQR", doc="Interquartile range of the wall time within one round (median "
+           "over rounds), seconds."),
+)
+
+BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}
+#: The metrics ``make compare`` judges.
+GATED: tuple[Metric, ...] = tuple(m for m in METRICS if m.gates)
+
+
+def metric(name: str) -> Metric:
+    """The metric called ``name`` (an asv method name, or a full benchmark name ending in it).
+
+    Raises:
+        KeyError: no such metric.
+    """
+    return BY_NAME[name.rsplit(".", 1)[-1]]
+
+
+def for_op(flops_declared: bool) -> tuple[Metric, ...]:
+    """The metrics stored for an op: all but the compute-only ones unless it declares flops."""
+    return tuple(m for m in METRICS if flops_declared or not m.compute_only)
+
+
+def asv_regression_settings() -> dict:
+    """``asv.conf.json``'s ``regressions_first_commits`` and ``regressions_thresholds``.
+
+    Every non-gating metric gets ``null`` (asv's "never look for regressions here": its
+    Regressions tab then lists device times only); gated metrics get the gate's
+    :data:`DEFAULT_FACTOR` as asv's threshold. The patterns are matched by asv with ``re.match`` against
+    ``suite.<Op>.<metric>(<params>)``.
+    """
+    names = "|".join(re.escape(m.name) for m in METRICS if not m.gates)
+    gated = "|".join(re.escape(m.name) for m in GATED)
+    return {
+        "regressions_first_commits": {rf"suite\.[A-Za-z0-9_]+\.({names})\(": None},
+        "regressions_thresholds": {rf"suite\.[A-Za-z0-9_]+\.({gated})\(": round(DEFAULT_FACTOR - 1, 4)},
+    }

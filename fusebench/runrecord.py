@@ -1,0 +1,111 @@
+"""The committed record of each run: every round's figures, per machine and commit.
+
+asv stores one number per metric and case. Beside each asv result, ``make bench`` keeps the run's
+full record, the :class:`fusebench.sweep.Sweep` as JSON: every round's figures, the NVML readings
+around each (clocks, clock-event reasons, other processes), the copy ceiling of each round,
+launches, the kernels that ran, max error, compile time, phase times. The regression gate reads
+the rounds from it (``fusebench.compare``); the summary and the site's Runs page show it.
+
+Layout: ``records/<machine>/<sha8>.json`` beside ``results/`` (a folder of its own: asv reads
+every ``*.json`` under ``results/`` as a result file). A scratch results folder has its own
+records folder (``.asv/quick-results`` -> ``.asv/quick-records``). The format is
+``fusebench.sweep.FORMAT_VERSION``; ``records/README.md`` documents the fields.
+
+A run of some ops keeps the other ops' records of the same commit (as asv keeps their results);
+a failed run writes nothing (the record is saved after asv stored the results).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fusebench.errors import UsageError
+from fusebench.sweep import Sweep
+
+
+def records_dir(results_dir: Path) -> Path:
+    """The records folder of a results folder: ``results`` -> ``records``,
+    ``.asv/quick-results`` -> ``.asv/quick-records`` (``<name>-records`` otherwise)."""
+    name = results_dir.name
+    new = name.replace("results", "records") if "results" in name else f"{name}-records"
+    return results_dir.with_name(new)
+
+
+def record_path(folder: Path, machine: str, commit: str) -> Path:
+    """``<folder>/<machine>/<sha8>.json``."""
+    return folder / machine / f"{commit[:8]}.json"
+
+
+def load(folder: Path, machine: str, commit: str) -> Sweep | None:
+    """The record of ``commit`` on ``machine``, or None when none was stored (results older than
+    records, or measured elsewhere).
+
+    Raises:
+        UsageError: the file exists but cannot be read (named in the message).
+    """
+    path = record_path(folder, machine, commit)
+    if not path.exists():
+        return None
+    try:
+        sweep = Sweep.load(path)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"cannot read run record {path}: {exc}") from None
+    if sweep.environment.get("git_commit") not in (None, commit):
+        raise UsageError(f"run record {path} is of commit {sweep.environment.get('git_commit')}, "
+                         f"not {commit}")
+    return sweep
+
+
+def save(sweep: Sweep, folder: Path, machine: str, commit: str) -> Path:
+    """Store ``sweep`` as the record of ``commit`` on ``machine``, keeping the records of cases it
+    did not measure from the record already there (a run of some ops). Written atomically.
+
+    Returns the file's path.
+    """
+    path = record_path(folder, machine, commit)
+    old = load(folder, machine, commit)
+    if old is not None:
+        mine = {r.key for r in sweep.records}
+        kept = [r for r in old.records if r.key not in mine]
+        if kept:
+            sweep.records = kept + sweep.records
+            sweep.environment = dict(sweep.environment, merged_from_earlier_run=sorted(
+                {r.op for r in kept}))
+    sweep.save(path)
+    return path
+
+
+def all_records(folder: Path) -> list[tuple[str, Path]]:
+    """``[(machine, path)]`` of every stored record, sorted."""
+    return sorted((p.parent.name, p) for p in folder.glob("*/*.json"))
+
+
+def summary_lines(sweep: Sweep) -> list[str]:
+    """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
+    times, contaminated and noisy cases, kernels chosen by timing, warnings."""
+    from fusebench.sweep import NOISY
+
+    env = sweep.environment
+    ok = [r for r in sweep.records if r.status == "ok"]
+    lines = [f"{len(sweep.records)} cases ({len(ok)} timed) on {env.get('gpu') or 'the CPU'}, "
+             f"{sweep.grid} grid, {sweep.rounds} round{'s' if sweep.rounds != 1 else ''}; "
+             f"commit {str(env.get('git_commit'))[:12]}"
+             + (" (working tree modified)" if env.get("git_dirty") else "")]
+    if sweep.ceilings_gbps:
+        lines.append("copy ceiling per round: " + ", ".join(f"{c:.0f}" for c in sweep.ceilings_gbps)
+                     + f" GB/s (median {sweep.ceiling_gbps:.0f})")
+    if sweep.phases:
+        lines.append("phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in sweep.phases.items()))
+    dirty = [r for r in ok if r.contaminated]
+    lines.append(f"contaminated cases: {len(dirty)}" + (": " + "; ".join(
+        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ({r.contamination[0]})" for r in dirty[:10])
+        + (" ..." if len(dirty) > 10 else "") if dirty else ""))
+    noisy = [r for r in ok if r.noise is not None and r.noise > NOISY]
+    lines.append(f"cases noisier than {100 * NOISY:.0f} % between rounds: {len(noisy)}" + (": " + ", ".join(
+        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ±{100 * r.noise:.0f}%" for r in noisy[:10])
+        + (" ..." if len(noisy) > 10 else "") if noisy else ""))
+    by_timing = [r for r in ok if r.kernel_by_timing and r.kernel_id]
+    if by_timing:
+        lines.append(f"kernels chosen by timing (compiler autotuning): {len(by_timing)} cases, "
+                     "their kernel ids are in the record")
+    return lines

@@ -1,0 +1,215 @@
+"""The regression gate's rule on synthetic rounds, and the gate end to end on synthetic records."""
+
+import math
+import re
+import runpy
+import sys
+
+import pytest
+from asvfiles import main_commits, write_result
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from fusebench import compare, metrictable, runrecord, sweep
+from fusebench.compare import Case
+from fusebench.environment import ROOT
+
+HOT = metrictable.BY_NAME["track_device_time"]
+
+
+def rounds(t: float, jitter: list[float]) -> tuple[float, ...]:
+    return tuple(t * (1 + e) for e in jitter)
+
+
+def case(values, per_launch_ms=0.1, **kw) -> Case:
+    vals = tuple(values)
+    med = sorted(vals)[len(vals) // 2]
+    return Case(vals, noise=(max(vals) - min(vals)) / med, per_launch_ms=per_launch_ms, **kw)
+
+
+def status(base: Case, head: Case, factor=metrictable.DEFAULT_FACTOR) -> str:
+    return compare.judge(HOT, base, head, factor)[0]
+
+
+def test_mann_whitney_exact_values():
+    assert compare.mann_whitney_greater((1, 2, 3), (4, 5, 6)) == pytest.approx(1 / 20)
+    assert compare.mann_whitney_greater((4, 5, 6), (1, 2, 3)) == pytest.approx(1.0)
+    assert compare.mann_whitney_greater((1, 2, 3, 4), (5, 6, 7, 8)) == pytest.approx(1 / 70)
+    # U = 8 of 9 pairs: orderings with U >= 8 are 2 of 20
+    assert compare.mann_whitney_greater((1, 2, 5), (3, 6, 7)) == pytest.approx(2 / 20)
+    assert compare.min_p(3, 3) == pytest.approx(0.05) and compare.min_p(2, 3) == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        compare.mann_whitney_greater((), (1.0,))
+
+
+jitter = st.lists(st.floats(-0.015, 0.015), min_size=3, max_size=3)
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.floats(0.02, 50.0), b=jitter, h=jitter)
+def test_aa_like_noise_never_flags(t, b, h):
+    """Rounds within ±1.5 % of one figure (the A/A data's spread above 20 µs per launch) never
+    make a regression or an improvement."""
+    assert status(case(rounds(t, b)), case(rounds(t, h))) in (compare.SAME, compare.WITHIN_NOISE)
+
+
+@settings(max_examples=300, deadline=None)
+@given(t=st.floats(0.001, 0.0049), b=st.lists(st.floats(-0.08, 0.08), min_size=3, max_size=3),
+       h=st.lists(st.floats(-0.08, 0.08), min_size=3, max_size=3))
+def test_launch_bound_aa_noise_never_flags(t, b, h):
+    """Launch-bound cases (under 5 µs per launch) move up to ±8 % between hosts: never flagged."""
+    base, head = case(rounds(t, b), per_launch_ms=t), case(rounds(t, h), per_launch_ms=t)
+    assert status(base, head) in (compare.SAME, compare.WITHIN_NOISE)
+
+
+@settings(max_examples=200, deadline=None)
+@given(t=st.floats(0.02, 50.0), b=st.lists(st.floats(-0.003, 0.003), min_size=3, max_size=3),
+       h=st.lists(st.floats(-0.003, 0.003), min_size=3, max_size=3), shift=st.floats(1.05, 1.5))
+def test_a_five_percent_shift_with_low_noise_flags(t, b, h, shift):
+    assert status(case(rounds(t, b)), case(rounds(t * shift, h))) == compare.REGRESSION
+    assert status(case(rounds(t * shift, h)), case(rounds(t, b))) == compare.IMPROVEMENT
+
+
+def test_overlapping_rounds_are_not_a_regression():
+    """10 % slower in the median, but one head round is as fast as a base round: not separated."""
+    base, head = case((1.0, 1.01, 1.12)), case((1.0, 1.10, 1.11))
+    st_, ratio, limit, p, _ = compare.judge(HOT, base, head, 1.04)
+    assert ratio == pytest.approx(1.10 / 1.01) and p > compare.ALPHA and st_ == compare.WITHIN_NOISE
+
+
+def test_noise_between_rounds_widens_the_limit():
+    base, head = case((1.0, 1.05, 1.10)), case((1.20, 1.21, 1.22))  # spread 0.1 / 1.05
+    st_, ratio, limit, *_ = compare.judge(HOT, base, head, 1.04)
+    assert limit == pytest.approx(1 + 2 * 0.1 / 1.05) and ratio == pytest.approx(1.21 / 1.05)
+    assert st_ == compare.WITHIN_NOISE
+
+
+def test_launch_bound_cases_get_the_wider_limit_and_say_so():
+    base, head = case((0.002, 0.002, 0.002), per_launch_ms=0.002), case((0.0023,) * 3, per_launch_ms=0.002)
+    st_, ratio, limit, _, note = compare.judge(HOT, base, head, 1.04)
+    assert limit == 1.20 and st_ == compare.WITHIN_NOISE and "launch-bound (2.0 us per launch)" in note
+    head = case((0.0025,) * 3, per_launch_ms=0.002)
+    assert status(base, head) == compare.REGRESSION  # 25 % is beyond even a launch-bound limit
+    assert compare.allowance(0.010) == (1.12, "launch-bound (10.0 us per launch)")
+    assert compare.allowance(0.030) == (1.0, "") and compare.allowance(None) == (1.0, "")
+
+
+def test_a_contaminated_case_is_never_a_regression():
+    base = case((1.0, 1.0, 1.0))
+    head = case((2.0, 2.0, 2.0), contamination=("another process on the GPU: pid 7 (500 MiB)",))
+    st_, *_, note = compare.judge(HOT, base, head, 1.04)
+    assert st_ == compare.CONTAMINATED and "pid 7" in note
+    assert status(head, base) == compare.CONTAMINATED  # contaminated base: the same
+    assert compare.CONTAMINATED not in compare.FAILING
+
+
+def test_a_different_kernel_chosen_by_timing_is_reported_apart():
+    base = case((1.0, 1.0, 1.0), kernel_id="aaa", kernel_by_timing=True)
+    head = case((1.15, 1.15, 1.15), kernel_id="bbb", kernel_by_timing=True)
+    st_, *_, note = compare.judge(HOT, base, head, 1.04)
+    assert st_ == compare.DIFFERENT_KERNEL and "kernel aaa -> bbb" in note
+    assert compare.DIFFERENT_KERNEL not in compare.FAILING
+    # a kernel changed by the code (not chosen by timing) is judged: a regression
+    assert status(case((1.0,) * 3, kernel_id="aaa"), case((1.15,) * 3, kernel_id="bbb")) == compare.REGRESSION
+
+
+def test_failures():
+    ok, failed, absent = case((1.0, 1.0, 1.0)), Case(failed=True), Case()
+    assert status(ok, failed) == compare.NEW_FAILURE and status(absent, failed) == compare.NEW_FAILURE
+    assert status(failed, failed) == compare.SAME and status(failed, ok) == compare.FIXED
+    assert status(ok, absent) == compare.SAME
+
+
+def test_only_gated_metrics_are_device_times_and_asv_conf_follows_the_table():
+    import json
+
+    assert {m.name for m in metrictable.GATED} == {"track_device_time", "track_device_time_cold"}
+    conf = json.loads((ROOT / "asv.conf.json").read_text())
+    settings_ = metrictable.asv_regression_settings()
+    assert conf["regressions_first_commits"] == settings_["regressions_first_commits"]
+    assert conf["regressions_thresholds"] == settings_["regressions_thresholds"]
+    (off,), (on,) = settings_["regressions_first_commits"], settings_["regressions_thresholds"]
+    for m in metrictable.METRICS:  # asv matches "<name>(<params>)" with re.match
+        entry = f"suite.Gelu.{m.name}('eager', '1024', 'float32')"
+        assert bool(re.match(off, entry)) == (not m.gates), m.name
+        assert bool(re.match(on, entry)) == m.gates, m.name
+
+
+def test_finish_takes_medians_over_rounds_and_the_spread_between_them():
+    rec = sweep.Record("gelu", "torch", "1024", "float32", bytes_moved=8_000_000)
+    for t in (1.0, 1.1, 0.9):
+        rec.rounds.append({"device_time_ms": t, "device_time_iqr_ms": 0.01 * t, "device_time_cold_ms": 2 * t,
+                           "device_time_cold_iqr_ms": 0.0, "wall_time_ms": 3 * t, "wall_time_iqr_ms": 0.0,
+                           "repeats": 20, "clock": "cuda-events"})
+    sweep.finish(rec, ceiling_gbps=10.0, peak_tflops=None)
+    assert rec.device_time_ms == 1.0 and rec.device_time_cold_ms == 2.0 and rec.wall_time_ms == 3.0
+    assert rec.noise == pytest.approx(0.2) and rec.noise_within == pytest.approx(0.01)
+    assert rec.bandwidth_gbps == pytest.approx(8.0) and rec.pct_of_ceiling == pytest.approx(80.0)
+
+
+def test_round_orders_are_interleaved_and_reproducible():
+    assert sweep.round_order(5, 0) == [0, 1, 2, 3, 4]
+    assert sweep.round_order(5, 1) == [4, 3, 2, 1, 0]
+    third = sweep.round_order(50, 2)
+    assert sorted(third) == list(range(50)) and third not in (list(range(50)), list(range(50))[::-1])
+    assert third == sweep.round_order(50, 2)
+
+
+def test_noise_text_flags_large_noise_in_words():
+    assert sweep.noise_text(0.004) == "  ±0.4%"
+    assert sweep.noise_text(2.88) == "noisy   ±288%"
+    assert sweep.noise_text(None).strip() == "n/a"
+
+
+# --- the gate end to end: asv results plus run records of two real commits ----------------------
+
+AXES = [["eager", "torch", "compile"], ["1048576"], ["float32"]]
+T = "suite.Gelu.track_device_time"
+
+
+def record(commit: str, figures: dict, **extra) -> sweep.Sweep:
+    recs = []
+    for backend, values in figures.items():
+        rec = sweep.Record("gelu", backend, "1048576", "float32", launches=1, **extra.get(backend, {}))
+        rec.rounds = [{"device_time_ms": v, "device_time_iqr_ms": 0.0, "wall_time_ms": v} for v in values]
+        rec.device_time_ms = sorted(values)[1]
+        recs.append(rec)
+    return sweep.Sweep({"device": "cuda", "git_commit": commit}, 4000.0, "default", recs, rounds=3)
+
+
+@pytest.fixture
+def gate(tmp_path, capsys, monkeypatch):
+    def run(base, head):
+        monkeypatch.setattr(sys, "argv", ["compare.py", "--base", base, "--head", head, "--machine", "box",
+                                          "--results", str(tmp_path / "results")])
+        with pytest.raises(SystemExit) as stop:
+            runpy.run_path(str(ROOT / "scripts" / "compare.py"), run_name="__main__")
+        out = capsys.readouterr()
+        return stop.value.code, out.out, out.err
+
+    return run
+
+
+def test_the_gate_reads_every_round_from_the_records(tmp_path, gate):
+    base, head = main_commits(2)
+    results_dir = tmp_path / "results"
+    figures_b = {"eager": (0.100, 0.101, 0.1005), "torch": (0.050, 0.0502, 0.0501), "compile": (0.04,) * 3}
+    figures_h = {"eager": (0.1003, 0.1008, 0.0999), "torch": (0.0530, 0.0531, 0.0529),
+                 "compile": (0.046,) * 3}
+    for commit, figures in ((base, figures_b), (head, figures_h)):
+        write_result(results_dir, "box", commit,
+                     {T: {(b, "1048576", "float32"): sorted(v)[1] * 1e-3 for b, v in figures.items()}}, AXES)
+    kernel = {"compile": {"kernel_id": "k1", "kernel_by_timing": True}}
+    runrecord.save(record(base, figures_b, **kernel), tmp_path / "records", "box", base)
+    runrecord.save(record(head, figures_h, compile={"kernel_id": "k2", "kernel_by_timing": True}),
+                   tmp_path / "records", "box", head)
+    code, out, err = gate(base, head)
+    assert code == 1, out + err
+    lines = {ln.split("(")[-1].split(")")[0]: ln for ln in out.splitlines()[1:]}
+    assert lines["torch, 1048576, float32"].lstrip().startswith("+")  # 6 %, every round slower
+    assert "0.05" in lines["torch, 1048576, float32"]  # p of 3 rounds against 3
+    assert lines["compile, 1048576, float32"].lstrip().startswith("k")
+    assert "kernel k1 -> k2" in lines["compile, 1048576, float32"]
+    assert "eager, 1048576, float32" not in lines
+    assert "3 rounds/3 rounds" in err and "1 regression" in err and "1 different kernel" in err
+    assert math.isfinite(float(lines["torch, 1048576, float32"].split()[3].rstrip("x")))
