@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import tempfile
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
@@ -83,9 +84,11 @@ def profile_call(fn: Callable[[], object], device: torch.device) -> CallProfile 
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize(device)
+    with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected
+        warnings.simplefilter("ignore", UserWarning)
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize(device)
     launches = sum(1 for e in prof.events() if e.device_type == DeviceType.CUDA)
     fd, path = tempfile.mkstemp(prefix="fusebench-trace-", suffix=".json")
     os.close(fd)

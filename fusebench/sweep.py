@@ -47,7 +47,7 @@ FORMAT_VERSION = 2
 DEFAULT_ROUNDS = 3
 #: Seconds each timing mode (hot, cold, wall) of one case should take in one round: repeats are
 #: chosen to fill it (``timing.repeats_for``, at least ``timing.MIN_REPEATS``).
-ROUND_BUDGET_S = 0.05
+ROUND_BUDGET_S = 0.04
 #: The per-round figures of a record (ms), aggregated as the median over rounds.
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
                 "device_time_cold_iqr_ms", "wall_time_ms", "wall_time_iqr_ms")
@@ -429,6 +429,8 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     todo = cases(ops, grid, backend_names, dtype_names)
     env = environment.capture(dev)
     warnings: list[str] = []
+    if dev.type == "cuda":
+        torch.zeros(1, device=dev)  # this process's context first, so NVML lists it as ours
     if others := environment.other_processes(dev):
         _loud(f"{len(others)} other process(es) hold the GPU ("
               + ", ".join(f"pid {p['pid']} {p['mem_mib']} MiB" for p in others)
