@@ -64,9 +64,10 @@ from functools import lru_cache
 
 from fusebench import metrictable
 from fusebench.results import Params, Run, is_failed, is_measured
+from fusebench.sweep import clean_rounds
 
 #: Wider thresholds for launch-bound cases: (device time per launch below, ms; allowance).
-LAUNCH_BOUND = ((0.005, 1.20), (0.020, 1.12))
+LAUNCH_BOUND = ((0.002, 1.75), (0.005, 1.20), (0.020, 1.12))
 #: The limit allows NOISE_K × the spread between rounds.
 NOISE_K = 2.0
 #: Significance of the one-sided Mann-Whitney U test over the rounds.
@@ -202,7 +203,8 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float) -> 
     before, after = base.median, head.median
     worse, better = (after, before) if metric.sign < 0 else (before, after)
     ratio = (1.0 if worse == 0 else math.inf) if better == 0 else worse / better
-    aa, why = allowance(head.per_launch_ms if head.per_launch_ms is not None else base.per_launch_ms)
+    known = [c.per_launch_ms for c in (base, head) if c.per_launch_ms is not None]
+    aa, why = allowance(min(known) if known else None)  # the faster run's class: the wider limit
     noise = max(base.noise, head.noise)
     limit = max(factor, aa, 1.0 + NOISE_K * noise)
     notes = [why] if why else []
@@ -252,15 +254,16 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
     if record is not None:
         rec = record.by_key().get((_op_of(benchmark), *params))
     if rec is not None and rec.status == "ok" and rec.rounds:
-        values = tuple(r[metric.field] * metric.scale for r in rec.rounds if r.get(metric.field) is not None)
+        rounds, contamination = clean_rounds(rec.rounds)
+        values = tuple(r[metric.field] * metric.scale for r in rounds if r.get(metric.field) is not None)
         if values:
             med = statistics.median(values)
             noise = (max(values) - min(values)) / med if len(values) > 1 and med > 0 else 0.0
             if len(values) == 1:
                 iqr_field = metric.field.replace("_ms", "_iqr_ms")
-                iqr = rec.rounds[0].get(iqr_field)
+                iqr = rounds[0].get(iqr_field)
                 noise = iqr * metric.scale / med if iqr is not None and med > 0 else 0.0
-            return Case(values, False, noise, rec.time_per_launch_ms(), tuple(rec.contamination),
+            return Case(values, False, noise, rec.time_per_launch_ms(), tuple(contamination),
                         rec.kernel_id, rec.kernel_by_timing)
     if not is_measured(value):
         return Case()

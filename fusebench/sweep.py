@@ -20,8 +20,9 @@ A run has phases:
    underestimates the spread that a comparison of two runs meets). Every round's figures are
    kept in the record (``Record.rounds``).
 
-A case measured while the GPU was throttled or shared with another process is **contaminated**:
-marked in the record (``contamination``), printed loudly, never judged by the gate.
+A round measured while the GPU was throttled or shared with another process is printed loudly
+and left out of the case's figures while most rounds are clean; a case with fewer clean rounds
+is **contaminated**: marked in the record (``contamination``), never judged by the gate.
 """
 
 from __future__ import annotations
@@ -69,7 +70,9 @@ class Record:
     the relative spread between rounds ((max - min) / median of the main time: hot device time on
     a GPU, host time on the CPU) when there are two rounds or more, else the IQR / median of the
     one round; ``noise_within`` is the median over rounds of the IQR / median of one batch.
-    ``contamination`` lists why the case was contaminated (empty: clean). ``kernels`` names the
+    A round measured throttled or beside another process is left out of the figures while most
+    rounds are clean (``dropped_rounds``, 0-based); otherwise the case is contaminated and
+    ``contamination`` lists why (empty: clean; see :func:`clean_rounds`). ``kernels`` names the
     kernels one call launched with their geometry, ``kernel_id`` identifies them, and
     ``kernel_by_timing`` says the backend picks its kernel by timing at first use (Inductor), so
     that a different ``kernel_id`` between two runs is the compiler's choice, not the code's.
@@ -112,6 +115,7 @@ class Record:
     kernel_id: str | None = None
     kernel_by_timing: bool = False
     contamination: list[str] = field(default_factory=list)
+    dropped_rounds: list[int] = field(default_factory=list)
     rounds: list[dict] = field(default_factory=list)
 
     @property
@@ -275,9 +279,9 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
                budget_s: float = ROUND_BUDGET_S) -> dict:
     """One round of one case: warm-up, hot and cold device time (GPU), wall time, NVML around.
 
-    Appends the round's figures (ms) to ``rec.rounds`` and returns them; the round's
-    contamination (``environment.contamination`` of the readings) is kept in the round and
-    added to ``rec.contamination``.
+    Appends the round's figures (ms) to ``rec.rounds`` and returns them, with the round's
+    contamination (``environment.contamination`` of the readings; :func:`finish` decides what
+    it means for the case).
     """
     before = environment.gpu_sample(dev)
     reps = timing.repeats_for(timing.warm_up(fn, dev), budget_s)
@@ -296,7 +300,6 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
                if dev.type != "cuda" else "cuda-events", before=before, after=samples[-1])
     fig["contamination"] = environment.contamination(samples)
     rec.rounds.append(fig)
-    rec.contamination += [c for c in fig["contamination"] if c not in rec.contamination]
     return fig
 
 
@@ -308,22 +311,40 @@ def spread(values: list[float]) -> float:
     return (max(values) - min(values)) / med if med > 0 else float("nan")
 
 
+def clean_rounds(rounds: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rounds a case's figures come from, and its contamination.
+
+    A round measured throttled or beside another process is left out while a majority of the
+    rounds is clean (a power cap left over from the previous case in one round's order should
+    not hide the case); with fewer clean rounds than that, every round is used and the case is
+    contaminated: returns ``(rounds, reasons)`` with the reasons of every contaminated round.
+    """
+    clean = [r for r in rounds if not r.get("contamination")]
+    if 2 * len(clean) > len(rounds):
+        return clean, []
+    reasons = [c for r in rounds for c in r.get("contamination", ())]
+    return rounds, list(dict.fromkeys(reasons))
+
+
 def finish(rec: Record, ceiling_gbps: float, peak_tflops: float | None) -> None:
-    """Set a timed record's figures from its rounds: medians over rounds, noise between rounds,
-    bandwidth, % of ceiling, TFLOP/s, % of peak, the cache flag (see :class:`Record`)."""
+    """Set a timed record's figures from its rounds (:func:`clean_rounds`): medians over rounds,
+    noise between rounds, bandwidth, % of ceiling, TFLOP/s, % of peak, the cache flag, the
+    contamination (see :class:`Record`)."""
     if rec.status != "ok" or not rec.rounds:
         return
+    rounds, rec.contamination = clean_rounds(rec.rounds)
+    rec.dropped_rounds = [i for i, r in enumerate(rec.rounds) if not any(r is c for c in rounds)]
     for name in ROUND_FIELDS:
-        values = [r[name] for r in rec.rounds if r.get(name) is not None]
+        values = [r[name] for r in rounds if r.get(name) is not None]
         setattr(rec, name, statistics.median(values) if values else None)
-    rec.repeats = rec.rounds[-1]["repeats"]
-    rec.clock = rec.rounds[-1]["clock"]
+    rec.repeats = rounds[-1]["repeats"]
+    rec.clock = rounds[-1]["clock"]
     main_field = "device_time_ms" if rec.device_time_ms is not None else "wall_time_ms"
     iqr_field = main_field.replace("_ms", "_iqr_ms")
     main_ms = getattr(rec, main_field)
-    within = [r[iqr_field] / r[main_field] for r in rec.rounds if r[main_field] > 0]
+    within = [r[iqr_field] / r[main_field] for r in rounds if r[main_field] > 0]
     rec.noise_within = statistics.median(within) if within else None
-    rec.noise = spread([r[main_field] for r in rec.rounds]) if len(rec.rounds) > 1 else rec.noise_within
+    rec.noise = spread([r[main_field] for r in rounds]) if len(rounds) > 1 else rec.noise_within
     if rec.device_time_cold_ms is not None:
         rec.bandwidth_cold_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, rec.device_time_cold_ms)
     rec.bandwidth_gbps = metrics.effective_bandwidth_gbps(rec.bytes_moved, main_ms)

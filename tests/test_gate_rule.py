@@ -213,3 +213,19 @@ def test_the_gate_reads_every_round_from_the_records(tmp_path, gate):
     assert "eager, 1048576, float32" not in lines
     assert "3 rounds/3 rounds" in err and "1 regression" in err and "1 different kernel" in err
     assert math.isfinite(float(lines["torch, 1048576, float32"].split()[3].rstrip("x")))
+
+
+def test_a_throttled_round_is_left_out_while_most_rounds_are_clean():
+    hot = ["throttled: sw_power_cap"]
+    rounds = [{"device_time_ms": 1.0, "contamination": []}, {"device_time_ms": 1.01, "contamination": []},
+              {"device_time_ms": 1.5, "contamination": hot}]
+    kept, reasons = sweep.clean_rounds(rounds)
+    assert [r["device_time_ms"] for r in kept] == [1.0, 1.01] and reasons == []
+    rounds[1]["contamination"] = ["another process on the GPU: pid 3 (10 MiB)"]
+    kept, reasons = sweep.clean_rounds(rounds)
+    assert len(kept) == 3 and reasons == ["another process on the GPU: pid 3 (10 MiB)", hot[0]]
+    rec = sweep.Record("gelu", "torch", "1024", "float32", bytes_moved=1000)
+    rec.rounds = [{**r, "device_time_iqr_ms": 0.0, "repeats": 20, "clock": "cuda-events"} for r in rounds]
+    rec.rounds[1]["contamination"] = []
+    sweep.finish(rec, 10.0, None)
+    assert rec.device_time_ms == pytest.approx(1.005) and rec.dropped_rounds == [2] and not rec.contaminated
