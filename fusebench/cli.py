@@ -39,12 +39,14 @@ def pick(kind: str, names: str | None, valid) -> list[str]:
     ``None`` or empty selects all of ``valid``.
 
     Raises:
-        UsageError: an unknown name (the message lists the valid ones).
+        UsageError: an unknown name, or only commas (``","``); the message lists the valid ones.
     """
     valid = list(valid)
     if not names:
         return valid
     chosen = [n.strip() for n in names.split(",") if n.strip()]
+    if not chosen:
+        raise UsageError(f"no {kind} named in {names!r}; valid {kind}s: {', '.join(valid)}")
     for n in chosen:
         if n not in valid:
             raise UsageError(f"unknown {kind} {n!r}; valid {kind}s: {', '.join(valid)}")

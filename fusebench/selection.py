@@ -1,0 +1,79 @@
+"""What a run selects (ops, backends, dtypes), checked before anything is measured; and the
+check after a sweep that something was measured at all.
+
+A name can be valid and still select nothing: ``tf32`` is a dtype, but not one of GELU's;
+``eager`` is a backend, but matmul has none. Such a selection is refused before the sweep, with
+the values that do apply (as ``make profile`` does). A sweep in which no case was measured
+(every case skipped or failed, or none at all) is refused after it: nothing is stored.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Mapping, Sequence
+
+from fusebench.cli import pick
+from fusebench.errors import UsageError
+from fusebench.registry import BACKENDS, PRECISIONS, Op
+
+
+def _ops_phrase(ops: Sequence[Op]) -> str:
+    names = [op.name for op in ops]
+    return names[0] if len(names) == 1 else f"any of {', '.join(names)}"
+
+
+def choose(all_ops: Mapping[str, Op], ops: str | None, backends: str | None,
+           dtypes: str | None) -> tuple[list[Op], list[str], list[str]]:
+    """Parse a run's comma-separated selection and check that each chosen name applies.
+
+    Args:
+        all_ops: the op registry (``kernels.OPS``), name -> :class:`Op`.
+        ops, backends, dtypes: comma-separated names as given on the command line; None or empty
+            selects all (of the ops; every backend name; every dtype-axis value).
+
+    Returns:
+        ``(ops, backend names, dtype names)``, in the order given (the registry's for defaults).
+
+    Raises:
+        UsageError: an unknown name, or an empty list (``","``): the valid names; a backend that
+            none of the chosen ops registers, or a dtype on none of their dtype axes: the
+            values that apply to them.
+    """
+    chosen_ops = [all_ops[n] for n in pick("op", ops, all_ops)]
+    chosen_backends = pick("backend", backends, BACKENDS)
+    chosen_dtypes = pick("dtype", dtypes, PRECISIONS)
+    if backends:
+        valid = [b for b in BACKENDS if any(b in op.backends for op in chosen_ops)]
+        for b in chosen_backends:
+            if b not in valid:
+                raise UsageError(f"backend {b!r} does not apply to {_ops_phrase(chosen_ops)}; "
+                                 f"valid backends: {', '.join(valid)}")
+    if dtypes:
+        valid = [d for d in PRECISIONS if any(d in op.dtypes for op in chosen_ops)]
+        for d in chosen_dtypes:
+            if d not in valid:
+                raise UsageError(f"dtype {d!r} does not apply to {_ops_phrase(chosen_ops)}; "
+                                 f"valid dtypes: {', '.join(valid)}")
+    return chosen_ops, chosen_backends, chosen_dtypes
+
+
+def require_measured(records: Sequence) -> None:
+    """Refuse a sweep in which no case was measured, before anything of it is stored.
+
+    Args:
+        records: the sweep's records (``fusebench.sweep.Record``: ``status`` is ``"ok"``,
+            ``"skipped"`` or ``"failed"``, ``reason`` says why).
+
+    Raises:
+        UsageError: no record has status ``"ok"``; one line with the counts and the most common
+            reason (e.g. ``nothing measured: 6 case(s) skipped, 0 failed (most common reason, 6
+            case(s): needs a CUDA GPU); nothing stored``).
+    """
+    if any(r.status == "ok" for r in records):
+        return
+    if not records:
+        raise UsageError("nothing measured: the selection has no case on this machine's grid; nothing stored")
+    counts = Counter(r.status for r in records)
+    reason, n = Counter(r.reason for r in records).most_common(1)[0]
+    raise UsageError(f"nothing measured: {counts['skipped']} case(s) skipped, {counts['failed']} failed "
+                     f"(most common reason, {n} case(s): {reason}); nothing stored")
