@@ -15,10 +15,12 @@ BACKENDS      ?=
 DTYPES        ?=
 QUICK         ?=
 ROUNDS        ?=
+DIRTY         ?=
 PYTEST_ARGS   ?=
 
 BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
-                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)))
+                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
+                 $(if $(DIRTY),--dirty))
 
 # --- docker: the pinned image (Dockerfile) -----------------------------------------------------
 # `make bench` runs the suite in the image when docker, its daemon, the NVIDIA container runtime
@@ -50,7 +52,7 @@ IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 LOCAL=1"
+	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
@@ -92,7 +94,8 @@ lock: ## regenerate requirements.lock from requirements.in (needs pip-tools and 
 	$(PYTHON) scripts/lock.py check
 
 clean: ## remove caches and the unpublished quick results (never results/)
-	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/sweeps .pytest_cache
+	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
+	    .asv/sweeps .pytest_cache
 
 # --- Profiling: make nsys / make trace (scripts/nsys_driver.py; nsys/README.md) --------------
 # NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys

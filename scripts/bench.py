@@ -1,6 +1,6 @@
 """``make bench``: measure every case on this machine, store it with asv, print the summary, publish.
 
-    python scripts/bench.py [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--quick]
+    python scripts/bench.py [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--quick] [--dirty]
                             [--rounds 3] [--results DIR] [--html DIR] [--plots DIR] [--no-publish]
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
@@ -10,8 +10,11 @@ with ``--quick``; never where the full runs are stored: asv would store n/a over
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
 interleaved rounds (default 3); beside the asv results the run's full record (every round) is
 kept in ``records/<machine>/<sha8>.json`` (``fusebench.runrecord``), written only once asv has
-stored the results. The output ends with the time of each phase.
-Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input.
+stored the results. The output ends with the time of each phase. A tree whose measured files
+differ from HEAD, or a backend run emulated, is refused before measuring
+(``fusebench/provenance.py``; ``--dirty`` measures a dirty tree into ``.asv/dirty-results``).
+Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input (a selection
+that applies to none of the chosen ops included) or when nothing was measured (nothing stored).
 """
 
 from __future__ import annotations
@@ -24,9 +27,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fusebench import asvsuite, environment, plots, report, runrecord, site, store, sweep  # noqa: E402
-from fusebench.cli import pick, positive_int, run_main  # noqa: E402
+from fusebench.cli import positive_int, run_main  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
+from fusebench.provenance import DIRTY_RESULTS, before_sweep  # noqa: E402
 from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
+from fusebench.selection import choose, require_measured  # noqa: E402
 from kernels import OPS  # noqa: E402
 
 
@@ -51,10 +56,11 @@ def main() -> int:
     ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
     ap.add_argument("--plots", type=Path, default=environment.ROOT / "plots", help="where plots go")
     ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
+                    f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
     args = ap.parse_args()
 
-    ops = [OPS[n] for n in pick("op", args.ops, OPS)]
-    backends, dtypes = pick("backend", args.backends, BACKENDS), pick("dtype", args.dtypes, PRECISIONS)
+    ops, backends, dtypes = choose(OPS, args.ops, args.backends, args.dtypes)
     # A run of some backends or dtypes would replace the others' stored values of this commit
     # with n/a (asv stores a benchmark's whole parameter grid at once): keep it apart, like --quick.
     partial = len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS)
@@ -62,10 +68,13 @@ def main() -> int:
     commit = environment.git_commit()
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
+    checked = before_sweep(results, backends, dirty=args.dirty)
 
     started = time.perf_counter()
     result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
                        rounds=args.rounds)
+    require_measured(result.records)
+    results = checked.after(result.environment)
     machine = environment.machine_name()
     sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
     result.save(sweep_file)
