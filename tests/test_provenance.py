@@ -202,3 +202,10 @@ def test_bench_refuses_the_triton_interpreter_before_measuring(tmp_path):
                                          "Triton's interpreter")
     assert out.stderr.strip().endswith("leave triton out (BACKENDS=eager,torch,compile,cuda)")
     assert not (tmp_path / "results").exists()
+
+
+def test_make_dirty_passes_the_flag():
+    out = subprocess.run(["make", "-n", "--no-print-directory", "bench-local", "DIRTY=1", "OP=gelu",
+                          f"SYSTEM_PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip().splitlines()[-1] == f"{sys.executable} scripts/bench.py --ops gelu --dirty"
