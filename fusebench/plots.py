@@ -11,7 +11,8 @@
   headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
   measured, e.g. on the CPU).
 
-The results are those of each machine's most recent commit (``fusebench.results.load_latest``).
+The results are those of each machine's most recent commit (``fusebench.results.Reader.latest``);
+a result file that cannot be read is named, not taken for "not measured".
 Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg without pyplot.
 """
 
@@ -192,7 +193,7 @@ def speedup_figure(run: results.Run, op: Op):
 
 
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
-                dpi: int = 110) -> list[Path]:
+                dpi: int = 110, reader: results.Reader | None = None) -> list[Path]:
     """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine.
 
     Args:
@@ -200,19 +201,25 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
         out_root: where the per-machine folders go (``plots/``).
         ops: the ops to plot (``kernels.OPS.values()``); ops with no stored result are left out.
         machines: machine names; default every machine with results.
+        reader: reads the stored results and keeps the list of unreadable files
+            (``reader.unreadable``) for the caller to report; without one, unreadable files
+            raise once everything readable is drawn.
 
-    Returns the files written.
+    Returns the files written. A result file that cannot be read is left out (the plots are drawn
+    from the machine's other files) and named, never taken for "not measured".
 
     Raises:
-        UsageError: a named machine has no results.
+        UsageError: (only without ``reader``) some result files could not be read; the message
+            names them, and the plots of the rest are written.
     """
+    strict = reader is None
+    reader = reader or results.Reader(results_dir)
     written = []
     for machine in machines if machines is not None else results.machines(results_dir):
         for op in ops:
-            try:
-                run = results.load_latest(results_dir, machine, benchmark_name(op.name, ""))
-            except UsageError:
-                continue  # this machine never measured the op
+            run = reader.latest(machine, benchmark_name(op.name, ""))
+            if run is None:
+                continue  # no readable file of this machine measured the op
             for kind, make in ((THROUGHPUT[op.roofline].kind, bandwidth_figure), ("speedup", speedup_figure)):
                 fig = make(run, op)
                 if fig is None:
@@ -221,5 +228,7 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
                 path.parent.mkdir(parents=True, exist_ok=True)
                 fig.savefig(path, dpi=dpi)
                 written.append(path)
+    if strict and reader.unreadable:
+        raise UsageError("; ".join(str(u) for u in reader.unreadable)
+                         + f" (left out; {len(written)} plots drawn from the rest)")
     return written
-

@@ -1,5 +1,8 @@
 """Reading stored asv results (``results/<machine>/<sha8>-<env>.json``) back, for the regression
-gate and the plots.
+gate, the plots and the site.
+
+A file that cannot be read is never taken for "not measured": :class:`Reader` names it
+(:class:`Unreadable`), reads the rest, and its callers exit non-zero.
 
 Files are read with asv's own loader (``asv.results.Results.load``), so its format details
 (``result_columns``, trailing columns dropped when empty) stay asv's business. Each value is a
@@ -66,19 +69,35 @@ def _plain(param: str) -> str:
         return param
 
 
-def read_file(path: Path) -> Run:
-    """One asv result file as a :class:`Run`.
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored file that exists but could not be read (truncated, not JSON, not asv's format).
 
-    Raises:
-        UsageError: the file is not an asv result file (one line naming it).
+    Attributes:
+        path: the file.
+        reason: why, one line (the loader's message, the path left out).
     """
-    from asv.results import Results
-    from asv.util import UserError
 
-    try:
-        res = Results.load(str(path))
-    except (UserError, OSError, ValueError, KeyError) as exc:
-        raise UsageError(f"cannot read asv result file {path}: {exc}") from None
+    path: Path
+    reason: str
+
+    def __str__(self) -> str:
+        return f"cannot read {self.path}: {self.reason}"
+
+
+def _reason(exc: BaseException, path: Path) -> str:
+    """The first line of ``exc``'s message without the path (the caller names it once)."""
+    text = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    for mention in (f" in file '{path}'", f" in file {path}", f" in {path}", f"{path}: ", str(path)):
+        text = text.replace(mention, "")
+    return text.strip(" :.") or type(exc).__name__
+
+
+def _load(path: Path) -> Run:
+    """One asv result file as a :class:`Run`; any failure of asv's loader propagates."""
+    from asv.results import Results
+
+    res = Results.load(str(path))
     values: dict[str, dict[Params, float | None]] = {}
     for name in res.get_all_result_keys():
         params = res.get_result_params(name) or []
@@ -90,6 +109,18 @@ def read_file(path: Path) -> Run:
     fields = {k: v for k, v in res.params.items()}
     return Run(machine=fields.get("machine", path.parent.name), commit=res.commit_hash,
                date=res.date or 0, fields=fields, values=values, files=[path])
+
+
+def read_file(path: Path) -> Run:
+    """One asv result file as a :class:`Run`.
+
+    Raises:
+        UsageError: the file is not an asv result file (one line naming it).
+    """
+    try:
+        return _load(path)
+    except Exception as exc:  # asv's UserError, OSError, JSON and format errors alike
+        raise UsageError(f"cannot read asv result file {path}: {_reason(exc, path)}") from None
 
 
 def result_files(results_dir: Path, machine: str) -> list[Path]:
@@ -112,41 +143,147 @@ def merge(runs: list[Run]) -> Run:
     return out
 
 
+class Reader:
+    """Reads the stored results of ``results_dir``, noting each file it could not read.
+
+    Every reader of stored results (plots, publish, the regression gate) goes through one: a file
+    that cannot be read is named in :attr:`unreadable` and left out, and the rest is read, never
+    taken for "this machine never measured it". The caller prints :meth:`lines` and exits non-zero.
+
+    Attributes:
+        results_dir: the asv results folder (``results/``).
+        unreadable: the files that could not be read so far, in the order met, each once.
+    """
+
+    def __init__(self, results_dir: Path):
+        self.results_dir = results_dir
+        self.unreadable: list[Unreadable] = []
+        self._runs: dict[Path, Run | None] = {}
+
+    @property
+    def files_read(self) -> int:
+        """Result files looked at so far, readable or not."""
+        return len(self._runs)
+
+    def _note(self, path: Path, reason: str) -> None:
+        if all(u.path != path for u in self.unreadable):
+            self.unreadable.append(Unreadable(path, reason))
+
+    def read(self, path: Path) -> Run | None:
+        """The run of one result file (read once, then cached), or None if it is unreadable."""
+        if path not in self._runs:
+            try:
+                self._runs[path] = _load(path)
+            except Exception as exc:  # asv's UserError, OSError, JSON and format errors alike
+                self._runs[path] = None
+                self._note(path, _reason(exc, path))
+        return self._runs[path]
+
+    def runs(self, machine: str, pattern: str = "*.json") -> list[Run]:
+        """The readable runs of ``machine`` (one per result file matching ``pattern``), by file name."""
+        files = sorted(p for p in (self.results_dir / machine).glob(pattern) if p.name != "machine.json")
+        return [r for r in (self.read(p) for p in files) if r is not None]
+
+    def check(self) -> list[Unreadable]:
+        """Read every file ``asv publish`` reads: ``benchmarks.json``, each machine folder's
+        ``machine.json`` (asv skips a folder whose file is missing or broken) and every result file.
+
+        Returns :attr:`unreadable` (also the files found before).
+        """
+        bench = self.results_dir / "benchmarks.json"
+        if bench.exists():
+            try:
+                json.loads(bench.read_text())
+            except (OSError, ValueError) as exc:
+                self._note(bench, _reason(exc, bench))
+        for folder in sorted(p for p in self.results_dir.iterdir() if p.is_dir()) \
+                if self.results_dir.is_dir() else []:
+            files = sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
+            if not files:
+                continue
+            info = folder / "machine.json"
+            try:
+                name = json.loads(info.read_text()).get("machine")
+                if not isinstance(name, str):
+                    raise ValueError("no machine name")
+            except (OSError, ValueError, AttributeError) as exc:
+                reason = "missing" if not info.exists() else _reason(exc, info)
+                self._note(info, f"{reason} (asv leaves out the {len(files)} result file(s) beside it)")
+            for f in files:
+                self.read(f)
+        return self.unreadable
+
+    def lines(self, prog: str) -> list[str]:
+        """One line per unreadable file, ``<prog>: error: cannot read <path>: <why>; left out``."""
+        return [f"{prog}: error: {u}; left out" for u in self.unreadable]
+
+    def latest(self, machine: str, prefix: str = "") -> Run | None:
+        """The readable results of ``machine``'s most recent commit (by commit date) that measured
+        a benchmark whose name starts with ``prefix`` (``"suite.Gelu."``: the newest run of that
+        op; a run of other ops only, such as ``make bench OP=matmul``, is passed over); None when
+        no readable file has one (unreadable files are then in :attr:`unreadable`)."""
+        runs = [r for r in self.runs(machine)
+                if any(name.startswith(prefix) and any(is_measured(v) for v in vals.values())
+                       for name, vals in r.values.items())]
+        if not runs:
+            return None
+        newest = max(runs, key=lambda r: r.date)
+        return merge([r for r in runs if r.commit == newest.commit])
+
+    def commit(self, machine: str, commit: str) -> Run:
+        """The readable stored results of the full sha ``commit`` on ``machine``.
+
+        Raises:
+            UsageError: no results folder for the machine, or no readable result file of that
+                commit (the message names the unreadable ones, if any).
+        """
+        if not (self.results_dir / machine).is_dir():
+            have = ", ".join(machines(self.results_dir)) or "none"
+            raise UsageError(f"no results for machine {machine!r} in {self.results_dir}/ (machines: {have})")
+        runs = [r for r in self.runs(machine, f"{commit[:8]}-*.json") if r.commit == commit]
+        if not runs:
+            bad = [str(u.path) for u in self.unreadable if u.path.name.startswith(commit[:8])]
+            if bad:
+                raise UsageError(f"no readable results for commit {commit[:8]} on machine {machine!r}: "
+                                 f"cannot read {', '.join(bad)}")
+            stored = sorted({p.name[:8] for p in result_files(self.results_dir, machine)})
+            raise UsageError(f"no results for commit {commit[:8]} on machine {machine!r} in "
+                             f"{self.results_dir}/{machine}/ (commits stored: {', '.join(stored) or 'none'})")
+        return merge(sorted(runs, key=lambda r: r.files[0].name))
+
+
+def _strict(reader: Reader) -> None:
+    if reader.unreadable:
+        raise UsageError(str(reader.unreadable[0]))
+
+
 def load_commit(results_dir: Path, machine: str, commit: str) -> Run:
-    """The stored results of the full sha ``commit`` on ``machine``.
+    """The stored results of the full sha ``commit`` on ``machine`` (see :meth:`Reader.commit`).
 
     Raises:
-        UsageError: no results folder for the machine, or no result file of that commit.
+        UsageError: no results folder for the machine, no result file of that commit, or one of
+            its files is unreadable.
     """
-    if not (results_dir / machine).is_dir():
-        have = ", ".join(machines(results_dir)) or "none"
-        raise UsageError(f"no results for machine {machine!r} in {results_dir}/ (machines: {have})")
-    runs = [read_file(p) for p in (results_dir / machine).glob(f"{commit[:8]}-*.json")]
-    runs = [r for r in runs if r.commit == commit]
-    if not runs:
-        stored = sorted({p.name[:8] for p in result_files(results_dir, machine)})
-        raise UsageError(f"no results for commit {commit[:8]} on machine {machine!r} in "
-                         f"{results_dir}/{machine}/ (commits stored: {', '.join(stored) or 'none'})")
-    return merge(sorted(runs, key=lambda r: r.files[0].name))
+    reader = Reader(results_dir)
+    run = reader.commit(machine, commit)
+    _strict(reader)
+    return run
 
 
 def load_latest(results_dir: Path, machine: str, prefix: str = "") -> Run:
-    """The stored results of ``machine``'s most recent commit (by commit date) that measured a
-    benchmark whose name starts with ``prefix`` (``"suite.Gelu."``: the newest run of that op;
-    a run of other ops only, such as ``make bench OP=matmul``, is passed over).
+    """The stored results of ``machine``'s most recent commit with ``prefix`` (see
+    :meth:`Reader.latest`).
 
     Raises:
-        UsageError: the machine has no such result.
+        UsageError: the machine has no such result, or one of its result files is unreadable.
     """
-    files = result_files(results_dir, machine)
-    runs = [r for r in (read_file(p) for p in files)
-            if any(name.startswith(prefix) and any(is_measured(v) for v in vals.values())
-                   for name, vals in r.values.items())]
-    if not runs:
+    reader = Reader(results_dir)
+    run = reader.latest(machine, prefix)
+    _strict(reader)
+    if run is None:
         raise UsageError(f"no results for machine {machine!r} in {results_dir}/"
                          + (f" with {prefix}*" if prefix else ""))
-    newest = max(runs, key=lambda r: r.date)
-    return merge([r for r in runs if r.commit == newest.commit])
+    return run
 
 
 def units(results_dir: Path) -> dict[str, str]:

@@ -337,10 +337,19 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     return page
 
 
-def write_plots_page(html_dir: Path, pngs: list[Path]) -> Path:
-    """``html/plots/index.html``: every PNG under ``html/plots/``, grouped by machine; no script."""
+def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None = None) -> Path:
+    """``html/plots/index.html``: every PNG under ``html/plots/``, grouped by machine; no script.
+
+    ``unreadable``: the stored files that could not be read (``fusebench.results.Unreadable``),
+    listed at the top so a reader knows what the plots leave out.
+    """
     plots_dir = html_dir / PLOTS
     body = []
+    if unreadable:
+        body.append(f"<p><strong>{len(unreadable)} stored file(s) could not be read and are left "
+                    "out:</strong></p>\n<ul class=\"unreadable\">")
+        body += [f"<li>{htmllib.escape(str(u))}</li>" for u in unreadable]
+        body.append("</ul>")
     by_machine: dict[str, list[Path]] = {}
     for png in sorted(pngs):
         by_machine.setdefault(png.parent.name, []).append(png)
@@ -350,7 +359,7 @@ def write_plots_page(html_dir: Path, pngs: list[Path]) -> Path:
             rel = png.relative_to(plots_dir).as_posix()
             body.append(f'<figure><img src="{htmllib.escape(rel)}" alt="{htmllib.escape(png.stem)}" '
                         f'style="max-width:100%"><figcaption>{htmllib.escape(png.stem)}</figcaption></figure>')
-    if not body:
+    if not pngs:
         body.append("<p>No results to plot.</p>")
     page = plots_dir / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
@@ -372,10 +381,12 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
         strict: a stored result that will not be drawn is an error (exit 1), not a warning.
 
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
-    could not be installed (npm missing or failing) and ``cdn`` is False, or when ``strict`` and
-    some result will not be drawn.
+    could not be installed (npm missing or failing) and ``cdn`` is False, 1 when a stored file
+    could not be read (each named on stderr, then their count; the site is published without them),
+    or when ``strict`` and some result will not be drawn.
     """
-    from fusebench import history, plots, runrecord, store
+    from fusebench import history, plots, results, runrecord, store
+    from fusebench.cli import report_unreadable
     from kernels import OPS
 
     try:
@@ -399,13 +410,15 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
             return 1
         print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
               file=sys.stderr)
-    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()))
-    write_plots_page(html_dir, pngs)
+    reader = results.Reader(results_dir)
+    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()), reader=reader)
+    write_plots_page(html_dir, pngs, reader.check())
     add_plots_tab(html_dir)
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
+    unreadable = report_unreadable(reader, "publish", count=True)
     if strict and undrawn:
         print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
               file=sys.stderr)
         return 1
-    return 0
+    return unreadable

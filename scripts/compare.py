@@ -9,8 +9,9 @@ stored value. Prints the cases that changed (``+`` regression, ``!`` new failure
 contaminated, ``k`` different kernel chosen by the compiler, ``~`` slower or faster within
 noise, ``*`` fixed, ``-`` improvement; ``--all`` prints every case) with the limit each case was
 held to, and a summary line. Exit status: 0 when nothing regressed, 1 when a case regressed or
-newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine). The
-rule and the A/A data behind its constants are in ``fusebench/compare.py``.
+newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine) or
+when a stored result file of either commit could not be read (named; the rest is compared).
+The rule and the A/A data behind its constants are in ``fusebench/compare.py``.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from fusebench import compare, metrictable, results, runrecord  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
+from fusebench.cli import report_unreadable, run_main  # noqa: E402
 from fusebench.environment import ROOT  # noqa: E402
 from fusebench.errors import UsageError  # noqa: E402
 
@@ -72,8 +73,8 @@ def main() -> int:
         from fusebench.environment import machine_name
 
         args.machine = machine_name()
-    before = results.load_commit(args.results, args.machine, base)
-    after = results.load_commit(args.results, args.machine, head)
+    reader = results.Reader(args.results)  # an unreadable file is named, the rest compared, exit 2
+    before, after = reader.commit(args.machine, base), reader.commit(args.machine, head)
     records = runrecord.records_dir(args.results)
     base_rec = runrecord.load(records, args.machine, base)
     head_rec = runrecord.load(records, args.machine, head)
@@ -84,7 +85,7 @@ def main() -> int:
                       for r in (base_rec, head_rec))
     print(f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
           f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
-    return 1 if failed else 0
+    return 2 if report_unreadable(reader, "compare") else 1 if failed else 0
 
 
 if __name__ == "__main__":
