@@ -16,9 +16,11 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
    error: the site would still need the internet;
 4. renders the plots (``fusebench.plots``) into ``html/plots/`` with an index page, and adds a
    "Plots" tab to asv's navigation bar;
-5. writes ``html/runs/index.html`` from the run records (``fusebench.runrecord``: rounds, copy
+5. fixes what the site shows first (``fusebench.site_fixes``): graphs open at the op's headline
+   shape, tile titles carry units, bars against a category axis are all drawn.
+6. writes ``html/runs/index.html`` from the run records (``fusebench.runrecord``: rounds, copy
    ceiling per round, phases, contaminated and noisy cases), with a "Runs" tab;
-6. names every stored result asv will not draw (``fusebench.history``).
+7. names every stored result asv will not draw (``fusebench.history``).
 """
 
 from __future__ import annotations
@@ -385,7 +387,7 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
     could not be read (each named on stderr, then their count; the site is published without them),
     or when ``strict`` and some result will not be drawn.
     """
-    from fusebench import history, plots, results, runrecord, store
+    from fusebench import history, plots, results, runrecord, site_fixes, store
     from fusebench.cli import report_unreadable
     from kernels import OPS
 
@@ -414,6 +416,7 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
     pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()), reader=reader)
     write_plots_page(html_dir, pngs, reader.check())
     add_plots_tab(html_dir)
+    site_fixes.apply(html_dir)  # headline shape first, units in titles, bars on category axes
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
     unreadable = report_unreadable(reader, "publish", count=True)

@@ -1,7 +1,7 @@
 // Opens a published fusebench asv site in headless Chromium and checks that it works offline.
 //
 //   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
-//                               [--block-external] [--screenshot FILE.png]
+//                               [--block-external] [--screenshot FILE.png] [--x-axis shape]
 //
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
@@ -13,6 +13,10 @@
 // else 1 (2 on bad arguments). --block-external aborts every request to another origin, as a
 // machine with no internet would (the check then does not depend on this machine's network);
 // such requests are reported as failed.
+// The report also says what the reader sees first: `hash` (the graph's address once asv opened it,
+// with the parameter values it selected), `titles` (the grid's tile titles) and `drawn` (series
+// with at least one point inside the plotted x range: a series whose x values are null or shifted
+// off the axis is loaded but not drawn). --x-axis opens the graph against that parameter.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -40,6 +44,7 @@ function parseArgs(argv) {
     else if (argv[i] === "--benchmark") opts.benchmark = argv[++i];
     else if (argv[i] === "--block-external") opts.blockExternal = true;
     else if (argv[i] === "--screenshot") opts.screenshot = argv[++i];
+    else if (argv[i] === "--x-axis") opts.xAxis = argv[++i];
     else rest.push(argv[i]);
   }
   if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
@@ -55,8 +60,8 @@ function parseArgs(argv) {
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const report = { ok: false, failed: [], bad_status: [], page_errors: [], external: [],
-    error_page: false, benchmarks: [], machine_button: false, series: 0, points: 0, longest: 0,
-    problems: [] };
+    error_page: false, benchmarks: [], titles: [], machine_button: false, series: 0, points: 0,
+    longest: 0, drawn: 0, hash: "", problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
   let context;
   try {
@@ -81,11 +86,14 @@ async function main() {
       await waitFor(page, "a.benchmark-container");
       report.benchmarks = await page.$$eval("a.benchmark-container",
         (links) => links.map((a) => decodeURIComponent(a.getAttribute("href").replace(/^#/, ""))));
+      report.titles = await page.$$eval("a.benchmark-container .benchmark-text",
+        (els) => els.map((el) => el.textContent.trim()));
     } catch (e) {
       report.problems.push(`no benchmark grid: ${String(e.message).split("\n")[0]}`);
     }
 
-    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}`,
+    const xAxis = opts.xAxis ? `&x-axis=${encodeURIComponent(opts.xAxis)}` : "";
+    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}${xAxis}`,
       { waitUntil: "load", timeout: TIMEOUT_MS });
     try {
       await waitFor(page, "#main-graph canvas.flot-base");
@@ -95,8 +103,16 @@ async function main() {
       }, null, { timeout: TIMEOUT_MS });
       const shape = await page.evaluate(() => {
         const data = window.jQuery("#main-graph").data("plot").getData();
+        const inRange = (s) => {
+          const ps = s.datapoints.pointsize, pts = s.datapoints.points, ax = s.xaxis;
+          for (let i = 0; i < pts.length; i += ps) {
+            if (Number.isFinite(pts[i]) && pts[i + 1] != null && pts[i] >= ax.min && pts[i] <= ax.max) return true;
+          }
+          return false;
+        };
         return { series: data.length, points: data.reduce((n, s) => n + s.data.length, 0),
-          longest: Math.max(...data.map((s) => s.data.length)) };
+          longest: Math.max(...data.map((s) => s.data.length)), drawn: data.filter(inRange).length,
+          hash: decodeURIComponent(location.hash) };
       });
       Object.assign(report, shape);
       report.machine_button = await page.$$eval("#graphdisplay-state-params a, #graphdisplay-state-params button",

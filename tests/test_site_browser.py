@@ -57,8 +57,8 @@ def serve():
         httpd.server_close()
 
 
-def _check(url: str) -> tuple[int, dict]:
-    out = subprocess.run(["node", str(CHECK), url, "--machine", "h200", "--block-external"],
+def _check(url: str, *args: str) -> tuple[int, dict]:
+    out = subprocess.run(["node", str(CHECK), url, "--machine", "h200", "--block-external", *args],
                          capture_output=True, text=True, timeout=180, env=dict(os.environ, CHROMIUM=CHROMIUM))
     try:
         return out.returncode, json.loads(out.stdout)
@@ -88,6 +88,24 @@ def test_the_published_site_works_offline(published, serve):
     same_env = Counter(json.dumps(r.fields, sort_keys=True) for r in runs).most_common(1)[0][1]
     assert report["longest"] >= same_env >= 2
     assert report["failed"] == [] and report["external"] == [] and not report["error_page"]
+
+
+@pytest.mark.parametrize("benchmark, headline", [("suite.Gelu.track_bandwidth", "16384x16384"),
+                                                 ("suite.Softmax.track_bandwidth", "8192x16384")])
+def test_the_first_view_opens_at_the_headline_shape_with_units_and_every_bar(published, serve, benchmark,
+                                                                              headline):
+    """Issue 13, item 9: asv's default is the first (smallest) shape; flot-orderbars drew only the
+    middle series (compile) of bars against a category axis; tile titles had no unit."""
+    base = serve(published)
+    code, report = _check(base, "--benchmark", benchmark)
+    assert code == 0, report
+    assert report["hash"] == f"#{benchmark}?machine=h200&p-shape='{headline}'"
+    assert report["series"] == 5 and report["drawn"] == 5  # the five backends at the headline, float32
+    assert "Gelu.track_bandwidth [GB/s]" in report["titles"]
+    assert "Softmax.track_device_time [seconds]" in report["titles"]
+    code, report = _check(base, "--benchmark", benchmark, "--x-axis", "shape")
+    assert code == 0, report
+    assert report["series"] == 5 and report["drawn"] == 5, report  # every backend's bars
 
 
 def test_the_plots_page_and_its_images_load(published, serve):
