@@ -14,6 +14,7 @@ from typing import Callable
 import torch
 
 from fusebench.errors import SkipCase
+from fusebench.torch_logs import quiet_compile
 
 
 def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
@@ -40,7 +41,8 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
     fn = torch.compile(fresh, dynamic=False, fullgraph=True)
     start = time.perf_counter()
     try:
-        fn(x)
+        with quiet_compile():  # the skip below says it in one line; torch's log would repeat it
+            fn(x)
     except Exception as exc:  # an unusable compiler toolchain is a skip, with its reason
         raise SkipCase(f"torch.compile failed: {first_line(exc)}") from exc
     if x.is_cuda:
