@@ -61,7 +61,7 @@ def test_progress_line_and_summary():
     assert sweep.progress_line(4, 40, skipped).endswith("skipped: needs a CUDA GPU")
     table = report.summary(sweep.Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
                                        [eager, ok, skipped]))
-    assert "| 1024 | 0 5% 1.0x | 4 50% 10.0x |" in table
+    assert "| 1024 | 0.410 5.0% 1.0x | 4.10 50% 10.0x |" in table  # not "0 5%" (issue 13)
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
 
 
