@@ -47,8 +47,13 @@ DOCKER_RUN     = $(DOCKER) run --rm --gpus $(GPUS) --user $(RUN_AS) \
                  --volume $(HTML):/workspace/html --volume $(CACHE_VOLUME):/cache \
                  --env FUSEBENCH_IMAGE_DIGEST=$$($(DOCKER) image inspect --format '{{.Id}}' $(IMAGE))
 IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
+# $(call WAY,bench): bench-image or bench-local, as a prerequisite chosen when the Makefile is read,
+# and only when the target is asked for (the docker check is not run for `make test`). No
+# recursive make: a failure is the script's one line and make's one `make: *** ... Error` line
+# (GNU make prints that for any failing recipe), not a second `make[1]: *** ...` line.
+WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(DOCKER_OK),$(1)-image,$(1)-local))
 
-.PHONY: help bench test lint venv lock clean bench-local bench-image image in-image shell
+.PHONY: help bench test lint venv lock clean bench-where bench-local bench-image image in-image shell
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -56,9 +61,10 @@ help: ## list the targets
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
-bench: ## run the suite (in the image with the GPUs when docker can, else here), store, publish html/
+bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when docker can, else here), store, publish html/
+
+bench-where:
 	$(if $(DOCKER_OK)$(LOCAL),,@echo "bench: $(DOCKER_WHY): running here, not in the image" >&2)
-	@$(MAKE) --no-print-directory $(if $(DOCKER_OK),bench-image,bench-local)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
@@ -109,11 +115,12 @@ NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(PYTHON) scripts/nsys_driver.py s
 NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
 NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
 
-.PHONY: nsys nsys-local nsys-image trace
+.PHONY: nsys nsys-where nsys-local nsys-image trace
 
-nsys: ## Nsight Systems timeline of one op (OP=gelu): in the image when docker can, else here
+nsys: nsys-where $(call WAY,nsys) ## Nsight Systems timeline of one op (OP=gelu): in the image when docker can, else here
+
+nsys-where:
 	$(if $(DOCKER_OK)$(LOCAL),,@echo "nsys: $(DOCKER_WHY): running here, not in the image" >&2)
-	@$(MAKE) --no-print-directory $(if $(DOCKER_OK),nsys-image,nsys-local)
 
 nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems), nsys/ in the checkout
 	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES)

@@ -31,6 +31,7 @@ from fusebench.nvtx_ranges import Markers
 from fusebench.profile_plan import Case
 from fusebench.profile_summary import SIDE_FORMAT
 from fusebench.registry import PRECISIONS, Op
+from fusebench.torch_logs import quiet_profiler
 
 
 @dataclass
@@ -220,6 +221,7 @@ def torch_window(dev: torch.device) -> Iterator[tuple[Callable[[Case], ContextMa
     if dev.type == "cuda":
         activities.append(ProfilerActivity.CUDA)
     timing.synchronize(dev)
+    quiet_profiler()  # no Kineto 'USDT: profiler_start/stop' lines on stderr
     with profile(activities=activities) as prof:
         yield (lambda case: record_function(case.range)), prof
         timing.synchronize(dev)

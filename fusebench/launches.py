@@ -23,6 +23,8 @@ from typing import Callable
 
 import torch
 
+from fusebench.torch_logs import quiet_profiler
+
 #: Longest kernel name kept in a record (C++ template names run to thousands of characters; the
 #: identity hash is taken over the full names).
 NAME_CHARS = 160
@@ -84,6 +86,7 @@ def profile_call(fn: Callable[[], object], device: torch.device) -> CallProfile 
     from torch.profiler import ProfilerActivity, profile
 
     torch.cuda.synchronize(device)
+    quiet_profiler()  # no Kineto 'USDT: profiler_start/stop' lines on stderr
     with warnings.catch_warnings():  # "Profiler clears events at the end of each cycle": expected
         warnings.simplefilter("ignore", UserWarning)
         with profile(activities=[ProfilerActivity.CUDA]) as prof:

@@ -21,6 +21,7 @@ import torch
 from fusebench import backends, correctness, inputs, timing
 from fusebench.errors import SkipCase
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
+from fusebench.torch_logs import quiet_profiler
 
 #: Rows of each table (the busiest operators and kernels).
 ROW_LIMIT = 12
@@ -68,6 +69,7 @@ def profile_callable(fn, dev: torch.device, calls: int = 5) -> BackendProfile:
     cuda = dev.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     timing.synchronize(dev)
+    quiet_profiler()  # no Kineto 'USDT: profiler_start/stop' lines on stderr
     with profile(activities=activities) as prof:
         for _ in range(calls):
             fn()
