@@ -1,0 +1,25 @@
+"""Which machines' results belong in the repository: GPU machines' are committed, a CPU's
+(``make bench`` on a laptop: ``cpu-<arch>``) are ignored by git, and the README says so
+(issue 13, item 8)."""
+
+import subprocess
+
+from fusebench.environment import ROOT
+
+
+def _ignored(path: str) -> bool:
+    return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode == 0
+
+
+def test_cpu_results_and_plots_are_ignored_gpu_ones_are_not():
+    assert _ignored("results/cpu-x86_64/d0a40cb8-existing-py.json")
+    assert _ignored("plots/cpu-aarch64/gelu-bandwidth.png")
+    assert not _ignored("results/h200/d0a40cb8-existing-py.json")
+    assert not _ignored("plots/h200/gelu-bandwidth.png")
+    assert not _ignored("results/benchmarks.json")
+
+
+def test_the_readme_says_which_results_to_commit():
+    readme = (ROOT / "README.md").read_text()
+    assert "**Which results belong in the repository.**" in readme
+    assert "git ignores both folders" in readme
