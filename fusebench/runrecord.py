@@ -83,7 +83,7 @@ def all_records(folder: Path) -> list[tuple[str, Path]]:
 def summary_lines(sweep: Sweep) -> list[str]:
     """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
     times, contaminated and noisy cases, kernels chosen by timing, warnings."""
-    from fusebench.sweep import NOISY
+    from fusebench.report import NOISY
 
     env = sweep.environment
     ok = [r for r in sweep.records if r.status == "ok"]

@@ -384,24 +384,13 @@ def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
     return rec
 
 
-#: Above this noise (between rounds) a figure is called noisy in the progress line.
-NOISY = 0.10
-
-
-def noise_text(noise: float | None) -> str:
-    """``±0.4%``, or ``noisy ±288%`` above :data:`NOISY` (fixed width up to 999 %)."""
-    if noise is None or noise != noise:
-        return "    n/a"
-    pct = 100 * noise
-    text = f"±{pct:.1f}%" if pct < 100 else f"±{pct:.0f}%"
-    return f"{'noisy ' if noise > NOISY else ''}{text:>7}"
-
-
 def progress_line(i: int, n: int, rec: Record) -> str:
     """One line per case, e.g. ``[ 12/255] gelu triton 16777216 float32  ok 0.0421 ms ...``."""
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
+    from fusebench.report import noise_text  # report imports this module
+
     t = rec.main_time_ms()
     text = f"{head} ok {t:9.4f} ms {noise_text(rec.noise)} "
     if rec.roofline == "compute":

@@ -44,6 +44,14 @@ def results_folder(quick: bool, partial: bool) -> str:
     return ".asv/quick-results" if quick else "results"
 
 
+def results_reader(results: Path):
+    """A reader of the stored results that names unreadable files instead of raising (publish has
+    named them already)."""
+    from fusebench.results import Reader
+
+    return Reader(results)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
     ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(OPS)}")
@@ -96,10 +104,12 @@ def main() -> int:
         t = time.perf_counter()
         # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
         if site.publish(results, args.html, cdn=True) != 0:
-            print("bench: asv publish failed", file=sys.stderr)
+            print("bench: publishing the site failed (the reason is above); the results are stored",
+                  file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
-        written = plots.write_plots(results, args.plots, list(OPS.values()), [machine])
+        written = plots.write_plots(results, args.plots, list(OPS.values()), [machine],
+                                    reader=results_reader(results))
         print(f"bench: {len(written)} plots refreshed in {args.plots}/{machine}/", file=sys.stderr)
         result.phases["publish"] = round(time.perf_counter() - t, 1)
     total = time.perf_counter() - started

@@ -155,12 +155,6 @@ def test_round_orders_are_interleaved_and_reproducible():
     assert third == sweep.round_order(50, 2)
 
 
-def test_noise_text_flags_large_noise_in_words():
-    assert sweep.noise_text(0.004) == "  ±0.4%"
-    assert sweep.noise_text(2.88) == "noisy   ±288%"
-    assert sweep.noise_text(None).strip() == "n/a"
-
-
 # --- the gate end to end: asv results plus run records of two real commits ----------------------
 
 AXES = [["eager", "torch", "compile"], ["1048576"], ["float32"]]
