@@ -132,7 +132,7 @@ def allow_recompiles(n: int) -> None:
 
 
 def rewarm(prepared: list[Prepared], dev: torch.device, calls: int = 2) -> None:
-    """Call every ready case ``calls`` times (recompiling what a later Dynamo reset dropped).
+    """Call every ready case ``calls`` times just before the window (caches and clocks warm).
 
     A case that raises is marked failed, with its reason.
     """
