@@ -22,7 +22,7 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench import results
+from fusebench import metrictable, results
 from fusebench.asvsuite import benchmark_name
 from fusebench.errors import UsageError
 from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
@@ -51,11 +51,17 @@ class Throughput:
         return op.bytes_moved(shape, PRECISIONS[dtype].dtype)
 
 
+def _throughput(metric: str, pct_metric: str, roof: str, xlabel: str, x_scale: float,
+                kind: str) -> Throughput:
+    """A :class:`Throughput` whose label and unit come from the metric table."""
+    m = metrictable.BY_NAME[metric]
+    return Throughput(metric, pct_metric, f"{m.label} ({m.unit})", roof, m.unit, xlabel, x_scale, kind)
+
+
 THROUGHPUT = {
-    "memory": Throughput("track_bandwidth", "track_pct_of_ceiling", "effective bandwidth (GB/s)",
-                         "copy ceiling", "GB/s", "bytes moved (MB, read + write)", 1e6, "bandwidth"),
-    "compute": Throughput("track_tflops", "track_pct_of_peak", "throughput (TFLOP/s)", "matrix peak",
-                          "TFLOP/s", "work (GFLOP)", 1e9, "tflops"),
+    "memory": _throughput("track_bandwidth", "track_pct_of_ceiling", "copy ceiling",
+                          "bytes moved (MB, read + write)", 1e6, "bandwidth"),
+    "compute": _throughput("track_tflops", "track_pct_of_peak", "matrix peak", "work (GFLOP)", 1e9, "tflops"),
 }
 
 
