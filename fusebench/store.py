@@ -5,7 +5,11 @@
   ``asv machine --yes`` stores only the name, and each field becomes a selector in the site;
 * ``asv run --set-commit-hash`` (the only way asv saves results with ``environment_type:
   existing``) runs into a staging folder first; only when it succeeds are its files copied into
-  ``results/``, so a failed or interrupted run never overwrites or deletes stored results.
+  ``results/``, so a failed or interrupted run never overwrites or deletes stored results;
+* the asv environment is named by the Python version (``existing-py3.12``,
+  ``fusebench/asv_env.py``), not by the interpreter's path: one result file per commit and
+  machine wherever the checkout lives. A file of the commit stored under a path name by an
+  earlier run of the same Python version is carried into that file (see :func:`run_asv`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,11 @@ from pathlib import Path
 
 from fusebench.asvsuite import SWEEP_ENV
 from fusebench.environment import ROOT
+
+#: The asv environment type and plugin of ``fusebench/asv_env.py`` (not imported here: it
+#: imports asv, which runs in its own process).
+ENV_TYPE = "stable"
+ENV_PLUGIN = ".fusebench.asv_env"
 
 ASV_CONF = ROOT / "asv.conf.json"
 
@@ -70,6 +79,7 @@ def staged_config(staging: Path, results_dir: Path) -> Path:
     conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / conf["benchmark_dir"]),
                 results_dir=str(staging / "results"), env_dir=str(staging / "env"),
                 html_dir=str(staging / "html"))
+    conf["plugins"] = [*conf.get("plugins", []), ENV_PLUGIN]
     path = staging / "asv.conf.json"
     path.write_text(json.dumps(conf, indent=4))
     return path
@@ -77,13 +87,14 @@ def staged_config(staging: Path, results_dir: Path) -> Path:
 
 def asv_command(config: Path, machine: str, commit: str, python: str,
                 classes: list[str] | None = None) -> list[str]:
-    """The exact ``asv run`` command line (tests check it).
+    """The exact ``asv run`` command line (tests check it); its environment is ``python`` under
+    the name ``existing-py<X.Y>`` (:data:`ENV_TYPE`, loaded by :func:`staged_config`).
 
     ``classes``: run only these asv classes (``["Gelu"]``); the stored results of the others
     are kept (see :func:`run_asv`).
     """
     cmd = [python, "-m", "asv", "run", "--config", str(config), "--machine", machine,
-           "--set-commit-hash", commit, "-E", f"existing:{python}", "--launch-method", "forkserver"]
+           "--set-commit-hash", commit, "-E", f"{ENV_TYPE}:{python}", "--launch-method", "forkserver"]
     if classes:
         cmd += ["--bench", rf"^suite\.({'|'.join(classes)})\."]
     return cmd
@@ -115,12 +126,14 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
     non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
     """
+    version = python_version(python)
+    if version is None:
+        return 127
     with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
         staging = Path(tmp)
         config = staged_config(staging, results_dir)
-        for f in (results_dir / machine).glob(f"{commit[:8]}-*.json"):
-            (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
-            shutil.copy2(f, staging / "results" / machine / f.name)
+        (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
+        carried = stage_stored(results_dir / machine, staging / "results" / machine, commit, version)
         env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
         if "PYTHONPATH" in env:  # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH
             env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])
@@ -141,7 +154,68 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
             print("\n".join(["asv: the run stored nothing; the end of its output:", *tail]), file=sys.stderr)
             return status or 1
         merge_results(staging / "results", results_dir)
+    for f in carried:  # now in the commit's file of this environment name
+        f.unlink()
+        print(f"asv: {f.name} carried into {result_name(commit, version)} (named by the Python "
+              "version now, not its path)", file=sys.stderr)
     return 0
+
+
+def python_version(python: str) -> str | None:
+    """``"3.12"``: the ``major.minor`` version of the interpreter ``python``; None when it cannot
+    be run."""
+    try:
+        out = subprocess.run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"],
+                             capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def env_name(version: str) -> str:
+    """The asv environment name of Python ``version`` (``"3.12"``): ``"existing-py3.12"``; the
+    same as ``fusebench.asv_env.env_name``, asv's naming, without importing asv."""
+    return f"existing-py{version}"
+
+
+def result_name(commit: str, version: str) -> str:
+    """The result file asv writes for ``commit`` with Python ``version``:
+    ``<sha8>-existing-py3.12.json``."""
+    return f"{commit[:8]}-{env_name(version)}.json"
+
+
+def stage_stored(stored_dir: Path, staging_dir: Path, commit: str, version: str) -> list[Path]:
+    """Copy the stored result files of ``commit`` from ``stored_dir`` (one machine's folder) into
+    ``staging_dir``, where asv loads the file of its environment and replaces only the
+    benchmarks it runs.
+
+    A file stored by an earlier fusebench under asv's path name (``existing-py_<path>``: its
+    ``python`` is a path) whose interpreter, run now, is Python ``version``, and no file of the
+    stable name yet: copied under the stable name (:func:`result_name`), its ``env_name`` and
+    ``python`` fields rewritten, so that the run adds to it. Other files are copied as they are.
+    The stored files are not touched.
+
+    Returns the stored path-named files carried over (the caller deletes them once the run's
+    files are stored).
+    """
+    stable = stored_dir / result_name(commit, version)
+    carried: list[Path] = []
+    for f in sorted(stored_dir.glob(f"{commit[:8]}-*.json")):
+        try:
+            data = json.loads(f.read_text())
+        except (OSError, ValueError):
+            data = None
+        legacy = (isinstance(data, dict) and "/" in str(data.get("python", ""))
+                  and data.get("commit_hash") == commit)
+        if legacy and not stable.exists() and not carried and python_version(data["python"]) == version:
+            data["env_name"] = env_name(version)
+            data["python"] = version
+            data.setdefault("params", {})["python"] = version
+            (staging_dir / stable.name).write_text(json.dumps(data))
+            carried.append(f)
+        else:
+            shutil.copy2(f, staging_dir / f.name)
+    return carried
 
 
 def merge_results(src: Path, dst: Path) -> list[Path]:

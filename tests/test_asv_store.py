@@ -44,7 +44,7 @@ def test_the_asv_command_line():
     cmd = store.asv_command(Path("/s/asv.conf.json"), "h200", "abc123", "/usr/bin/python3")
     assert cmd == ["/usr/bin/python3", "-m", "asv", "run", "--config", "/s/asv.conf.json",
                    "--machine", "h200", "--set-commit-hash", "abc123", "-E",
-                   "existing:/usr/bin/python3", "--launch-method", "forkserver"]
+                   "stable:/usr/bin/python3", "--launch-method", "forkserver"]
 
 
 def test_machine_file_keeps_other_machines(home):
@@ -108,3 +108,83 @@ def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path, home):
 def test_the_asv_command_line_for_some_ops():
     cmd = store.asv_command(Path("/s/c.json"), "h200", "abc", "py", ["Gelu", "Softmax"])
     assert cmd[-2:] == ["--bench", r"^suite\.(Gelu|Softmax)\."]
+
+
+# --- the environment's name: the Python version, not the checkout's path --------------------------
+
+VERSION = "%d.%d" % sys.version_info[:2]
+
+
+def _python_in(folder: Path) -> str:
+    """An interpreter at ``folder/.venv/bin/python`` (a script running this one): a checkout
+    somewhere else."""
+    path = folder / ".venv" / "bin" / "python"
+    path.parent.mkdir(parents=True)
+    path.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    path.chmod(0o755)
+    return str(path)
+
+
+def _stored(results: Path) -> list[Path]:
+    return sorted(p for p in (results / "testbox").glob("*.json") if p.name != "machine.json")
+
+
+def test_two_checkouts_store_one_file_per_commit_named_by_python_version(tmp_path, home):
+    store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
+    results = tmp_path / "results"
+    for folder in ("clone-a", "elsewhere/clone-b"):
+        python = _python_in(tmp_path / folder)
+        assert store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results, python=python) == 0
+    (path,) = _stored(results)
+    assert path.name == f"{COMMIT[:8]}-existing-py{VERSION}.json"
+    data = json.loads(path.read_text())
+    assert data["env_name"] == f"existing-py{VERSION}"
+    assert data["python"] == data["params"]["python"] == VERSION
+    assert str(tmp_path) not in path.read_text()
+
+
+def test_the_name_is_asvs_own_for_the_plugin():
+    from fusebench import asv_env
+
+    assert asv_env.env_name(VERSION) == store.env_name(VERSION) == f"existing-py{VERSION}"
+    assert (asv_env.TOOL_NAME, asv_env.PLUGIN) == (store.ENV_TYPE, store.ENV_PLUGIN)
+
+
+def test_a_file_stored_under_the_path_name_is_carried_into_the_stable_one(tmp_path, home):
+    store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
+    results = tmp_path / "results"
+    python = _python_in(tmp_path / "old-clone")
+    assert store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results, python=python) == 0
+    (path,) = _stored(results)
+    # What fusebench stored before: asv's existing environment named after the path.
+    data = json.loads(path.read_text())
+    legacy_name = "existing-py" + python.replace("/", "_")
+    data.update(env_name=legacy_name, python=python)
+    data["params"]["python"] = python
+    legacy = path.with_name(f"{COMMIT[:8]}-{legacy_name}.json")
+    legacy.write_text(json.dumps(data))
+    path.unlink()
+    gelu = data["results"]["suite.Gelu.track_bandwidth"]
+
+    softmax_only = tmp_path / "softmax.json"
+    sweep.Sweep({"device": "cpu"}, 21.8, "quick", [
+        sweep.Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=1.0, bandwidth_gbps=9.5,
+                     pct_of_ceiling=40.0, clock="host")]).save(softmax_only)
+    assert store.run_asv(softmax_only, "testbox", COMMIT, results, python=python,
+                         classes=["Softmax"]) == 0
+    (path,) = _stored(results)
+    after = json.loads(path.read_text())
+    assert path.name == f"{COMMIT[:8]}-existing-py{VERSION}.json" and after["python"] == VERSION
+    assert after["results"]["suite.Gelu.track_bandwidth"] == gelu  # the old file's figures kept
+    assert 9.5 in after["results"]["suite.Softmax.track_bandwidth"][0]
+
+
+def test_a_path_named_file_of_another_python_is_kept_as_it_is(tmp_path):
+    stored, staging = tmp_path / "stored", tmp_path / "staging"
+    stored.mkdir()
+    staging.mkdir()
+    other = stored / f"{COMMIT[:8]}-existing-py_gone_python.json"
+    other.write_text(json.dumps({"commit_hash": COMMIT, "python": "/gone/python", "env_name": "x"}))
+    assert store.stage_stored(stored, staging, COMMIT, VERSION) == []
+    assert [p.name for p in staging.iterdir()] == [other.name]
+    assert other.exists()
