@@ -147,9 +147,10 @@ class Op:
     Attributes:
         name: short lowercase name (``gelu``, ``softmax``, ``matmul``).
         reference: float64 reference ``reference(x) -> y``; never timed.
-        grids: named lists of shapes: ``default`` (GPU), ``cpu``, ``quick`` and ``nsys`` (the
-            few shapes ``make nsys`` profiles); every shape of the others is also in ``default``
-            so that asv parameters stay fixed.
+        grids: named lists of shapes: ``default`` (GPU), ``cpu``, ``quick`` (GPU) and
+            ``cpu-quick`` (``make bench QUICK=1``: fewer shapes than the full grid of the same
+            device), ``nsys`` (the few shapes ``make nsys`` profiles); every shape of the others
+            is also in ``default`` so that asv parameters stay fixed.
         invariant: optional check ``invariant(y, x) -> str | None`` returning what is wrong.
         dtypes: the op's dtype axis, names from :data:`PRECISIONS` (default: the plain dtypes).
         flops: optional ``flops(shape) -> int``, floating-point operations of one call (a

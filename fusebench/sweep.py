@@ -187,8 +187,9 @@ class Sweep:
 
 
 def grid_name(dev: torch.device, quick: bool) -> str:
-    """``quick`` when asked, else ``default`` on a GPU and ``cpu`` on the CPU."""
-    return "quick" if quick else ("default" if dev.type == "cuda" else "cpu")
+    """``default`` on a GPU and ``cpu`` on the CPU; with ``quick``, ``quick`` and ``cpu-quick``."""
+    full, small = ("default", "quick") if dev.type == "cuda" else ("cpu", "cpu-quick")
+    return small if quick else full
 
 
 def cases(ops: Iterable[Op], grid: str, backend_names: Iterable[str] = BACKENDS,

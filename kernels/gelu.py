@@ -49,7 +49,10 @@ OP = Op(
         "default": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,), (1 << 22,), (1 << 24,),
                     (1 << 26,), (16384, 16384)],
         "cpu": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,)],
+        # make bench QUICK=1: a launch-bound and an HBM-streaming case on a GPU ("quick"), the
+        # quick grid's shape the CPU grid also has on the CPU ("cpu-quick").
         "quick": [(1 << 14,), (1 << 22,)],
+        "cpu-quick": [(1 << 14,)],
         # make nsys: one 1-D case streaming from HBM, the 2-D case.
         "nsys": [(1 << 24,), (16384, 16384)],
     },

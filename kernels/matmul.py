@@ -67,7 +67,9 @@ OP = Op(
         # n >= 2048 compute-bound (time ~ n^3); 8192^3 in bfloat16 is also the matrix peak.
         "default": [(n, n) for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192)],
         "cpu": [(n, n) for n in (64, 128, 256, 512)],
+        # make bench QUICK=1: on a GPU ("quick"), on the CPU ("cpu-quick": the shape of both).
         "quick": [(256, 256), (4096, 4096)],
+        "cpu-quick": [(256, 256)],
         # make nsys: one launch-bound, one compute-bound size.
         "nsys": [(256, 256), (8192, 8192)],
     },

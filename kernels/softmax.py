@@ -62,7 +62,9 @@ OP = Op(
         "default": [(65536, 128), (16384, 1024), (4096, 4096), (32768, 4096), (8192, 16384),
                     (1024, 32768), (4096, 65536), (256, 262144), (1, 1048576)],
         "cpu": [(65536, 128), (1, 1048576)],
+        # make bench QUICK=1: on a GPU ("quick"), on the CPU ("cpu-quick": the shape of both).
         "quick": [(16384, 1024), (1, 1048576)],
+        "cpu-quick": [(1, 1048576)],
         # make nsys: a row per program, rows too long to keep on chip, one split row.
         "nsys": [(4096, 4096), (256, 262144), (1, 1048576)],
     },

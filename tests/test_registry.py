@@ -1,3 +1,5 @@
+import math
+
 import pytest
 import torch
 
@@ -15,9 +17,25 @@ def test_every_memory_bound_op_registers_the_portable_backends():
 
 @pytest.mark.parametrize("op", OPS.values(), ids=lambda o: o.name)
 def test_smaller_grids_are_subsets_of_the_default(op):
-    # asv parameters come from the default grid: the cpu and quick grids must not add keys.
-    for grid in ("cpu", "quick", "nsys"):
+    # asv parameters come from the default grid: no other grid may add keys.
+    assert {"cpu", "quick", "cpu-quick", "nsys"} <= set(op.grids)
+    for grid in op.grids:
         assert set(op.grids[grid]) <= set(op.grids["default"]), grid
+
+
+@pytest.mark.parametrize("device", ["cpu", "cuda"])
+def test_quick_is_the_smallest_run_on_every_device(device):
+    # QUICK=1 runs a subset of the device's full grid, fewer shapes and fewer elements for every op
+    # (the GPU's quick grid on a CPU took longer than the CPU's full grid).
+    from fusebench.sweep import grid_name
+
+    dev = torch.device(device)
+    full, quick = grid_name(dev, quick=False), grid_name(dev, quick=True)
+    assert (full, quick) == {"cpu": ("cpu", "cpu-quick"), "cuda": ("default", "quick")}[device]
+    for op in OPS.values():
+        small, big = op.grids[quick], op.grids[full]
+        assert set(small) < set(big), op.name
+        assert sum(math.prod(s) for s in small) < sum(math.prod(s) for s in big), op.name
 
 
 def test_unknown_op_lists_the_valid_ones():
