@@ -6,6 +6,8 @@
 
 SYSTEM_PYTHON ?= python3
 VENV          ?= .venv
+# The Pythons requirements.lock is made for (scripts/lock.py PYTHONS, pyproject.toml, README).
+LOCK_PYTHONS  := 3.11 3.12 3.13
 HAVE_DEPS     := $(shell $(SYSTEM_PYTHON) -c "import torch, asv, asv_runner" 2>/dev/null && echo yes)
 PYTHON        ?= $(if $(HAVE_DEPS),$(SYSTEM_PYTHON),$(VENV)/bin/python)
 DEPS          := $(if $(HAVE_DEPS),,$(VENV)/.installed)
@@ -91,6 +93,9 @@ lint: $(DEPS) ## check style (changes no file)
 venv: $(VENV)/.installed ## create the virtual environment from requirements.lock
 
 $(VENV)/.installed: requirements.lock
+	@v=$$($(SYSTEM_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
+	case " $(LOCK_PYTHONS) " in *" $$v "*) ;; *) echo "venv: $(SYSTEM_PYTHON) is Python $${v:-?}; \
+	requirements.lock is for Python $(LOCK_PYTHONS) (give SYSTEM_PYTHON=python3.12)" >&2; exit 2;; esac
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock
 	touch $@
