@@ -118,7 +118,9 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
 
     The staging folder starts with the commit's stored result files of ``machine``: asv loads
     them and replaces only the benchmarks it runs, so a run of some ops (``classes``) keeps the
-    other ops' stored results of the same commit.
+    other ops' stored results of the same commit. A stored file of the commit named after the
+    interpreter's path (fusebench before ``existing-py<X.Y>``) of the same Python version is
+    carried into the stable name (:func:`stage_stored`) and deleted once the run is stored.
 
     asv's own output goes to ``ASV_LOG_DIR`` (the terminal gets the log's path, and its last
     ``ASV_LOG_TAIL`` lines when nothing was stored).
