@@ -35,7 +35,14 @@ def test_quick_bench_end_to_end(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
-    assert "[1/4] gelu     eager" in out.stderr
+    import torch
+
+    from fusebench.sweep import grid_name
+    from kernels import get_op
+
+    grid = grid_name(torch.device("cuda" if torch.cuda.is_available() else "cpu"), quick=True)
+    n = 2 * len(get_op("gelu").grids[grid])  # two backends, one dtype: cpu-quick here, 2 cases
+    assert f"({grid} grid)" in out.stderr and f"[1/{n}] gelu     eager" in out.stderr
     assert "| shape | eager | torch |" in out.stdout
     stored = list((tmp_path / "results").rglob("*.json"))
     assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
