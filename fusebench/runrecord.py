@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.sweep import Sweep
+from fusebench.sweep import Sweep, clean_rounds
 
 
 def records_dir(results_dir: Path) -> Path:
@@ -96,10 +96,15 @@ def summary_lines(sweep: Sweep) -> list[str]:
                      + f" GB/s (median {sweep.ceiling_gbps:.0f})")
     if sweep.phases:
         lines.append("phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in sweep.phases.items()))
-    dirty = [r for r in ok if r.contaminated]
+    # by the rule of sweep.clean_rounds (records written before it counted any round)
+    verdicts = [(r, clean_rounds(r.rounds)[1] if r.rounds else r.contamination) for r in ok]
+    dirty = [(r, why) for r, why in verdicts if why]
+    dropped = sum(1 for r in ok if r.rounds and len(clean_rounds(r.rounds)[0]) < len(r.rounds))
     lines.append(f"contaminated cases: {len(dirty)}" + (": " + "; ".join(
-        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ({r.contamination[0]})" for r in dirty[:10])
-        + (" ..." if len(dirty) > 10 else "") if dirty else ""))
+        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ({why[0]})" for r, why in dirty[:10])
+        + (" ..." if len(dirty) > 10 else "") if dirty else "")
+        + (f"; {dropped} case(s) measured from their clean rounds only (a throttled or shared "
+           "round left out)" if dropped else ""))
     noisy = [r for r in ok if r.noise is not None and r.noise > NOISY]
     lines.append(f"cases noisier than {100 * NOISY:.0f} % between rounds: {len(noisy)}" + (": " + ", ".join(
         f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ±{100 * r.noise:.0f}%" for r in noisy[:10])
