@@ -187,3 +187,17 @@ profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kerne
 
 mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
 	$(PYTHON) scripts/mlp.py
+
+# --- A fleet: results of many hosts into results/ (fusebench/collect.py; deploy/ runs the hosts) ---
+# FROM: results folders (or folders holding results/ and records/), space-separated, globs allowed:
+#   make collect FROM='fleet/*'
+# Copies what results/ and records/ lack, never overwrites; a conflict (the same commit and machine
+# with different figures) or an unreadable file refuses the whole collect (exit 1 / 2, nothing written).
+
+FROM          ?=
+
+.PHONY: collect
+
+collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2'
+	@test -n "$(FROM)" || { echo "collect: give FROM=<results folder>... (e.g. make collect FROM='fleet/*')" >&2; exit 2; }
+	$(PYTHON) scripts/collect.py $(FROM)

@@ -1,0 +1,70 @@
+"""``make collect``: merge the results folders of many hosts into ``results/`` (and ``records/``).
+
+    python scripts/collect.py FROM [FROM ...] [--into DIR] [--dry-run]
+
+Each FROM is a results folder (``<machine>/machine.json``, result files, ``benchmarks.json``;
+its run records in the sibling records folder) or a folder holding ``results/`` and
+``records/`` (one pod's or one array task's output, ``deploy/``). Files the destination lacks
+are copied, identical ones skipped, none overwritten; different asv machines sit side by side.
+The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/collect.py``.
+
+Everything is compared before anything is written: a conflict (the same commit and machine with
+different figures) or an input file that cannot be read refuses the whole collect, one line per
+file, and nothing is written. Exit status: 0 merged (or nothing new), 1 refused for a conflict,
+2 bad input (no such folder, not a results folder, a file that cannot be read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import collect, runrecord  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.environment import ROOT  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="collect", description=__doc__.splitlines()[0])
+    ap.add_argument("sources", nargs="+", type=Path, metavar="FROM",
+                    help="results folders of other hosts (or folders holding results/)")
+    ap.add_argument("--into", type=Path, default=ROOT / "results",
+                    help="destination results folder (default results/; records beside it)")
+    ap.add_argument("--dry-run", action="store_true", help="say what would be copied, write nothing")
+    args = ap.parse_args()
+
+    plan = collect.plan(args.sources, args.into)
+    for line in plan.warnings:
+        print(f"collect: warning: {line}", file=sys.stderr)
+    for line in plan.unreadable:
+        print(f"collect: error: {line}", file=sys.stderr)
+    for line in plan.conflicts:
+        print(f"collect: conflict: {line}", file=sys.stderr)
+    if plan.refused:
+        print(f"collect: refused ({len(plan.conflicts)} conflict(s), {len(plan.unreadable)} unreadable "
+              f"file(s)); nothing written to {args.into}/", file=sys.stderr)
+        return 1 if not plan.unreadable else 2
+    records = runrecord.records_dir(args.into)
+    n_rec = sum(1 for _, t in plan.copies if t.is_relative_to(records))
+    n_machine = sum(1 for _, t in plan.copies if t.name == "machine.json")
+    what = (f"{len(plan.copies) - n_rec - n_machine} result file(s), {n_rec} run record(s), "
+            f"{n_machine} machine.json"
+            + (f", {len(plan.added_benchmarks)} benchmark definition(s)" if plan.added_benchmarks else ""))
+    if args.dry_run:
+        for source, target in plan.copies:
+            print(f"would copy {source} -> {target}")
+        print(f"collect: would copy {what}; {len(plan.same)} already there", file=sys.stderr)
+        return 0
+    collect.apply(plan, args.into)
+    machines = sorted({t.parent.name for _, t in plan.copies})
+    print(f"collect: copied {what} into {args.into}/ and {records}/"
+          + (f" (machines: {', '.join(machines)})" if machines else "")
+          + f"; {len(plan.same)} file(s) already there, identical", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, "collect")
