@@ -308,9 +308,10 @@ class _Planner:
                 differ.append(name)
         if differ:
             kept = self.bench_origin[differ[0]]
-            versions = sorted({str(data[n].get("version")) for n in differ
-                               if isinstance(data[n], dict)} - {str(self.bench[n].get("version"))
-                                                                for n in differ if isinstance(self.bench[n], dict)})
+            def version(d: object) -> str:
+                return str(d.get("version")) if isinstance(d, dict) else "?"
+
+            versions = sorted({version(data[n]) for n in differ} - {version(self.bench[n]) for n in differ})
             self.plan.warnings.append(
                 f"{len(differ)} benchmark definition(s) in {path} differ from {kept}'s, kept "
                 f"(e.g. {differ[0]})" + (f"; results stored with version {', '.join(versions)} of "
