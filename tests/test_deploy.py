@@ -1,0 +1,164 @@
+"""deploy/: the Kubernetes manifest checked against Kubernetes' own schemas (kubernetes-validate,
+offline: the schemas ship in its wheel) and the Slurm batch script checked by bash and
+ShellCheck, then run with stand-ins for srun and nvidia-smi to read the command it composes.
+
+Neither ran on a real cluster here. The tools come from deploy/tools.lock (hash-pinned),
+installed by pip into a temporary folder: they are test-only and requirements.lock is rewritten
+only by a full ``make lock``."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fusebench.environment import ROOT, slug
+
+MANIFEST = ROOT / "deploy" / "kubernetes" / "fusebench-job.yaml"
+SBATCH = ROOT / "deploy" / "slurm" / "fusebench.sbatch"
+#: The Kubernetes release whose schemas the manifest is checked against (batch/v1 Indexed Jobs
+#: are GA since 1.24; 1.31 is the oldest release kubernetes-validate 1.37 ships that is not EOL
+#: on every managed platform).
+K8S_VERSION = "1.31.0"
+
+
+@pytest.fixture(scope="module")
+def tools(tmp_path_factory) -> Path:
+    """deploy/tools.lock installed (hashes checked, no dependency resolution) into a folder."""
+    target = tmp_path_factory.mktemp("deploy-tools")
+    lock = ROOT / "deploy" / "tools.lock"
+    out = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
+                          "--only-binary=:all:", "--target", str(target), "-r", str(lock)],
+                         capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        why = (out.stderr.strip().splitlines() or ["no output"])[-1]
+        if os.environ.get("CI"):
+            pytest.fail(f"pip could not install deploy/tools.lock: {why}")
+        pytest.skip(f"pip could not install deploy/tools.lock (PyPI unreachable?): {why}")
+    sys.path.insert(0, str(target))
+    return target
+
+
+def _docs() -> list[dict]:
+    return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
+
+
+def test_the_manifest_is_valid_against_the_kubernetes_schemas(tools):
+    import kubernetes_validate
+
+    docs = _docs()
+    assert [d["kind"] for d in docs] == ["Job"]
+    for doc in docs:
+        kubernetes_validate.validate(doc, K8S_VERSION, strict=True)  # raises on any error
+
+
+@pytest.mark.parametrize("break_it", [
+    lambda job: job["spec"].update(completionsMode="Indexed"),  # a misspelt field (strict)
+    lambda job: job["spec"]["template"]["spec"]["containers"][0].update(args="--no-publish"),  # not a list
+    lambda job: job["spec"].update(completions="two"),
+])
+def test_the_validator_rejects_a_broken_manifest(tools, break_it):
+    import kubernetes_validate
+
+    job = _docs()[0]
+    break_it(job)
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(job, K8S_VERSION, strict=True)
+
+
+def test_the_job_is_indexed_one_pod_per_gpu_model_with_the_pinned_image_and_a_results_volume():
+    job = _docs()[0]
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"]
+    (bench,) = pod["containers"]
+    (clone,) = pod["initContainers"]
+    image = re.fullmatch(r"[^@\s]+@(sha256:[0-9a-f]{64})", bench["image"])
+    assert image, "the image is pinned by digest"
+    assert clone["image"] == bench["image"]
+    env = {e["name"]: e for e in bench["env"]}
+    assert env["FUSEBENCH_IMAGE_DIGEST"]["value"] == image.group(1)
+    assert bench["resources"]["limits"]["nvidia.com/gpu"] == 1
+    assert bench["resources"]["requests"]["nvidia.com/gpu"] == 1
+    anti = pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+    assert anti["topologyKey"] == "nvidia.com/gpu.product"
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    assert anti["labelSelector"]["matchLabels"].items() <= labels.items()
+    # results and records of each pod in a folder of its own on the results volume
+    mounts = {m["name"]: m["mountPath"] for m in bench["volumeMounts"]}
+    assert mounts["results"] == "/out"
+    args = bench["args"]
+    assert args[args.index("--results") + 1] == "/out/$(NODE_NAME)-$(JOB_INDEX)/results"
+    assert {"NODE_NAME", "JOB_INDEX"} <= env.keys()  # declared, so Kubernetes expands $(...)
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    assert volumes["results"]["persistentVolumeClaim"]["claimName"] == "fusebench-results"
+    assert mounts["workspace"] == "/workspace" and clone["command"][-2:] == ["/src", "/workspace"]
+
+
+# --- Slurm ------------------------------------------------------------------------------------------
+
+def test_the_batch_script_parses_and_passes_shellcheck(tools):
+    assert subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True).returncode == 0
+    shellcheck = tools / "bin" / "shellcheck"
+    out = subprocess.run([str(shellcheck), "--shell=bash", str(SBATCH)], capture_output=True, text=True)
+    assert out.returncode == 0, out.stdout + out.stderr
+    head = SBATCH.read_text()
+    assert re.search(r"^#SBATCH --array=\d+-\d+$", head, re.M)
+    assert re.search(r"^#SBATCH --gres=gpu:1$", head, re.M)
+
+
+def _fake(bin_dir: Path, name: str, body: str) -> None:
+    path = bin_dir / name
+    path.write_text(f"#!/bin/bash\n{body}\n")
+    path.chmod(0o755)
+
+
+def _sbatch(tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run the batch script as Slurm would, with an ``srun`` that records its arguments."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    _fake(bin_dir, "srun", f'printf "%s\\n" "$@" > {tmp_path}/srun.args')
+    _fake(bin_dir, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3"')
+    full = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
+            "SLURM_SUBMIT_DIR": str(ROOT), "SLURM_ARRAY_TASK_ID": "3",
+            "FUSEBENCH_OUT": str(tmp_path / "fleet"),
+            "FUSEBENCH_IMAGE": "registry.example.com#fusebench@sha256:" + "0" * 64, **env}
+    out = subprocess.run(["bash", str(SBATCH)], env=full, capture_output=True, text=True, timeout=300)
+    args = (tmp_path / "srun.args").read_text().splitlines() if (tmp_path / "srun.args").exists() else []
+    return out, args
+
+
+def test_the_batch_script_runs_the_entry_point_in_the_image_per_task(tmp_path):
+    out, args = _sbatch(tmp_path, FUSEBENCH_PER_NODE="1")
+    assert out.returncode == 0, out.stderr
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    task = tmp_path / "fleet" / f"{host}-3"
+    assert task.is_dir() and f"results in {task}/results" in out.stdout
+    assert args[0] == "--container-image=registry.example.com#fusebench@sha256:" + "0" * 64
+    mounts = next(a for a in args if a.startswith("--container-mounts=")).split("=", 1)[1].split(",")
+    assert f"{task}:/out" in mounts and any(m.endswith(":/workspace") for m in mounts)
+    entry = args.index("fusebench-entrypoint")
+    assert args[entry + 1:] == ["--results", "/out/results", "--no-publish"]
+    # one asv machine per node: the GPU model's slug, as fusebench names it, and the host
+    assert f"FUSEBENCH_MACHINE={slug('NVIDIA H100 80GB HBM3')}-{host}" in args[:entry]
+    assert not list(tmp_path.glob("fusebench.*"))  # the node-local clone is removed
+
+
+def test_the_batch_script_with_apptainer_and_refusals(tmp_path):
+    out, args = _sbatch(tmp_path, FUSEBENCH_RUNTIME="apptainer", FUSEBENCH_IMAGE="fusebench.sif",
+                        FUSEBENCH_BENCH_ARGS="--ops gelu --quick")
+    assert out.returncode == 0, out.stderr
+    assert args[:3] == ["apptainer", "exec", "--nv"] and "fusebench.sif" in args
+    assert not any(a.startswith("FUSEBENCH_MACHINE=") for a in args)  # the GPU model's machine
+    assert args[-6:] == ["--results", "/out/results", "--no-publish", "--ops", "gelu", "--quick"]
+    # a task folder that already holds results is never measured into
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    (tmp_path / "fleet" / f"{host}-3" / "results").mkdir()
+    out, _ = _sbatch(tmp_path, FUSEBENCH_RUNTIME="apptainer", FUSEBENCH_IMAGE="fusebench.sif")
+    assert out.returncode == 2 and "exists; not measuring into it (never overwrite results)" in out.stderr
+    out, _ = _sbatch(tmp_path, FUSEBENCH_RUNTIME="docker")
+    assert out.returncode == 2 and "give pyxis or apptainer" in out.stderr
+    out, _ = _sbatch(tmp_path, FUSEBENCH_IMAGE="")
+    assert out.returncode != 0 and "set FUSEBENCH_IMAGE" in out.stderr
