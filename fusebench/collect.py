@@ -318,6 +318,13 @@ class _Planner:
                                          "them are not drawn by asv publish" if versions else ""))
 
     def finish(self) -> Plan:
+        seen, unique = set(), []
+        for line in self.plan.unreadable:  # a file named by asv's reader and by ours: once
+            key = line.split(": ", 1)[0]
+            if key not in seen:
+                seen.add(key)
+                unique.append(line)
+        self.plan.unreadable = unique
         if self.bench_changed:
             self.plan.benchmarks = self.bench
         return self.plan

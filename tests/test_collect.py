@@ -242,3 +242,11 @@ def test_not_a_results_folder_or_the_destination_itself_is_refused(tmp_path):
         collect.plan([tmp_path / "empty"], tmp_path / "results")
     with pytest.raises(UsageError, match="is the destination"):
         collect.plan([ROOT / "results"], ROOT / "results")
+
+
+def test_a_broken_benchmarks_json_is_named_once(tmp_path, cpu_run):
+    other = _cpu_copy(cpu_run, tmp_path / "host-b")
+    (other / "results" / "benchmarks.json").write_text("{")
+    plan = collect.plan([other], tmp_path / "results")
+    assert [ln.split(": ", 1)[0] for ln in plan.unreadable] == [
+        f"cannot read {other / 'results' / 'benchmarks.json'}"]
