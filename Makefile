@@ -24,38 +24,60 @@ BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(B
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
                  $(if $(DIRTY),--dirty))
 
-# --- docker: the pinned image (Dockerfile) -----------------------------------------------------
-# `make bench` runs the suite in the image when docker, its daemon, the NVIDIA container runtime
-# and a GPU are here (scripts/docker_check.sh says which is missing), else here; LOCAL=1 forces
-# here (set inside the image). IN_IMAGE runs any command in the image, in the mounted checkout:
+# --- the pinned image (Dockerfile), with docker, podman or buildah --------------------------------
+# CONTAINER: the engine, docker, podman or buildah (or a path to one); by default the first of them
+# on PATH (scripts/engine_check.sh --find). `make bench` runs the suite in the image when the engine
+# can run it with the GPUs (docker: daemon, NVIDIA container runtime, --gpus; podman, rootless too:
+# the NVIDIA CDI spec, --device nvidia.com/gpu=all), else here, saying in one line which engine was
+# found and what is missing (`make engine` prints that line); LOCAL=1 forces here (set inside the
+# image). buildah builds the image (make image) but does not run it. IN_IMAGE runs any command in
+# the image, in the mounted checkout:
 #   $(IN_IMAGE) make nsys OP=gelu        (a target of its own wraps itself the same way)
-# DOCKER_OK=1 skips the check (the tests print the exact docker commands with make -n).
-DOCKER        ?= docker
+# ENGINE_OK=1 skips the check (the tests print the exact commands with make -n). BUILD_OPTS: more
+# options for the build (make image-test passes the stand-in's build args).
+DOCKER        ?=
+CONTAINER     ?= $(DOCKER)
+ENGINE         = $(eval ENGINE := $(or $(CONTAINER),$(shell scripts/engine_check.sh --find)))$(ENGINE)
+ENGINE_KIND    = $(notdir $(ENGINE))
 IMAGE_NAME    ?= fusebench
 IMAGE_TAG     ?= $(or $(shell git rev-parse --short=12 HEAD 2>/dev/null),dev)
 IMAGE         ?= $(IMAGE_NAME):$(IMAGE_TAG)
-LOCK_HASH     := $(firstword $(shell sha256sum requirements.lock 2>/dev/null))
+LOCK_HASH     ?= $(firstword $(shell sha256sum requirements.lock 2>/dev/null))
+BUILD_OPTS    ?=
 RESULTS       ?= $(CURDIR)/results
 HTML          ?= $(CURDIR)/html
 CACHE_VOLUME  ?= fusebench-cache
 GPUS          ?= all
 RUN_AS        ?= $(shell id -u):$(shell id -g)
+ROOTLESS      ?= $(filter-out 0,$(shell id -u))
+ARCHIVE       ?= fusebench-$(IMAGE_TAG).oci.tar
 LOCAL         ?= $(FUSEBENCH_IN_IMAGE)
-DOCKER_WHY     = $(eval DOCKER_WHY := $(if $(LOCAL),LOCAL=1,$(shell scripts/docker_check.sh $(DOCKER))))$(DOCKER_WHY)
-DOCKER_OK     ?= $(if $(DOCKER_WHY),,1)
+ENGINE_WHY     = $(eval ENGINE_WHY := $(if $(LOCAL),LOCAL=1,$(shell scripts/engine_check.sh $(ENGINE))))$(ENGINE_WHY)
+ENGINE_OK     ?= $(if $(ENGINE_WHY),,1)
+BUILD_WHY      = $(eval BUILD_WHY := $(if $(ENGINE_OK),,$(shell scripts/engine_check.sh --build $(ENGINE))))$(BUILD_WHY)
 
-DOCKER_RUN     = $(DOCKER) run --rm --gpus $(GPUS) --user $(RUN_AS) \
+# podman and buildah build OCI images by default, which have no SHELL: the Dockerfile's RUN lines
+# would run in /bin/sh, not bash. --format docker keeps it (docker's own format; podman, Apptainer
+# and every registry read it).
+BUILD_FORMAT   = $(if $(filter podman buildah,$(ENGINE_KIND)), --format docker)
+
+# The GPUs: docker's NVIDIA runtime (--gpus) or podman's CDI devices. Rootless podman maps the
+# caller's uid to itself (--userns=keep-id), so the files it writes are the caller's.
+GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),--device nvidia.com/gpu=$(GPUS)$(if $(ROOTLESS), --userns=keep-id),--gpus $(GPUS))
+ENGINE_RUN     = $(ENGINE) run --rm $(GPU_FLAGS) --user $(RUN_AS) \
                  --volume $(CURDIR):/workspace --volume $(RESULTS):/workspace/results \
                  --volume $(HTML):/workspace/html --volume $(CACHE_VOLUME):/cache \
-                 --env FUSEBENCH_IMAGE_DIGEST=$$($(DOCKER) image inspect --format '{{.Id}}' $(IMAGE))
-IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(DOCKER_RUN)
+                 --env FUSEBENCH_IMAGE_DIGEST=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE))
+IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(ENGINE_RUN)
+RUNS_IMAGE     = @$(if $(filter buildah,$(ENGINE_KIND)),echo "$@: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; exit 2,true)
 # $(call WAY,bench): bench-image or bench-local, as a prerequisite chosen when the Makefile is read,
-# and only when the target is asked for (the docker check is not run for `make test`). No
+# and only when the target is asked for (the engine check is not run for `make test`). No
 # recursive make: a failure is the script's one line and make's one `make: *** ... Error` line
 # (GNU make prints that for any failing recipe), not a second `make[1]: *** ...` line.
-WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(DOCKER_OK),$(1)-image,$(1)-local))
+WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-image,$(1)-local))
 
-.PHONY: help bench test lint venv lock clean bench-where bench-local bench-image image in-image shell
+.PHONY: help bench test lint venv lock clean bench-where bench-local bench-image image in-image shell \
+        engine image-archive image-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
@@ -66,23 +88,34 @@ help: ## list the targets
 bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when docker can, else here), store, publish html/
 
 bench-where:
-	$(if $(DOCKER_OK)$(LOCAL),,@echo "bench: $(DOCKER_WHY): running here, not in the image" >&2)
+	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
 	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
 
-bench-image: image ## run the suite in the image (needs docker and the NVIDIA runtime)
+bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
 	$(IN_IMAGE) $(IMAGE) $(BENCH_ARGS)
 
-image: ## build the pinned image (docker), tagged fusebench:<git short sha>
-	@$(if $(DOCKER_OK),true,echo "image: $(DOCKER_WHY)" >&2; exit 2)
-	$(DOCKER) build --build-arg LOCK_HASH=$(LOCK_HASH) --tag $(IMAGE) .
+image: ## build the pinned image (docker, podman or buildah), tagged fusebench:<git short sha>
+	@$(if $(BUILD_WHY),echo "image: $(BUILD_WHY)" >&2; exit 2,true)
+	$(ENGINE) build$(BUILD_FORMAT) --build-arg LOCK_HASH=$(LOCK_HASH) --tag $(IMAGE)$(if $(BUILD_OPTS), $(BUILD_OPTS)) .
 
 in-image: image ## run CMD='...' in the image, in the mounted checkout
+	$(RUNS_IMAGE)
 	$(IN_IMAGE) $(IMAGE) $(CMD)
 
 shell: image ## open a shell in the image, in the mounted checkout
+	$(RUNS_IMAGE)
 	$(IN_IMAGE) --interactive --tty $(IMAGE) bash
+
+engine: ## say in one line which container engine is used here and what it is missing
+	@scripts/engine_check.sh -v $(ENGINE) || true
+
+image-archive: image ## the image as an OCI archive, $(ARCHIVE) (for Apptainer: README)
+	$(if $(filter docker,$(ENGINE_KIND)),$(ENGINE) save --output $(ARCHIVE) $(IMAGE),$(if $(filter podman,$(ENGINE_KIND)),$(ENGINE) save --format oci-archive --output $(ARCHIVE) $(IMAGE),$(ENGINE) push $(IMAGE) oci-archive:$(ARCHIVE)))
+
+image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
+	$(PYTHON) scripts/image_test.py
 
 test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
@@ -125,7 +158,7 @@ NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
 nsys: nsys-where $(call WAY,nsys) ## Nsight Systems timeline of one op (OP=gelu): in the image when docker can, else here
 
 nsys-where:
-	$(if $(DOCKER_OK)$(LOCAL),,@echo "nsys: $(DOCKER_WHY): running here, not in the image" >&2)
+	$(if $(ENGINE_OK)$(LOCAL),,@echo "nsys: $(ENGINE_WHY): running here, not in the image" >&2)
 
 nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems), nsys/ in the checkout
 	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES)

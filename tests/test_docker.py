@@ -1,6 +1,7 @@
-"""The container, checked without a docker engine: the lock it installs, hadolint on the Dockerfile,
-the exact docker commands `make` composes, the docker check, the entry point, and that a result
-carries the image digest and the lock hash."""
+"""The container, checked without a container engine: the lock it installs, hadolint on the
+Dockerfile and its two bases, the exact docker and podman commands `make` composes, the engine
+check, the entry point, and that a result carries the image digest and the lock hash. (The image
+itself is built and run by `make image-test`, scripts/image_test.py; tests/test_image_test.py.)"""
 
 import hashlib
 import json
@@ -97,20 +98,47 @@ def test_merge_keeps_both_torch_builds_apart_and_marks_what_only_cuda_needs():
         lock.merge(cpu, lock.parse("six==2.0 \\\n    --hash=sha256:s2\n"))
 
 
+def _view(flavour: str, lock: Path = LOCK) -> subprocess.CompletedProcess:
+    return subprocess.run([str(ROOT / "scripts" / "lock_view.sh"), flavour, str(lock)], capture_output=True,
+                          text=True)
+
+
 def test_the_image_installs_exactly_the_lock_as_the_cuda_build():
     text = DOCKERFILE.read_text()
-    assert "COPY requirements.lock /tmp/requirements.lock" in text
-    installs = re.findall(r"pip install [^\n\\]*", text)
-    assert installs == ["pip install --require-hashes -r /tmp/requirements-cuda.lock "]
-    # the CUDA view is made from the lock by the same edit as `lock.py cuda`
-    (sed_args,) = re.findall(r"sed (-e '[^']*' -e '[^']*') /tmp/requirements.lock", text)
-    exprs = re.findall(r"'([^']*)'", sed_args)
-    activated = subprocess.run(["sed", "-e", exprs[0], "-e", exprs[1], str(LOCK)], capture_output=True,
-                               text=True, check=True).stdout
-    assert activated == lock.activate_cuda(LOCK.read_text())
-    assert not [ln for ln in _requirement_lines(activated) if "extra" in ln]
+    assert "COPY requirements.lock scripts/lock_view.sh /tmp/lock/" in text
+    installs = re.findall(r"pip install [^\n;]*", text)
+    assert installs == ["pip install --require-hashes -r /tmp/lock/view.txt ",
+                        "pip install --require-hashes --no-index --find-links /tmp/wheels "
+                        "-r /tmp/lock/view.txt "]
+    assert '/tmp/lock/lock_view.sh "${FLAVOUR}" /tmp/lock/requirements.lock > /tmp/lock/view.txt' in text
+    # the CUDA view is the lock as `lock.py cuda` makes it, line for line
+    cuda = _view("cuda")
+    assert cuda.returncode == 0 and cuda.stdout == lock.activate_cuda(LOCK.read_text())
+    assert not [ln for ln in _requirement_lines(cuda.stdout) if "extra" in ln]
     # the build checks the lock against the hash the label and the results carry
-    assert 'echo "${LOCK_HASH}  /tmp/requirements.lock" | sha256sum --check' in text
+    assert 'echo "${LOCK_HASH}  /tmp/lock/requirements.lock" | sha256sum --check' in text
+
+
+def test_the_stand_in_installs_the_cpu_view_of_the_lock_without_triton():
+    cpu_lock = {(b.name, b.version, tuple(b.hashes)) for b in lock.parse(LOCK.read_text())
+                if b.marker != lock.CUDA_MARKER and b.name != "triton"}
+    view = _view("cpu")
+    assert view.returncode == 0
+    blocks = lock.parse(view.stdout)
+    assert {(b.name, b.version, tuple(b.hashes)) for b in blocks} == cpu_lock
+    assert all(b.marker is None for b in blocks) and len(blocks) == len(cpu_lock) > 30
+    names = {b.name for b in blocks}
+    cuda_only = {b.name for b in lock.parse(LOCK.read_text()) if b.marker == lock.CUDA_MARKER}
+    cuda_only -= {"torch", "triton"}
+    assert "torch" in names and "triton" not in names and cuda_only and not names & cuda_only
+    assert [b.version for b in blocks if b.name == "torch"] == ["2.13.0+cpu"]
+
+
+def test_lock_view_bad_input_is_one_line(tmp_path):
+    out = _view("rocm")
+    assert out.returncode == 2 and out.stderr == "lock_view: usage: lock_view.sh cuda|cpu [LOCK]\n"
+    out = _view("cpu", tmp_path / "nope")
+    assert out.returncode == 2 and out.stderr == f"lock_view: {tmp_path / 'nope'}: no such file\n"
 
 
 def test_a_plain_pip_install_skips_the_cuda_lines(tmp_path):
@@ -143,7 +171,31 @@ def test_dockerfile_pins_base_nsys_and_user():
                 "FUSEBENCH_LOCK_HASH=${LOCK_HASH}", "FUSEBENCH_EXT_DIR=", "VIRTUAL_ENV=/opt/venv"):
         assert env in text
     assert "git config --system --add safe.directory '*'" in text
-    assert "RUN python -m kernels.cuda_ext" in text
+    assert 'RUN if [ "${FLAVOUR}" = cuda ]; then python -m kernels.cuda_ext && nsys --version; fi' in text
+
+
+def test_one_dockerfile_two_bases_the_differing_lines_named():
+    text = DOCKERFILE.read_text()
+    # the four places that differ are marked, in order, and FLAVOUR chooses nothing else
+    assert re.findall(r"^# differs \((\d)\)", text, re.M) == ["1", "2", "3", "4"]
+    assert "ARG FLAVOUR=cuda" in text
+    uses = [ln for ln in text.splitlines() if "FLAVOUR}" in ln and not ln.startswith("#")]
+    # the label, nsys, the lock's view, its install (and its error), torch's check, the extension
+    assert len(uses) == 7, uses
+    # no Python version is written: the base's python3 (3.12 on Ubuntu 24.04, 3.11 on Debian 12)
+    assert not re.search(r"python3\.\d", text) and "python3 -m venv /opt/venv" in text
+    # the stand-in's debootstrap reads the same package list
+    (packages,) = re.findall(r'^ARG SYSTEM_PACKAGES="([^"]+)"$', text, re.M)
+    script = (ROOT / "scripts" / "standin_base.sh").read_text()
+    assert """sed -n 's/^ARG SYSTEM_PACKAGES="\\(.*\\)"$/\\1/p'""" in script
+    assert {"python3", "python3-venv", "python3-dev", "g++", "git", "make"} <= set(packages.split())
+    # the build context holds only what the Dockerfile copies
+    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    copied = {"requirements.lock", "scripts/lock_view.sh", "scripts/entrypoint.sh", "fusebench/", "kernels/"}
+    assert "*" in ignore
+    sources = {s for ln in re.findall(r"^COPY (.+) \S+$", text, re.M) for s in ln.split()}
+    assert sources == copied
+    assert {ln[1:] for ln in ignore if ln.startswith("!")} == copied
 
 
 def _hadolint() -> str | None:
@@ -160,7 +212,7 @@ def test_hadolint_passes():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-# --- the docker commands make composes ----------------------------------------------------------
+# --- the engine commands make composes ----------------------------------------------------------
 
 
 def _make_n(*args: str, env: dict | None = None) -> list[str]:
@@ -171,60 +223,130 @@ def _make_n(*args: str, env: dict | None = None) -> list[str]:
     return [ln.strip() for ln in out.stdout.splitlines() if not ln.startswith("make ")]
 
 
-def _docker_lines(lines: list[str]) -> tuple[str, str]:
-    (build,) = [ln for ln in lines if ln.startswith("docker build")]
-    (run,) = [ln for ln in lines if "docker run" in ln]
+def _docker_lines(lines: list[str], engine: str = "docker") -> tuple[str, str]:
+    (build,) = [ln for ln in lines if ln.startswith(f"{engine} build")]
+    (run,) = [ln for ln in lines if f"{engine} run" in ln]
     return build, run
 
 
+def _run_args(run: str) -> tuple[list[str], list[tuple[str, str]]]:
+    args = run.split(" && ", 1)[1].split()
+    return args, list(zip(args, args[1:]))
+
+
 def test_make_bench_in_the_image_command_lines():
-    lines = _make_n("bench", "DOCKER_OK=1", "IMAGE_TAG=abc123", "RUN_AS=1234:5678", "RESULTS=/r",
-                    "HTML=/h", "OP=gelu", "QUICK=1")
+    lines = _make_n("bench", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=abc123", "RUN_AS=1234:5678",
+                    "RESULTS=/r", "HTML=/h", "OP=gelu", "QUICK=1")
     build, run = _docker_lines(lines)
     assert build.split() == ["docker", "build", "--build-arg", f"LOCK_HASH={LOCK_HASH}",
                              "--tag", "fusebench:abc123", "."]
     assert run.startswith("mkdir -p /r /h && docker run ")
-    args = run.split(" && ", 1)[1].split()
+    args, pairs = _run_args(run)
     assert args[:3] == ["docker", "run", "--rm"]
-    pairs = list(zip(args, args[1:]))
     for flag in [("--gpus", "all"), ("--user", "1234:5678"), ("--volume", f"{ROOT}:/workspace"),
                  ("--volume", "/r:/workspace/results"), ("--volume", "/h:/workspace/html"),
                  ("--volume", "fusebench-cache:/cache")]:
         assert flag in pairs, flag
+    assert "--device" not in args and "--userns=keep-id" not in args
     assert "--env FUSEBENCH_IMAGE_DIGEST=$(docker image inspect --format '{{.Id}}' fusebench:abc123)" in run
     image_at = args.index("fusebench:abc123", args.index("--env") + 5)
     assert args[image_at + 1:] == ["--ops", "gelu", "--quick"]
     assert not [ln for ln in lines if "scripts/bench.py" in ln]
 
 
+@pytest.mark.parametrize("rootless", ["", "1"])
+def test_make_bench_with_podman_gpus_through_cdi(rootless):
+    lines = _make_n("bench", "CONTAINER=podman", "ENGINE_OK=1", "IMAGE_TAG=abc123", "RUN_AS=1234:5678",
+                    "RESULTS=/r", "HTML=/h", "OP=gelu", f"ROOTLESS={rootless}")
+    build, run = _docker_lines(lines, "podman")
+    # --format docker: podman's default OCI format has no SHELL (the RUN lines would run in /bin/sh)
+    assert build.split() == ["podman", "build", "--format", "docker", "--build-arg", f"LOCK_HASH={LOCK_HASH}",
+                             "--tag", "fusebench:abc123", "."]
+    args, pairs = _run_args(run)
+    assert args[:5] == ["podman", "run", "--rm", "--device", "nvidia.com/gpu=all"]
+    assert "--gpus" not in args
+    assert ("--userns=keep-id" in args) == bool(rootless)
+    for flag in [("--user", "1234:5678"), ("--volume", f"{ROOT}:/workspace"),
+                 ("--volume", "/r:/workspace/results"), ("--volume", "fusebench-cache:/cache")]:
+        assert flag in pairs, flag
+    assert "--env FUSEBENCH_IMAGE_DIGEST=$(podman image inspect --format '{{.Id}}' fusebench:abc123)" in run
+    assert args[-3:] == ["fusebench:abc123", "--ops", "gelu"]
+
+
+def test_buildah_builds_the_image_but_bench_runs_here_saying_why(tmp_path):
+    _fake(tmp_path, "buildah", "exit 0")
+    env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
+    buildah = f"{tmp_path}/buildah"
+    lines = _make_n("image", f"CONTAINER={buildah}", "IMAGE_TAG=t", env=env)
+    assert lines[-1] == (f"{buildah} build --format docker --build-arg LOCK_HASH={LOCK_HASH} "
+                         "--tag fusebench:t .")
+    lines = _make_n("bench", f"CONTAINER={buildah}", "OP=gelu", env=env)
+    assert lines == ['echo "bench: buildah found; missing: an engine that runs the image (docker or podman): '
+                     'buildah only builds: running here, not in the image" >&2',
+                     "py scripts/bench.py --ops gelu"]
+    lines = _make_n("shell", f"CONTAINER={buildah}", "ENGINE_OK=1", env=env)
+    assert ('echo "shell: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; '
+            'exit 2') in lines
+
+
+def test_the_engine_is_the_first_found_of_docker_podman_buildah(tmp_path):
+    for tool in ("bash", "basename"):
+        os.symlink(shutil.which(tool), tmp_path / tool)
+
+    def find() -> str:
+        return subprocess.run([str(ROOT / "scripts" / "engine_check.sh"), "--find"], capture_output=True,
+                              text=True, env={"PATH": str(tmp_path)}).stdout
+
+    assert find() == "docker\n"  # none: docker, so that the message says docker is missing
+    _fake(tmp_path, "buildah", "exit 0")
+    assert find() == "buildah\n"
+    _fake(tmp_path, "podman", "exit 0")
+    assert find() == "podman\n"
+    _fake(tmp_path, "docker", "exit 0")
+    assert find() == "docker\n"
+
+
 def test_make_runs_as_the_calling_user_by_default():
-    _, run = _docker_lines(_make_n("bench", "DOCKER_OK=1"))
+    _, run = _docker_lines(_make_n("bench", "CONTAINER=docker", "ENGINE_OK=1"))
     assert f"--user {os.getuid()}:{os.getgid()}" in run
 
 
 def test_make_shell_and_any_command_in_the_image():
-    _, run = _docker_lines(_make_n("shell", "IMAGE_TAG=t"))
+    _, run = _docker_lines(_make_n("shell", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=t"))
     assert run.endswith("--interactive --tty fusebench:t bash")
-    _, run = _docker_lines(_make_n("in-image", "IMAGE_TAG=t", "CMD=make nsys OP=gelu"))
+    _, run = _docker_lines(_make_n("in-image", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=t",
+                                   "CMD=make nsys OP=gelu"))
     assert run.endswith(" fusebench:t make nsys OP=gelu")
 
 
+def test_make_image_archive_per_engine():
+    base = ("ENGINE_OK=1", "IMAGE_TAG=t")
+    assert _make_n("image-archive", "CONTAINER=docker", *base)[-1] == \
+        "docker save --output fusebench-t.oci.tar fusebench:t"
+    assert _make_n("image-archive", "CONTAINER=podman", *base)[-1] == \
+        "podman save --format oci-archive --output fusebench-t.oci.tar fusebench:t"
+    assert _make_n("image-archive", "CONTAINER=buildah", *base)[-1] == \
+        "buildah push fusebench:t oci-archive:fusebench-t.oci.tar"
+
+
 def test_make_bench_says_why_and_runs_here_without_docker():
-    lines = _make_n("bench", "DOCKER=/nonexistent/docker", "OP=gelu")
-    assert lines[0] == ('echo "bench: docker not found (/nonexistent/docker is not on PATH): '
-                        'running here, not in the image" >&2')
+    lines = _make_n("bench", "CONTAINER=/nonexistent/docker", "OP=gelu")
+    assert lines[0] == ('echo "bench: docker not found (/nonexistent/docker is not on PATH; docker, podman '
+                        'or buildah: CONTAINER=...): running here, not in the image" >&2')
     assert lines[1:] == ["py scripts/bench.py --ops gelu"]
     assert not [ln for ln in lines if "docker run" in ln or "docker build" in ln]
+    # DOCKER= (the old name) still chooses the engine
+    assert _make_n("bench", "DOCKER=/nonexistent/docker", "OP=gelu") == lines
 
 
 def test_local_1_forces_the_local_path_quietly():
     assert _make_n("bench", "LOCAL=1") == ["py scripts/bench.py"]
-    # inside the image (FUSEBENCH_IN_IMAGE=1, set by the Dockerfile) make never calls docker
+    # inside the image (FUSEBENCH_IN_IMAGE=1, set by the Dockerfile) make never calls an engine
     in_image = dict(os.environ, FUSEBENCH_IN_IMAGE="1")
     assert _make_n("bench", "QUICK=1", env=in_image) == ["py scripts/bench.py --quick"]
 
 
-# --- scripts/docker_check.sh and scripts/entrypoint.sh ------------------------------------------
+# --- scripts/engine_check.sh and scripts/entrypoint.sh ------------------------------------------
 
 
 def _fake(bin_dir: Path, name: str, body: str) -> None:
@@ -233,25 +355,54 @@ def _fake(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-@pytest.mark.parametrize("docker_body, smi_body, reason", [
-    (None, None, "docker not found"),
-    ("exit 1", None, "docker daemon not reachable"),
-    ("echo '{\"runc\":{}}'", None, "NVIDIA container runtime missing"),
-    ("echo '{\"nvidia\":{},\"runc\":{}}'", "exit 9", "no NVIDIA GPU"),
-    ("echo '{\"nvidia\":{},\"runc\":{}}'", "echo 'GPU 0: NVIDIA H200 (UUID: GPU-x)'", ""),
+GPU = "echo 'GPU 0: NVIDIA H200 (UUID: GPU-x)'"
+RUNTIMES = "echo '{\"nvidia\":{},\"runc\":{}}'"
+
+
+def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
+    for tool in ("bash", "grep", "basename"):
+        if not (tmp_path / tool).exists():
+            os.symlink(shutil.which(tool), tmp_path / tool)
+    return subprocess.run([str(ROOT / "scripts" / "engine_check.sh"), *args], capture_output=True, text=True,
+                          env={"PATH": str(tmp_path)})
+
+
+@pytest.mark.parametrize("engine, engine_body, smi_body, extra, reason", [
+    ("docker", None, None, {}, "docker not found (docker is not on PATH"),
+    ("docker", "exit 1", None, {}, "docker found; missing: its daemon (docker info failed)"),
+    ("docker", "echo '{\"runc\":{}}'", None, {}, "docker found; missing: the NVIDIA container runtime"),
+    ("docker", RUNTIMES, "exit 9", {}, "docker found; missing: an NVIDIA GPU"),
+    ("docker", RUNTIMES, GPU, {}, ""),
+    ("podman", "exit 1", None, {}, "podman found; missing: a working podman (podman info failed)"),
+    ("podman", "echo crun", GPU, {},
+     "podman found; missing: the NVIDIA CDI spec for --device nvidia.com/gpu=all"),
+    ("podman", "echo crun", GPU, {"nvidia-ctk": "echo nvidia.com/gpu=0; echo nvidia.com/gpu=all"}, ""),
+    ("podman", "echo crun", "exit 9", {"nvidia-ctk": "echo nvidia.com/gpu=all"},
+     "podman found; missing: an NVIDIA GPU"),
+    ("buildah", "exit 0", GPU, {},
+     "buildah found; missing: an engine that runs the image (docker or podman)"),
 ])
-def test_docker_check_names_the_first_missing_piece(tmp_path, docker_body, smi_body, reason):
-    if docker_body is not None:
-        _fake(tmp_path, "docker", docker_body)
+def test_engine_check_names_the_engine_and_the_first_missing_piece(tmp_path, engine, engine_body, smi_body,
+                                                                   extra, reason):
+    if engine_body is not None:
+        _fake(tmp_path, engine, engine_body)
     if smi_body is not None:
         _fake(tmp_path, "nvidia-smi", smi_body)
-    for tool in ("bash", "grep"):
-        os.symlink(shutil.which(tool), tmp_path / tool)
-    out = subprocess.run([str(ROOT / "scripts" / "docker_check.sh")], capture_output=True, text=True,
-                         env={"PATH": str(tmp_path)})
+    for name, body in extra.items():
+        _fake(tmp_path, name, body)
+    out = _check(tmp_path, engine)
     assert out.returncode == (1 if reason else 0)
     assert out.stdout.startswith(reason) and out.stdout.count("\n") == (1 if reason else 0)
+    if not reason:  # -v: one line naming the engine
+        assert _check(tmp_path, "-v", engine).stdout == f"{engine} found; nothing missing to run the image\n"
 
+
+def test_engine_check_for_building_needs_no_gpu(tmp_path):
+    _fake(tmp_path, "buildah", "exit 0")
+    _fake(tmp_path, "podman", "echo crun")
+    for engine in ("buildah", "podman"):
+        out = _check(tmp_path, "--build", "-v", engine)
+        assert (out.returncode, out.stdout) == (0, f"{engine} found; nothing missing to build the image\n")
 
 def test_entrypoint_runs_bench_or_a_command(tmp_path):
     _fake(tmp_path, "python3", 'echo "python3 $*"')
@@ -304,9 +455,10 @@ def test_lock_script_bad_input_is_one_line(tmp_path):
 
 
 def test_make_nsys_runs_in_the_image_or_says_why_and_runs_here():
-    _, run = _docker_lines(_make_n("nsys", "DOCKER_OK=1", "IMAGE_TAG=t", "OP=softmax", "DTYPES=float32"))
+    _, run = _docker_lines(_make_n("nsys", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=t", "OP=softmax",
+                                   "DTYPES=float32"))
     assert run.endswith(" fusebench:t make nsys-local LOCAL=1 OP=softmax BACKENDS= SHAPES= DTYPES=float32")
-    lines = _make_n("nsys", "DOCKER=/nonexistent/docker", "OP=gelu", "NSYS=/x/nsys",
+    lines = _make_n("nsys", "CONTAINER=/nonexistent/docker", "OP=gelu", "NSYS=/x/nsys",
                     env={**os.environ, "FUSEBENCH_MACHINE": "h200"})
     assert lines[0].startswith('echo "nsys: docker not found')
     assert any(ln.startswith("/x/nsys profile -t cuda,nvtx") for ln in lines)
