@@ -85,7 +85,7 @@ help: ## list the targets
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
-bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when docker can, else here), store, publish html/
+bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when an engine can, else here), store, publish html/
 
 bench-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
@@ -111,7 +111,7 @@ shell: image ## open a shell in the image, in the mounted checkout
 engine: ## say in one line which container engine is used here and what it is missing
 	@scripts/engine_check.sh -v $(ENGINE) || true
 
-image-archive: image ## the image as an OCI archive, $(ARCHIVE) (for Apptainer: README)
+image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (for Apptainer: README)
 	$(if $(filter docker,$(ENGINE_KIND)),$(ENGINE) save --output $(ARCHIVE) $(IMAGE),$(if $(filter podman,$(ENGINE_KIND)),$(ENGINE) save --format oci-archive --output $(ARCHIVE) $(IMAGE),$(ENGINE) push $(IMAGE) oci-archive:$(ARCHIVE)))
 
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
@@ -155,7 +155,7 @@ NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
 
 .PHONY: nsys nsys-where nsys-local nsys-image trace
 
-nsys: nsys-where $(call WAY,nsys) ## Nsight Systems timeline of one op (OP=gelu): in the image when docker can, else here
+nsys: nsys-where $(call WAY,nsys) ## Nsight Systems timeline of one op (OP=gelu): in the image when an engine can, else here
 
 nsys-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "nsys: $(ENGINE_WHY): running here, not in the image" >&2)
