@@ -189,6 +189,16 @@ def git_dirty() -> bool:
         return False
 
 
+def where(env: dict) -> str:
+    """Where a run measured, in words every result and record carries: ``in image <digest>`` (the
+    pinned image, its id cut to 19 characters) or ``on host (python X, torch Y, triton Z)`` (a
+    host's own Python: its versions are not the lock's). ``env`` is :func:`capture`'s dict."""
+    if env.get("image_digest"):
+        return f"in image {str(env['image_digest'])[:19]}"
+    return (f"on host (python {env.get('python')}, torch {env.get('torch')}, "
+            f"triton {env.get('triton') or 'none'})")
+
+
 def capture(dev: torch.device) -> dict:
     """Everything a result must carry about where it was measured (JSON-serializable dict)."""
     env = {
@@ -207,6 +217,7 @@ def capture(dev: torch.device) -> dict:
         "base_digest": os.environ.get("FUSEBENCH_BASE_DIGEST") or None,
         "lock_hash": os.environ.get("FUSEBENCH_LOCK_HASH") or None,
     }
+    env["where"] = where(env)
     if dev.type == "cuda":
         props = torch.cuda.get_device_properties(dev)
         env.update(gpu=props.name, gpu_uuid=str(getattr(props, "uuid", "")),

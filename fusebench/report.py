@@ -97,7 +97,8 @@ def summary(result: Sweep) -> str:
     for r in result.records:
         groups[(r.op, r.dtype)][(r.shape, r.backend)] = r
     clock = "device time" if result.environment.get("device") == "cuda" else "host time"
-    where = result.environment.get("gpu") or "CPU"
+    env = result.environment
+    where = ", ".join(w for w in (env.get("gpu") or "CPU", env.get("where")) if w)
     out = [f"Effective bandwidth GB/s, % of the copy ceiling ({result.ceiling_gbps:.0f} GB/s), "
            f"speedup over eager; {clock}, {where}."]
     if result.peak_tflops:

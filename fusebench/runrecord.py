@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from fusebench import environment
 from fusebench.errors import UsageError
 from fusebench.sweep import Sweep, clean_rounds
 
@@ -90,7 +91,8 @@ def summary_lines(sweep: Sweep) -> list[str]:
     lines = [f"{len(sweep.records)} cases ({len(ok)} timed) on {env.get('gpu') or 'the CPU'}, "
              f"{sweep.grid} grid, {sweep.rounds} round{'s' if sweep.rounds != 1 else ''}; "
              f"commit {str(env.get('git_commit'))[:12]}"
-             + (" (working tree modified)" if env.get("git_dirty") else "")]
+             + (" (working tree modified)" if env.get("git_dirty") else "")
+             + f"; {env.get('where') or environment.where(env)}"]
     if sweep.ceilings_gbps:
         lines.append("copy ceiling per round: " + ", ".join(f"{c:.0f}" for c in sweep.ceilings_gbps)
                      + f" GB/s (median {sweep.ceiling_gbps:.0f})")

@@ -24,6 +24,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from fusebench import environment
 from fusebench.asvsuite import SWEEP_ENV
 from fusebench.environment import ROOT
 
@@ -54,6 +55,7 @@ def machine_info(name: str, env: dict) -> dict:
         "torch": env.get("torch", ""),
         "triton": env.get("triton") or "none",
     }
+    info["where"] = env.get("where") or environment.where(env)
     for key in ("image_digest", "base_digest", "lock_hash"):
         if env.get(key):
             info[key] = env[key]

@@ -117,3 +117,20 @@ def test_publish_names_a_result_it_will_not_draw(tmp_path):
     assert any(f"h200/{side[:8]}-existing.json (commit {side[:8]})" in ln for ln in lines)
     with pytest.raises(RuntimeError):
         history.undrawn(results, branch="nope", root=repo)
+
+
+def test_every_result_says_where_it_ran():
+    """In the pinned image or on a host's own Python: a host result never looks like an image one."""
+    from fusebench import store
+
+    host = {"python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "image_digest": None}
+    image = dict(host, image_digest="sha256:0123456789abcdef0123456789")
+    assert environment.where(host) == "on host (python 3.12.3, torch 2.11.0+cu130, triton 3.6.0)"
+    assert environment.where(image) == "in image sha256:0123456789ab"
+    assert store.machine_info("h200", host)["where"].startswith("on host (python 3.12.3")
+    assert store.machine_info("h200", image)["where"] == "in image sha256:0123456789ab"
+    s = sweep.Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
+    assert runrecord.summary_lines(s)[0].endswith("; in image sha256:0123456789ab")
+    import torch
+
+    assert environment.capture(torch.device("cpu"))["where"].startswith("on host (python ")
