@@ -188,6 +188,18 @@ class _Planner:
         self.plan.copies.append((source, target))
         self.planned[target] = source
 
+    def _copy_or_same(self, source: Path, target: Path) -> Path | None:
+        """Plan ``source`` -> ``target`` when nothing is there, or note it the same byte for byte:
+        then None; else the file already there (or planned), for the caller to compare."""
+        there = self.planned.get(target)
+        if there is None:
+            self._copy(source, target)
+            return None
+        if there.read_bytes() == source.read_bytes():
+            self.plan.same.append(target)
+            return None
+        return there
+
     def _result(self, path: Path, machine: str, reader: results.Reader) -> None:
         run = reader.read(path)
         if run is None:
@@ -234,12 +246,8 @@ class _Planner:
             self.plan.unreadable.append(f"cannot read run record {path}: {exc}")
             return
         target = self.dest_records / machine / path.name
-        there = self.planned.get(target)
+        there = self._copy_or_same(path, target)
         if there is None:
-            self._copy(path, target)
-            return
-        if there.read_bytes() == path.read_bytes():
-            self.plan.same.append(target)
             return
         try:
             theirs = _read_json(there)
@@ -254,12 +262,8 @@ class _Planner:
 
     def _machine_json(self, path: Path, machine: str) -> None:
         target = self.dest / machine / "machine.json"
-        there = self.planned.get(target)
+        there = self._copy_or_same(path, target)
         if there is None:
-            self._copy(path, target)
-            return
-        if there.read_bytes() == path.read_bytes():
-            self.plan.same.append(target)
             return
         try:
             mine, theirs = _read_json(path), _read_json(there)
