@@ -36,6 +36,11 @@ enum class SoftmaxVariant : int {
   Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768 (16-bit: 16 * 65536): row
                      // split over a thread-block cluster, partials through distributed shared
                      // memory, one pass (softmax_cluster)
+  Tma = 8,           // sm_90+, 16-byte vectors: a row's chunks staged in shared memory by bulk
+                     // copies, split over a cluster of <= 16 CTAs, partials through distributed
+                     // shared memory, one read and one write (softmax_tma.cu)
+  TmaGrid = 9,       // as Tma, a row split over co-resident CTAs of the grid (cooperative launch),
+                     // partials through global memory: few, long rows (softmax_tma.cu)
 };
 // (*) With unaligned pointers or cols not a multiple of the 16-byte vector
 // width, BlockPerRow runs Online for cols > 16384.
@@ -66,6 +71,44 @@ constexpr bool softmax_coop_chunk_supported(int64_t chunk_elems) {
     if (c == chunk_elems) return true;
   return false;
 }
+
+// Tuning knobs of Tma / TmaGrid; 0 in a field means its default (softmax_tma_resolve).
+struct TmaConfig {
+  int chunk_bytes = 0;  // Tma: most bytes of a row per CTA, one of kTmaChunkBytes
+  int ctas_per_sm = 0;  // TmaGrid: CTAs per SM over all rows (1..4); a row gets floor(that * SMs / rows)
+  int threads = 0;      // 128, 256 or 512 threads per CTA
+  int pieces = 0;       // bulk copies (each with its own mbarrier) a CTA's chunk is cut into: 1, 2, 4, 8
+  int bulk_store = 0;   // 1: y written back into shared memory and stored by bulk copies
+};
+inline constexpr int kTmaChunkBytes[] = {16384, 32768, 49152, 65536, 98304, 131072, 196608};
+inline constexpr int kTmaNumChunkBytes = 7;
+inline constexpr int kTmaThreads[] = {128, 256, 512};
+// Defaults, from reasoning (not yet measured): float32 64 KB per CTA (3 CTAs per SM, so one CTA's
+// load overlaps another's store), 16-bit 32 KB (QuACK's 16-bit chunk: 16384 elements), 256
+// threads, 4 pieces; TmaGrid one CTA per SM.
+constexpr int kTmaDefaultChunkBytes32 = 65536;
+constexpr int kTmaDefaultChunkBytes16 = 32768;
+constexpr int kTmaDefaultThreads = 256;
+constexpr int kTmaDefaultPieces = 4;
+constexpr int kTmaDefaultCtasPerSm = 1;
+
+// cfg with every 0 field replaced by its default for elem_size-byte elements.
+TmaConfig softmax_tma_resolve(TmaConfig cfg, int elem_size);
+
+// CTAs per row of Tma (grid false) or TmaGrid (true) for this problem and config (0 when the
+// problem is empty); the workspace of TmaGrid is rows * groups * 8 bytes, its counters 2 * rows.
+int softmax_tma_groups(int64_t rows, int64_t cols, int elem_size, TmaConfig cfg, bool grid,
+                       int sm_count);
+
+// The one source of which variant accepts which problem: 0 when `variant` can run (rows, cols) of
+// elem_size-byte elements on a GPU of sm_count SMs and compute capability cc_major, with rows
+// 16-byte aligned (`aligned`) or not; else 1 and why, one line without a prefix, in `why` (may be
+// null). tma: Tma/TmaGrid knobs; chunk_elems: Coop's or Cluster's chunk (0 = default). Pure (no
+// CUDA calls); a co-residency it cannot know (Coop with more than one CTA per SM) is left to
+// the launch, which then fails with a CUDA error.
+int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant variant,
+                    int sm_count, int cc_major, bool aligned, const TmaConfig& tma,
+                    int chunk_elems, char* why, int why_len);
 
 // Pure heuristic (no CUDA calls): which variant softmax uses for a
 // (rows, cols) problem of elem_size-byte elements on a GPU with sm_count SMs.
@@ -122,6 +165,16 @@ cudaError_t softmax_tuned(const void* x, void* y, int64_t rows, int64_t cols, DT
 // vector width, or a row needing more than 16 CTAs.
 cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
                             int chunk, cudaStream_t stream);
+
+// Softmax with the row staged in shared memory by bulk copies (softmax_tma.cu; sm_90+): Tma
+// (grid false: a row over a cluster of <= 16 CTAs) or TmaGrid (true: a row over
+// softmax_tma_groups co-resident CTAs; workspace rows * groups * 8 bytes, counters 2 * rows zeroed
+// int32s, as Coop's). Returns cudaErrorNotSupported below sm_90, cudaErrorInvalidValue where
+// softmax_refusal refuses or a TmaGrid buffer is missing, or the launch's error (a cluster or
+// cooperative grid that cannot be scheduled).
+cudaError_t softmax_tma(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
+                        bool grid, TmaConfig cfg, int sm_count, void* workspace, int* counters,
+                        cudaStream_t stream);
 
 // Default cluster chunk for a row of `cols` elements (pure; 0 when no cluster
 // of <= 16 CTAs holds the row).

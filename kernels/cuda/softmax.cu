@@ -825,6 +825,8 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
     case SoftmaxVariant::Coop:
       return coop<T>(x, y, rows, cols, coop_chunk, sm_count, ws, counters, s);
     case SoftmaxVariant::Cluster:  // dispatched by softmax() (softmax_cluster.cu)
+    case SoftmaxVariant::Tma:      // dispatched by softmax() (softmax_tma.cu)
+    case SoftmaxVariant::TmaGrid:
     case SoftmaxVariant::Auto: break;
   }
   return cudaErrorInvalidValue;
@@ -834,7 +836,9 @@ int elem_size(DType dtype) { return dtype == DType::Float32 ? 4 : 2; }
 
 }  // namespace
 
-SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
+namespace {
+// The pick without the Tma variants: what softmax() falls back to where they cannot run.
+SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
   // Long float32 rows that a portable cluster (<= 8 CTAs of softmax_cluster_chunk elements)
   // holds: Cluster reads x once. Measured on an H200 (scripts/tune_cuda.py at commit 5790afd):
@@ -875,14 +879,36 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
     return SoftmaxVariant::OnlineL2;
   return SoftmaxVariant::Online;
 }
+}  // namespace
 
-int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_count,
-                                SoftmaxVariant variant, int coop_chunk_elems) {
-  if (variant == SoftmaxVariant::Auto)
-    variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+// Tma / TmaGrid, from reasoning (not yet measured; scripts/tune_cuda.py times every config
+// beside the classic variants): they read x once from DRAM with the whole chunk in flight, where
+// the classic variants either hold the row in registers (block_per_row: few bytes in flight per
+// SM at 16 bits) or re-read it. Short rows (<= 8192 float32, <= 4096 16-bit: a few KB per CTA)
+// keep their register variants, which match QuACK there. A problem whose rows would leave
+// most SMs idle (rows * CTAs per row < sm_count / 2) and whose rows are long (>= 256 KB) goes to
+// TmaGrid, the row spread over every SM.
+SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
+  const int64_t min_cols = elem_size == 4 ? 16384 : 8192;
+  if (cols >= min_cols && (elem_size == 2 || elem_size == 4)) {
+    const TmaConfig cfg{};
+    const int groups = softmax_tma_groups(rows, cols, elem_size, cfg, false, sm_count);
+    if (cols * elem_size >= (int64_t{256} << 10) && rows * groups < sm_count / 2)
+      return SoftmaxVariant::TmaGrid;
+    if (groups > 0 && groups <= 16) return SoftmaxVariant::Tma;
+  }
+  return pick_classic(rows, cols, elem_size, sm_count);
+}
+
+namespace {
+int64_t workspace_of(int64_t rows, int64_t cols, DType dtype, int sm_count, SoftmaxVariant variant,
+                     int coop_chunk_elems) {
   if (rows <= 0 || cols <= 0) return 0;
   if (variant == SoftmaxVariant::SplitRow)
     return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
+           static_cast<int64_t>(sizeof(MaxSum));
+  if (variant == SoftmaxVariant::TmaGrid)
+    return rows * softmax_tma_groups(rows, cols, elem_size(dtype), TmaConfig{}, true, sm_count) *
            static_cast<int64_t>(sizeof(MaxSum));
   if (variant == SoftmaxVariant::Coop) {
     const int64_t chunk = coop_chunk_elems > 0 ? coop_chunk_elems : kCoopDefaultChunkElems;
@@ -890,12 +916,32 @@ int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_
   }
   return 0;
 }
+int64_t counters_of(int64_t rows, int64_t cols, SoftmaxVariant variant) {
+  const bool counted = variant == SoftmaxVariant::Coop || variant == SoftmaxVariant::TmaGrid;
+  return counted && rows > 0 && cols > 0 ? 2 * rows : 0;
+}
+int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
+}  // namespace
+
+// Auto: enough for the pick and for the classic pick softmax() falls back to when a Tma variant
+// is refused at run time.
+int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_count,
+                                SoftmaxVariant variant, int coop_chunk_elems) {
+  if (variant != SoftmaxVariant::Auto)
+    return workspace_of(rows, cols, dtype, sm_count, variant, coop_chunk_elems);
+  const int es = elem_size(dtype);
+  return max64(workspace_of(rows, cols, dtype, sm_count,
+                            softmax_pick_variant(rows, cols, es, sm_count), coop_chunk_elems),
+               workspace_of(rows, cols, dtype, sm_count, pick_classic(rows, cols, es, sm_count),
+                            coop_chunk_elems));
+}
 
 int64_t softmax_counter_ints(int64_t rows, int64_t cols, DType dtype, int sm_count,
                              SoftmaxVariant variant) {
-  if (variant == SoftmaxVariant::Auto)
-    variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
-  return variant == SoftmaxVariant::Coop && rows > 0 && cols > 0 ? 2 * rows : 0;
+  if (variant != SoftmaxVariant::Auto) return counters_of(rows, cols, variant);
+  const int es = elem_size(dtype);
+  return max64(counters_of(rows, cols, softmax_pick_variant(rows, cols, es, sm_count)),
+               counters_of(rows, cols, pick_classic(rows, cols, es, sm_count)));
 }
 
 cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
@@ -907,6 +953,16 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
   if (rows == 0 || cols == 0) return cudaSuccess;
   const bool picked = variant == SoftmaxVariant::Auto;
   if (picked) variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
+  if (variant == SoftmaxVariant::Tma || variant == SoftmaxVariant::TmaGrid) {
+    const bool grid = variant == SoftmaxVariant::TmaGrid;
+    const cudaError_t err = softmax_tma(x, y, rows, cols, dtype, grid, TmaConfig{}, sm_count,
+                                       workspace, counters, stream);
+    // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector): an
+    // automatic pick falls back to the classic pick (softmax_workspace_bytes and
+    // softmax_counter_ints of Auto cover both).
+    if (!picked || (err != cudaErrorNotSupported && err != cudaErrorInvalidValue)) return err;
+    variant = pick_classic(rows, cols, elem_size(dtype), sm_count);
+  }
   if (variant == SoftmaxVariant::Cluster) {
     const cudaError_t err = softmax_cluster(x, y, rows, cols, dtype, 0, stream);
     // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector):

@@ -1,0 +1,529 @@
+// Softmax with the row (or a CTA's share of it) staged in SHARED memory by Hopper bulk copies
+// (sm_90+): variants Tma (a row split over a thread-block cluster) and TmaGrid (a row split over
+// co-resident CTAs of the whole grid). One read and one write of every element.
+//
+// Method (the shape of QuACK's softmax, Dao-AILab/quack quack/softmax.py and
+// quack/reduction_base.py: row in shared memory, loads all in flight at once, cluster size from
+// the row length, partials through distributed shared memory; our own code):
+//  1. A row is split into `groups` consecutive chunks of `chunk` elements (a multiple of the
+//     16-byte vector), one per CTA. Thread 0 initializes one mbarrier per piece (the chunk is cut
+//     into `pieces` pieces of whole vectors), sets each barrier's expected transaction bytes
+//     (mbarrier.arrive.expect_tx) and issues one bulk copy per piece,
+//     cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes, global -> this CTA's
+//     dynamic shared memory (PTX ISA 8.0+, "Data Movement and Conversion Instructions:
+//     cp.async.bulk"; source and destination 16-byte aligned, size a multiple of 16; the copy
+//     completes the barrier's transaction count, "Parallel Synchronization and Communication
+//     Instructions: mbarrier", "tx-count"). The whole chunk is thus in flight at once, without
+//     registers or per-thread address arithmetic.
+//  2. Every thread waits for piece p (mbarrier.try_wait.parity, phase 0: each barrier completes
+//     once per launch) and folds its vectors of the piece into a running (max, sum of exp)
+//     (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax", arXiv:1805.02867),
+//     so piece 0 is reduced while the last pieces are still arriving. A block reduction gives the
+//     CTA's (m_r, l_r); an all -inf chunk gives (-FLT_MAX, 0), never exp(-inf + inf).
+//  3. Tma: the CTAs of a row form a thread-block cluster (dimension `groups` <= 16; above 8 the
+//     non-portable size attribute); each publishes (m_r, l_r) in its shared memory, a cluster
+//     barrier orders that, and every CTA reads the `groups` pairs through distributed shared
+//     memory (CUDA C++ Programming Guide, "Thread Block Clusters", "Distributed Shared Memory";
+//     cooperative_groups::cluster_group::map_shared_rank). A second barrier (arrive after the
+//     reads, wait before exit) keeps a CTA's shared memory alive while others read it.
+//     TmaGrid: the CTAs of a row publish their pair to a global workspace and count arrivals on
+//     a per-row counter; thread 0 spins (acquire loads) until all `groups` arrived, then every
+//     thread merges the pairs. A cooperative launch (every CTA co-resident, or the launch fails)
+//     makes the spin safe (the mechanism of the Coop variant in softmax.cu, same counters: the
+//     last CTA to depart resets them to zero).
+//  4. y = exp(x - M) / L from shared memory, piece by piece: 16-byte global stores, or
+//     (bulk_store) written back in place, fence.proxy.async.shared::cta, and one bulk copy
+//     shared -> global per piece (cp.async.bulk.global.shared::cta.bulk_group, waited for with
+//     cp.async.bulk.wait_group.read before the CTA exits).
+// Requires 16-byte aligned x and y and cols a multiple of the vector width (4 float32, 8 16-bit);
+// softmax_tma() refuses everything else before launching (softmax_refusal says why).
+#include <cooperative_groups.h>
+
+#include <atomic>
+#include <cstdio>
+
+#include "common.cuh"
+
+namespace fusebench {
+namespace cuda {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kTmaMaxPieces = 8;
+constexpr int kTmaMaxCluster = 16;
+constexpr int kTmaMaxPortableCluster = 8;
+constexpr int kTmaMaxDevices = 64;
+// Dynamic shared memory a CTA may take: an H100/H200 allows 227 KB per block (opt-in); the
+// static part (mbarriers, reduction scratch) stays below 1 KB.
+constexpr int kTmaMaxChunkBytes = 226 * 1024;
+constexpr int kSmemPerSm = 228 * 1024;     // H100/H200 shared memory per SM
+constexpr int kSmemReservedPerCta = 1024;  // the driver's reservation per resident CTA
+constexpr int kMaxThreadsPerSm = 2048;
+
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+constexpr int kTmaUnroll = 4;  // smem vectors per thread per step of the reduction and the write
+
+__device__ __forceinline__ unsigned smem_u32(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
+               : "memory");
+}
+// Makes the initialized barriers visible to the async proxy (the bulk copies) and the cluster.
+__device__ __forceinline__ void fence_mbar_init() {
+  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
+               "r"(bytes)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes,
+                                          uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::
+          "r"(smem_u32(dst)),
+      "l"(src), "r"(bytes), "r"(smem_u32(bar))
+      : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
+        "selp.u32 %0, 1, 0, p; }"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity)
+        : "memory");
+  } while (!done);
+}
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_store(void* dst, const void* src, unsigned bytes) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(dst),
+               "r"(smem_u32(src)), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+__device__ __forceinline__ void bulk_store_drain() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// Vectors [begin, end) of a piece: pieces of ceil(nvec / pieces) vectors.
+struct Span {
+  int begin, end;
+};
+__device__ __forceinline__ Span piece_span(int nvec, int pieces, int p) {
+  const int per = (nvec + pieces - 1) / pieces;
+  const int b = p * per < nvec ? p * per : nvec;
+  return {b, b + per < nvec ? b + per : nvec};
+}
+
+__device__ __forceinline__ int tma_load_acquire(const int* p) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+#endif
+
+// Grid = rows * groups CTAs; CTA b handles chunk b % groups of row b / groups (in Tma a cluster of
+// `groups` CTAs, whose rank is b % groups). chunk: elements per CTA (multiple of VEC); partial
+// and counters: TmaGrid only (rows * groups pairs; 2 ints per row, zero at launch).
+template <typename T, int THREADS, bool GRID>
+__global__ void __launch_bounds__(THREADS)
+    softmax_tma_kernel(const T* x, T* y, int64_t cols, int chunk, int groups, int pieces,
+                       int bulk_stores, MaxSum* partial, int* counters) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  constexpr float kNegInf = -__builtin_huge_valf();
+  constexpr float kFltMax = 3.402823466e38f;
+  extern __shared__ __align__(128) unsigned char tma_smem[];
+  T* buf = reinterpret_cast<T*>(tma_smem);
+  __shared__ uint64_t bars[kTmaMaxPieces];
+  __shared__ MaxSum red[kWarpSize];
+  __shared__ MaxSum part;  // Tma: this CTA's (m_r, l_r), read by the cluster
+  const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(groups));
+  const int64_t row = blockIdx.x / static_cast<unsigned>(groups);
+  const int64_t base = static_cast<int64_t>(rank) * chunk;
+  const int64_t left = cols - base;
+  const int len = left <= 0 ? 0 : left < chunk ? static_cast<int>(left) : chunk;
+  const int nvec = len / VEC;
+  const T* xr = x + row * cols + base;
+  T* yr = y + row * cols + base;
+
+  // 1. Barriers, then every piece's bulk copy in flight.
+  if (threadIdx.x == 0) {
+    for (int p = 0; p < pieces; ++p) mbar_init(&bars[p], 1);
+    fence_mbar_init();
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int p = 0; p < pieces; ++p) {
+      const Span s = piece_span(nvec, pieces, p);
+      if (s.end > s.begin) {
+        const unsigned bytes = static_cast<unsigned>(s.end - s.begin) * 16u;
+        mbar_expect_tx(&bars[p], bytes);
+        bulk_load(buf + s.begin * VEC, xr + s.begin * VEC, bytes, &bars[p]);
+      }
+    }
+  }
+
+  // 2. Online (max, sum) over this thread's vectors, piece by piece as they land.
+  MaxSum st{kNegInf, 0.f};
+  for (int p = 0; p < pieces; ++p) {
+    const Span s = piece_span(nvec, pieces, p);
+    if (s.end <= s.begin) continue;  // uniform: no copy was issued
+    mbar_wait(&bars[p], 0);
+    for (int i = s.begin + static_cast<int>(threadIdx.x); i < s.end; i += THREADS * kTmaUnroll) {
+      float v[kTmaUnroll][VEC];
+      float cm = kNegInf;
+#pragma unroll
+      for (int u = 0; u < kTmaUnroll; ++u) {
+        const int j = i + u * THREADS;
+        if (j < s.end) {
+          load_vec<T, VEC>(buf + j * VEC, v[u]);
+        } else {
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) v[u][k] = kNegInf;
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) cm = fmaxf(cm, v[u][k]);
+      }
+      float cs = 0.f;
+#pragma unroll
+      for (int u = 0; u < kTmaUnroll; ++u)
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) cs += exp_approx(v[u][k] - cm);
+      if (cm != kNegInf) st = combine(st, MaxSum{cm, cs});
+    }
+  }
+  st = block_reduce(st, red);
+  st.m = fmaxf(st.m, -kFltMax);  // all -inf chunk (or none): (-FLT_MAX, 0)
+
+  // 3. Combine the row's partials.
+  MaxSum tot = st;
+  if constexpr (GRID) {
+    int* arrive = counters + 2 * row;
+    int* depart = arrive + 1;
+    MaxSum* prow = partial + row * groups;
+    if (threadIdx.x == 0) {
+      __stcg(reinterpret_cast<float2*>(prow + rank), make_float2(st.m, st.s));
+      __threadfence();  // release the partial before counting in
+      atomicAdd(arrive, 1);
+      while (tma_load_acquire(arrive) != groups) {
+      }
+    }
+    __syncthreads();  // passes thread 0's acquire on to the CTA
+    MaxSum acc{-kFltMax, 0.f};
+    for (int j = static_cast<int>(threadIdx.x); j < groups; j += THREADS) {
+      const float2 q = __ldcg(reinterpret_cast<const float2*>(prow + j));
+      acc = combine(acc, MaxSum{q.x, q.y});
+    }
+    tot = block_reduce(acc, red);
+    if (threadIdx.x == 0 && atomicAdd(depart, 1) == groups - 1) {
+      // Every other CTA of the row has seen arrive == groups before departing: reset both.
+      atomicExch(arrive, 0);
+      atomicExch(depart, 0);
+    }
+  } else if (groups > 1) {
+    cg::cluster_group cluster = cg::this_cluster();
+    if (threadIdx.x == 0) part = st;
+    cluster.sync();  // every CTA's pair is published
+    MaxSum acc{-kFltMax, 0.f};
+    for (int r = 0; r < groups; ++r) acc = combine(acc, *cluster.map_shared_rank(&part, r));
+    tot = acc;
+    cluster.barrier_arrive();  // done reading the other CTAs' shared memory
+  }
+
+  // 4. y = exp(x - M) / L. All -inf row: L = 0, 1 / L = inf, exp = 0: NaN, as torch.softmax.
+  const float scale = 1.f / tot.s;
+  for (int p = 0; p < pieces; ++p) {
+    const Span s = piece_span(nvec, pieces, p);
+    if (s.end <= s.begin) continue;
+    for (int i = s.begin + static_cast<int>(threadIdx.x); i < s.end; i += THREADS * kTmaUnroll) {
+      float v[kTmaUnroll][VEC];
+#pragma unroll
+      for (int u = 0; u < kTmaUnroll; ++u) {
+        const int j = i + u * THREADS;
+        if (j < s.end) load_vec<T, VEC>(buf + j * VEC, v[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < kTmaUnroll; ++u) {
+        const int j = i + u * THREADS;
+        if (j < s.end) {
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) v[u][k] = exp_approx(v[u][k] - tot.m) * scale;
+          store_vec<T, VEC>(bulk_stores ? buf + j * VEC : yr + j * VEC, v[u]);
+        }
+      }
+    }
+    if (bulk_stores) {
+      fence_proxy_async_smem();  // this thread's smem writes, visible to the bulk copy
+      __syncthreads();
+      if (threadIdx.x == 0)
+        bulk_store(yr + s.begin * VEC, buf + s.begin * VEC,
+                   static_cast<unsigned>(s.end - s.begin) * 16u);
+    }
+  }
+  if (bulk_stores && threadIdx.x == 0) bulk_store_drain();  // smem is read before the CTA exits
+  if constexpr (!GRID) {
+    if (groups > 1) cg::this_cluster().barrier_wait();  // keep `part` alive for the others
+  }
+#else
+  __trap();  // launched only on sm_90+ (softmax_tma refuses below)
+#endif
+}
+
+int64_t tma_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct TmaPlan {
+  int groups = 0;  // CTAs per row
+  int chunk = 0;   // elements per CTA
+};
+
+// The split of a row: Tma groups = ceil(cols / (chunk_bytes / elem)), TmaGrid groups =
+// floor(ctas_per_sm * sm_count / rows) (at least 1); both then balance the chunk over the
+// groups, rounded up to whole 16-byte vectors, and drop groups left empty.
+TmaPlan tma_plan(int64_t rows, int64_t cols, int elem_size, const TmaConfig& cfg, bool grid,
+                 int sm_count) {
+  const int vec = 16 / elem_size;
+  TmaPlan plan;
+  int64_t groups;
+  if (grid) {
+    const int64_t total = static_cast<int64_t>(cfg.ctas_per_sm) * sm_count;
+    groups = rows > 0 && total / rows > 0 ? total / rows : 1;
+  } else {
+    groups = tma_ceil_div(cols, cfg.chunk_bytes / elem_size);
+  }
+  if (groups > 0x7fffffff) return plan;
+  int64_t chunk = tma_ceil_div(tma_ceil_div(cols, groups), vec) * vec;
+  groups = tma_ceil_div(cols, chunk);
+  if (chunk > 0x7fffffff) return plan;
+  plan.groups = static_cast<int>(groups);
+  plan.chunk = static_cast<int>(chunk);
+  return plan;
+}
+
+template <typename T, int THREADS, bool GRID>
+cudaError_t tma_launch(const T* x, T* y, int64_t rows, int64_t cols, const TmaPlan& plan,
+                       const TmaConfig& cfg, void* ws, int* counters, cudaStream_t s) {
+  const auto kernel = softmax_tma_kernel<T, THREADS, GRID>;
+  const int smem = plan.chunk * static_cast<int>(sizeof(T));
+  int device = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err != cudaSuccess) return err;
+  // The opt-in above 48 KB, raised (never lowered) once per device and kernel.
+  static std::atomic<int> smem_set[kTmaMaxDevices] = {};
+  if (device >= kTmaMaxDevices || smem_set[device].load(std::memory_order_relaxed) < smem) {
+    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+    if (err != cudaSuccess) return err;
+    if (device < kTmaMaxDevices) smem_set[device].store(smem, std::memory_order_relaxed);
+  }
+  cudaLaunchAttribute attr[1];
+  cudaLaunchConfig_t lc = {};
+  lc.gridDim = dim3(static_cast<unsigned>(rows * plan.groups));
+  lc.blockDim = dim3(THREADS);
+  lc.dynamicSmemBytes = static_cast<size_t>(smem);
+  lc.stream = s;
+  lc.attrs = attr;
+  lc.numAttrs = 0;
+  if (GRID) {
+    attr[0].id = cudaLaunchAttributeCooperative;
+    attr[0].val.cooperative = 1;
+    lc.numAttrs = 1;
+  } else if (plan.groups > 1) {
+    if (plan.groups > kTmaMaxPortableCluster) {
+      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      if (err != cudaSuccess) return err;
+    }
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = static_cast<unsigned>(plan.groups);
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    lc.numAttrs = 1;
+  }
+  MaxSum* partial = static_cast<MaxSum*>(ws);
+  err = cudaLaunchKernelEx(&lc, kernel, x, y, cols, plan.chunk, plan.groups, cfg.pieces,
+                           cfg.bulk_store, partial, counters);
+  if (err != cudaSuccess) (void)cudaGetLastError();  // a refused launch is not left pending
+  return err;
+}
+
+template <typename T, bool GRID>
+cudaError_t tma_threads(const void* x, void* y, int64_t rows, int64_t cols, const TmaPlan& plan,
+                        const TmaConfig& cfg, void* ws, int* counters, cudaStream_t s) {
+  const T* xt = static_cast<const T*>(x);
+  T* yt = static_cast<T*>(y);
+  switch (cfg.threads) {
+    case 128: return tma_launch<T, 128, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
+    case 256: return tma_launch<T, 256, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
+    case 512: return tma_launch<T, 512, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
+    default: return cudaErrorInvalidValue;
+  }
+}
+
+template <bool GRID>
+cudaError_t tma_dtype(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
+                      const TmaPlan& plan, const TmaConfig& cfg, void* ws, int* counters,
+                      cudaStream_t s) {
+  switch (dtype) {
+    case DType::Float32:
+      return tma_threads<float, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
+    case DType::BFloat16:
+      return tma_threads<__nv_bfloat16, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
+    case DType::Float16:
+      return tma_threads<__half, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
+  }
+  return cudaErrorInvalidValue;
+}
+
+bool in_list(int v, const int* list, int n) {
+  for (int i = 0; i < n; ++i)
+    if (list[i] == v) return true;
+  return false;
+}
+
+}  // namespace
+
+TmaConfig softmax_tma_resolve(TmaConfig cfg, int elem_size) {
+  if (cfg.chunk_bytes == 0) cfg.chunk_bytes = elem_size == 4 ? kTmaDefaultChunkBytes32 : kTmaDefaultChunkBytes16;
+  if (cfg.ctas_per_sm == 0) cfg.ctas_per_sm = kTmaDefaultCtasPerSm;
+  if (cfg.threads == 0) cfg.threads = kTmaDefaultThreads;
+  if (cfg.pieces == 0) cfg.pieces = kTmaDefaultPieces;
+  return cfg;
+}
+
+int softmax_tma_groups(int64_t rows, int64_t cols, int elem_size, TmaConfig cfg, bool grid,
+                       int sm_count) {
+  if (rows <= 0 || cols <= 0 || (elem_size != 2 && elem_size != 4)) return 0;
+  return tma_plan(rows, cols, elem_size, softmax_tma_resolve(cfg, elem_size), grid, sm_count)
+      .groups;
+}
+
+int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant variant,
+                    int sm_count, int cc_major, bool aligned, const TmaConfig& tma,
+                    int chunk_elems, char* why, int why_len) {
+  auto refuse = [&](const char* fmt, auto... args) {
+    if (why != nullptr && why_len > 0) std::snprintf(why, static_cast<size_t>(why_len), fmt, args...);
+    return 1;
+  };
+  if (why != nullptr && why_len > 0) why[0] = '\0';
+  const long long r = rows, c = cols;
+  const int vec = elem_size > 0 ? 16 / elem_size : 1;
+  if (elem_size != 2 && elem_size != 4) return refuse("element size must be 2 or 4, got %d", elem_size);
+  if (rows < 0 || cols < 0 || cols > 0x7fffffff)
+    return refuse("rows and cols must be >= 0 and cols < 2^31, got %lld x %lld", r, c);
+  const bool sixteen = aligned && cols % vec == 0;
+  switch (variant) {
+    case SoftmaxVariant::Auto:
+    case SoftmaxVariant::Online:
+    case SoftmaxVariant::OnlineL2: return 0;
+    case SoftmaxVariant::WarpPerRow:
+      if (cols > kWarpPerRowMaxCols)
+        return refuse("warp_per_row needs cols <= %lld, got %lld", (long long)kWarpPerRowMaxCols, c);
+      return 0;
+    case SoftmaxVariant::BlockPerRow:
+      if (cols > kBlockPerRowMaxCols)
+        return refuse("block_per_row needs cols <= %lld, got %lld", (long long)kBlockPerRowMaxCols, c);
+      return 0;
+    case SoftmaxVariant::SplitRow:
+      if (rows > 65535) return refuse("split_row needs rows <= 65535, got %lld", r);
+      return 0;
+    case SoftmaxVariant::Coop: {
+      const int ch = chunk_elems == 0 ? kCoopDefaultChunkElems : chunk_elems;
+      if (!softmax_coop_chunk_supported(ch))
+        return refuse("chunk must be 0 or one of (2048, 4096, 8192, 16384, 32768), got %d", chunk_elems);
+      // One CTA per SM is always co-resident; more is checked by the cooperative launch.
+      if (sm_count > 0 && tma_ceil_div(cols, ch) > sm_count)
+        return refuse("%lld co-resident blocks of %d needed, %d SMs", (long long)tma_ceil_div(cols, ch), ch, sm_count);
+      return 0;
+    }
+    case SoftmaxVariant::Cluster: {
+      const int ch = chunk_elems == 0 ? softmax_cluster_chunk(cols, elem_size) : chunk_elems;
+      const int max_chunk = elem_size == 2 ? 65536 : 32768;
+      const bool known = ch == 4096 || ch == 8192 || ch == 16384 || ch == 32768 || ch == 65536;
+      if (chunk_elems != 0 && (!known || ch > max_chunk))
+        return refuse("chunk must be 0 or one of (4096, 8192, 16384, 32768, 65536) (at most %d for "
+                      "%d-byte elements), got %d", max_chunk, elem_size, chunk_elems);
+      if (cc_major < 9) return refuse("thread-block clusters need sm_90 or newer");
+      if (!sixteen || ch == 0 || tma_ceil_div(cols, ch) > 16)
+        return refuse("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
+                      "per row, got cols %lld", vec, ch == 0 ? max_chunk : ch, c);
+      return 0;
+    }
+    case SoftmaxVariant::Tma:
+    case SoftmaxVariant::TmaGrid: {
+      const bool grid = variant == SoftmaxVariant::TmaGrid;
+      const char* name = grid ? "tma_grid" : "tma";
+      const TmaConfig cfg = softmax_tma_resolve(tma, elem_size);
+      if (!in_list(cfg.chunk_bytes, kTmaChunkBytes, kTmaNumChunkBytes))
+        return refuse("%s: chunk_kb must be 0 or one of (16, 32, 48, 64, 96, 128, 192), got %d",
+                      name, tma.chunk_bytes / 1024);
+      if (!in_list(cfg.threads, kTmaThreads, 3))
+        return refuse("%s: threads must be 0, 128, 256 or 512, got %d", name, tma.threads);
+      if (cfg.pieces < 1 || cfg.pieces > kTmaMaxPieces || (cfg.pieces & (cfg.pieces - 1)))
+        return refuse("%s: pieces must be 0, 1, 2, 4 or 8, got %d", name, tma.pieces);
+      if (cfg.ctas_per_sm < 1 || cfg.ctas_per_sm > 4)
+        return refuse("%s: ctas_per_sm must be 0..4, got %d", name, tma.ctas_per_sm);
+      if (cfg.bulk_store != 0 && cfg.bulk_store != 1)
+        return refuse("%s: bulk_store must be 0 or 1, got %d", name, tma.bulk_store);
+      if (cc_major < 9) return refuse("%s: bulk copies and clusters need sm_90 or newer", name);
+      if (!sixteen)
+        return refuse("%s: needs 16-byte aligned rows and cols a multiple of %d, got cols %lld", name,
+                      vec, c);
+      if (rows == 0 || cols == 0) return 0;
+      if (sm_count <= 0) return refuse("%s: needs the SM count", name);
+      const TmaPlan plan = tma_plan(rows, cols, elem_size, cfg, grid, sm_count);
+      const long long bytes = static_cast<long long>(plan.chunk) * elem_size;
+      if (plan.groups == 0 || bytes > kTmaMaxChunkBytes)
+        return refuse("%s: a CTA's share of a row is %lld bytes, at most %d fit in shared memory",
+                      name, bytes, kTmaMaxChunkBytes);
+      if (!grid && plan.groups > kTmaMaxCluster)
+        return refuse("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use tma_grid or "
+                      "a larger chunk_kb", name, plan.groups, cfg.chunk_bytes / 1024);
+      if (rows * static_cast<int64_t>(plan.groups) > 0x7fffffff)
+        return refuse("%s: %lld x %d CTAs exceed the grid", name, r, plan.groups);
+      if (grid) {
+        const int per_sm_smem = kSmemPerSm / (static_cast<int>(bytes) + kSmemReservedPerCta + 1024);
+        const int per_sm_threads = kMaxThreadsPerSm / cfg.threads;
+        const int per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
+        if (rows * plan.groups > static_cast<int64_t>(per_sm) * sm_count)
+          return refuse("%s: %lld co-resident CTAs needed (%lld rows x %d), at most %d per SM x %d SMs",
+                        name, r * plan.groups, r, plan.groups, per_sm, sm_count);
+      }
+      return 0;
+    }
+  }
+  return refuse("unknown variant %d", static_cast<int>(variant));
+}
+
+cudaError_t softmax_tma(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
+                        bool grid, TmaConfig cfg, int sm_count, void* workspace, int* counters,
+                        cudaStream_t stream) {
+  const int esize = dtype == DType::Float32 ? 4 : 2;
+  int device = 0, major = 0;
+  cudaError_t err = cudaGetDevice(&device);
+  if (err == cudaSuccess)
+    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+  if (err == cudaSuccess && sm_count <= 0)
+    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
+  if (err != cudaSuccess) return err;
+  if (major < 9) return cudaErrorNotSupported;
+  const bool aligned = aligned16(x) && aligned16(y);
+  const SoftmaxVariant v = grid ? SoftmaxVariant::TmaGrid : SoftmaxVariant::Tma;
+  if (softmax_refusal(rows, cols, esize, v, sm_count, major, aligned, cfg, 0, nullptr, 0))
+    return cudaErrorInvalidValue;
+  if (rows == 0 || cols == 0) return cudaSuccess;
+  cfg = softmax_tma_resolve(cfg, esize);
+  const TmaPlan plan = tma_plan(rows, cols, esize, cfg, grid, sm_count);
+  if (grid) {
+    if (workspace == nullptr || counters == nullptr) return cudaErrorInvalidValue;
+    return tma_dtype<true>(x, y, rows, cols, dtype, plan, cfg, workspace, counters, stream);
+  }
+  return tma_dtype<false>(x, y, rows, cols, dtype, plan, cfg, nullptr, nullptr, stream);
+}
+
+}  // namespace cuda
+}  // namespace fusebench
