@@ -31,7 +31,8 @@ import torch
 from kernels.cuda_check import find_nvcc
 
 _SRC = Path(__file__).resolve().parent / "cuda"
-SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu", _SRC / "softmax_cluster.cu"]
+SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu", _SRC / "softmax_cluster.cu",
+           _SRC / "softmax_tma.cu"]
 CFLAGS = ["-O3", "-Wall", "-Werror"]
 CUDA_CFLAGS = [
     "-O3",
@@ -45,7 +46,7 @@ CUDA_CFLAGS = [
 # softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
-    "coop": 6, "cluster": 7,
+    "coop": 6, "cluster": 7, "tma": 8, "tma_grid": 9,
 }  # fmt: skip
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
@@ -58,6 +59,13 @@ COOP_DEFAULT_CHUNK = 8192
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768, 65536)
 CLUSTER_CHUNK_MAX = {4: 32768, 2: 65536}
 CLUSTER_DEFAULT_CHUNK = {4: 32768, 2: 16384}
+#: Knobs of softmax_tma / softmax_tma_grid (TmaConfig, kTmaChunkBytes, kTmaThreads in
+#: kernels/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
+#: (tma_grid), threads per CTA, bulk copies (pieces) per CTA's chunk.
+TMA_CHUNK_KB = (16, 32, 48, 64, 96, 128, 192)
+TMA_CTAS_PER_SM = (1, 2, 3, 4)
+TMA_THREADS = (128, 256, 512)
+TMA_PIECES = (1, 2, 4, 8)
 
 
 def build_directory() -> Path:
@@ -221,6 +229,8 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
       and a persistent, per-stream buffer of 2 * rows int32 counters (zeroed
       once; every launch leaves it zero).
     - 7 cluster: see ``softmax_cluster`` (default chunk).
+    - 8 tma: see ``softmax_tma`` (default knobs).
+    - 9 tma_grid: see ``softmax_tma_grid`` (default knobs).
     Raises ValueError when the variant is unknown or cannot take x (checked here, before the
     extension: its own refusals of softmax arguments crash the process on the H200 instead of
     raising, see ``_refuse``).
@@ -239,43 +249,77 @@ def _cols(x: torch.Tensor) -> int:
     return x.shape[-1] if x.dim() else 1
 
 
-def _refuse(x: torch.Tensor, code: int, chunk: int) -> None:
-    """Raise ValueError where a forced variant cannot take ``x`` (the conditions the extension
-    checks; its TORCH_CHECK refusals of softmax arguments segfault on the H200, torch 2.11 with
-    CUDA 13.0, so they must not be reached; gelu's refusals raise normally)."""
-    cols = _cols(x)
-    rows = x.numel() // max(cols, 1)
-    name = {v: k for k, v in VARIANTS.items()}[code]
+def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_count: int, cc_major: int,
+            aligned: bool = True, chunk: int = 0, **tma: int) -> str | None:
+    """Why softmax ``variant`` (a ``VARIANTS`` name or code) cannot take a (rows, cols) problem of
+    ``elem_size``-byte elements on a GPU of ``sm_count`` SMs and compute capability ``cc_major``
+    (rows 16-byte aligned or not); None when it can. ``chunk``: coop's or cluster's chunk;
+    ``tma``: chunk_kb, ctas_per_sm, threads, pieces, bulk_store of tma / tma_grid (0 = default).
+
+    The rules live in the extension (``softmax_refusal`` in kernels/cuda/softmax_tma.cu, the one
+    source; the launchers refuse with the same function), so this needs it built (RuntimeError
+    quoting ``unavailable_reason()`` otherwise). Raises ValueError for an unknown variant name.
+    """
+    code = VARIANTS[variant] if isinstance(variant, str) and variant in VARIANTS else variant
+    if code not in VARIANTS.values():
+        raise ValueError(f"softmax_variant: unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
+    why = _module().softmax_refusal(rows, cols, elem_size, int(code), sm_count, cc_major, aligned,
+                                    int(chunk), **{k: int(v) for k, v in tma.items()})
+    return why or None
+
+
+def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
+    """Raise ValueError (``softmax_<variant>: <why>``) where a forced variant cannot take ``x``, as
+    ``refusal`` says (the extension's TORCH_CHECK refusals of softmax arguments segfault on the
+    H200, torch 2.11 with CUDA 13.0, so they must not be reached; gelu's refusals raise normally)."""
     if x.numel() == 0 or x.device.type != "cuda" or x.dtype not in _DTYPES:
         return  # the extension's own dtype/device checks raise normally; empty input is fine
-    if code == VARIANTS["warp_per_row"] and cols > WARP_PER_ROW_MAX_COLS:
-        raise ValueError(f"softmax_variant: warp_per_row needs cols <= {WARP_PER_ROW_MAX_COLS}, got {cols}")
-    if code == VARIANTS["block_per_row"] and cols > BLOCK_PER_ROW_MAX_COLS:
-        raise ValueError(f"softmax_variant: block_per_row needs cols <= {BLOCK_PER_ROW_MAX_COLS}, got {cols}")
-    if code == VARIANTS["split_row"] and rows > 65535:
-        raise ValueError(f"softmax_variant: split_row needs rows <= 65535, got {rows}")
-    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
-    if code == VARIANTS["coop"]:
-        c = chunk or COOP_DEFAULT_CHUNK
-        if c not in COOP_CHUNKS:
-            raise ValueError(f"softmax_coop: chunk must be 0 or one of {COOP_CHUNKS}, got {chunk}")
-        if -(-cols // c) > sms:  # one block per SM is always co-resident; more is not checked here
-            raise ValueError(f"softmax_coop: {-(-cols // c)} co-resident blocks of {c} needed, {sms} SMs")
-    if code == VARIANTS["cluster"]:
-        c = chunk or CLUSTER_DEFAULT_CHUNK[x.element_size()]
-        vec = 16 // x.element_size()
-        if c not in CLUSTER_CHUNKS or c > CLUSTER_CHUNK_MAX[x.element_size()]:
-            raise ValueError(
-                f"softmax_cluster: chunk must be 0 or one of {CLUSTER_CHUNKS} (at most "
-                f"{CLUSTER_CHUNK_MAX[x.element_size()]} for {x.dtype}), got {chunk}"
-            )
-        if torch.cuda.get_device_capability(x.device)[0] < 9:
-            raise ValueError(f"softmax_{name}: thread-block clusters need sm_90 or newer")
-        if cols % vec or -(-cols // c) > 16 or x.contiguous().data_ptr() % 16:
-            raise ValueError(
-                f"softmax_{name}: needs 16-byte aligned rows, cols a multiple of {vec} and at most "
-                f"16 CTAs of {c} per row, got cols {cols}"
-            )
+    cols = _cols(x)
+    props = torch.cuda.get_device_properties(x.device)
+    name = {v: k for k, v in VARIANTS.items()}[code]
+    why = refusal(x.numel() // cols, cols, x.element_size(), code, sm_count=props.multi_processor_count,
+                  cc_major=props.major, aligned=x.contiguous().data_ptr() % 16 == 0, chunk=chunk, **tma)
+    if why is not None:
+        raise ValueError(f"softmax_{name}: {why}")
+
+
+def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: int = 0,
+                bulk_store: bool = False) -> torch.Tensor:
+    """``softmax_variant(x, "tma")`` with explicit knobs (0: the default): the tuning entry point,
+    ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` in ``scripts/tune_cuda.py``. sm_90+.
+
+    A row is split into ``ceil(cols * itemsize / (chunk_kb KB))`` CTAs (at most 16: a thread-block
+    cluster), balanced in whole 16-byte vectors; each CTA stages its share in shared memory with
+    ``pieces`` Hopper bulk copies (``cp.async.bulk``, one mbarrier each) all in flight at once,
+    reduces (max, sum of exp) from shared memory as the pieces land, combines the cluster's
+    partials through distributed shared memory, and writes y = exp(x - max) / sum from shared
+    memory with 16-byte stores (``bulk_store``: written back into shared memory and stored with
+    bulk copies). One read and one write of x. chunk_kb: one of ``TMA_CHUNK_KB`` (default 64 for
+    float32, 32 for 16-bit types); threads: one of ``TMA_THREADS`` (default 256); pieces: one of
+    ``TMA_PIECES`` (default 4). Raises ValueError below sm_90, for unaligned rows, cols not a
+    multiple of 16 / itemsize, another knob, or a row needing more than 16 CTAs.
+    """
+    _refuse(x, VARIANTS["tma"], 0, chunk_kb=chunk_kb, threads=threads, pieces=pieces,
+            bulk_store=int(bulk_store))
+    return _module().softmax_tma(x, False, int(chunk_kb), 0, int(threads), int(pieces), int(bulk_store))
+
+
+def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pieces: int = 0,
+                     bulk_store: bool = False) -> torch.Tensor:
+    """``softmax_variant(x, "tma_grid")`` with explicit knobs (0: the default): the tuning entry
+    point, ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]`` in ``scripts/tune_cuda.py``. sm_90+.
+
+    For few, long rows (one row of 1048576): a row is split over ``floor(ctas_per_sm * SMs /
+    rows)`` CTAs, each staging its share in shared memory as ``softmax_tma`` does; the CTAs of a
+    row exchange their (max, sum) through a global workspace and a per-row arrival counter (a
+    cooperative launch: every CTA co-resident), then write y from shared memory. ctas_per_sm: one
+    of ``TMA_CTAS_PER_SM`` (default 1). Raises ValueError as ``softmax_tma`` does, and when a CTA's
+    share exceeds shared memory or the CTAs cannot all be co-resident.
+    """
+    _refuse(x, VARIANTS["tma_grid"], 0, ctas_per_sm=ctas_per_sm, threads=threads, pieces=pieces,
+            bulk_store=int(bulk_store))
+    return _module().softmax_tma(x, True, 0, int(ctas_per_sm), int(threads), int(pieces),
+                                 int(bulk_store))
 
 
 def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
@@ -344,6 +388,9 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
 
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
+    tma_grid for rows of >= 256 KB when the rows' tma CTAs would fill fewer than half the SMs;
+    tma for cols >= 16384 (float32) or >= 8192 (16-bit) that fit 16 CTAs of the default chunk
+    (where tma cannot run, e.g. unaligned, the rest of the rule applies); else
     cols <= 1024: warp_per_row; float32 and 32768 < cols <= 262144: cluster (online where it
     cannot run); 16-bit, 32768 < cols <= 262144 and rows >= sm_count: cluster (likewise);
     rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:

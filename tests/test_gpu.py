@@ -22,6 +22,8 @@ pytestmark = pytest.mark.gpu
     # (blocks loop over rows, groups of unequal row counts); a single chunk per row.
     ("coop", (256, 262144)), ("coop", (1, 1 << 20)), ("coop", (3, 100003)), ("coop", (700, 40960)),
     ("coop", (9, 5000)),
+    ("tma", (256, 262144)), ("tma", (1024, 32768)), ("tma", (3, 100000)), ("tma", (50, 1000)),
+    ("tma_grid", (1, 1 << 20)), ("tma_grid", (5, 300000)),
 ])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
@@ -193,7 +195,7 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     _assert_matches_reference(y, x, "coop after a refusal")
 
 
-def test_auto_picks_cluster_for_long_rows_and_never_coop():
+def test_auto_picks_tma_for_long_rows_and_never_coop():
     from kernels import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -202,13 +204,14 @@ def test_auto_picks_cluster_for_long_rows_and_never_coop():
              for r, c, e in [(256, 262144, 4), (4096, 65536, 4), (4096, 65536, 2), (256, 262144, 2),
                              (1, 1 << 20, 4), (1, 1 << 20, 2), (3, 32769, 2), (4096, 32768, 4)]}
     assert v["coop"] not in picks.values()
-    assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["cluster"]
-    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == v["cluster"]
-    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == picks[(3, 32769, 2)] == v["split_row"]
-    assert picks[(4096, 32768, 4)] == v["block_per_row"]
+    assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["tma"]
+    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(4096, 32768, 4)] == v["tma"]
+    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == v["tma_grid"]
+    assert picks[(3, 32769, 2)] == v["tma"]  # refused at run time (cols % 8): falls back
     # Where an automatic cluster pick cannot run (cols not a multiple of the vector), softmax
     # falls back.
-    for x in (torch.randn(3, 40001, device="cuda"), torch.randn(200, 40001, device="cuda").half()):
+    for x in (torch.randn(3, 40001, device="cuda"), torch.randn(200, 40001, device="cuda").half(),
+              torch.randn(3, 32769, device="cuda").bfloat16(), torch.randn(1, (1 << 20) + 1, device="cuda")):
         r = correctness.check(get_op("softmax"), lambda x=x: cuda_ext.softmax(x), x)
         assert r.passed, r.reason
 
@@ -332,3 +335,82 @@ def test_a_gpu_case_records_its_kernels_and_rounds():
     assert len(rec.kernels) == 1 and "grid=" in rec.kernels[0] and "block=" in rec.kernels[0]
     assert len(rec.kernel_id) == 12 and rec.hot_calls >= 1
     assert rec.contamination == [] and 0 <= rec.noise < 0.2
+
+
+# ---- tma (variant 8) and tma_grid (9): row chunks staged in shared memory by bulk copies (sm_90) --
+
+
+def _special_rows(shape, dtype):
+    x = torch.randn(shape, device="cuda", dtype=dtype) * 4
+    x[0, : shape[1] // 2] = float("-inf")  # whole CTAs of -inf must not poison the row
+    x[0, -3] = float("-inf")
+    if shape[0] > 2:
+        x[1] = float("-inf")  # an all -inf row gives NaN, as torch.softmax
+        x[2] = 7.0  # all equal
+    return x
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in (
+    "tma:16:128:1:0", "tma:32:256:4:0", "tma:64:512:4:0", "tma:128:256:2:0", "tma:192:128:8:0",
+    "tma:64:256:4:1", "tma:0:0:0:0")])
+@pytest.mark.parametrize("shape", [(256, 262144), (9, 65536), (5, 40000), (3, 100000), (11, 4104),
+                                   (1000, 1024), (4, 8)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tma_every_config_matches_the_reference(name, shape, dtype):
+    from kernels import cuda_ext
+
+    kb, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
+    x = _special_rows(shape, dtype)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    why = cuda_ext.refusal(shape[0], shape[1], x.element_size(), "tma", sm_count=sms, cc_major=9,
+                           chunk_kb=kb, threads=threads, pieces=pieces, bulk_store=bulk)
+    if why is not None:
+        assert "at most 16" in why, why  # the only refusal of these aligned shapes
+        with pytest.raises(ValueError, match="softmax_tma: .*at most 16"):
+            cuda_ext.softmax_tma(x, kb, threads, pieces, bool(bulk))
+        return
+    y = cuda_ext.softmax_tma(x, kb, threads, pieces, bool(bulk))
+    _assert_matches_reference(y, x, f"{name} {shape} {dtype}")
+    xg = torch.randn_like(x)
+    fn = lambda: cuda_ext.softmax_tma(xg, kb, threads, pieces, bool(bulk))  # noqa: E731
+    r = correctness.check(get_op("softmax"), fn, xg)
+    assert r.passed, r.reason
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in (
+    "tma_grid:1:256:1:0", "tma_grid:1:512:2:0", "tma_grid:2:256:4:0", "tma_grid:1:128:8:1",
+    "tma_grid:0:0:0:0")])
+@pytest.mark.parametrize("shape", [(1, 1 << 20), (3, 300000), (1, 4096), (2, 1000000), (7, 65536)], ids=str)
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_tma_grid_every_config_matches_the_reference_and_resets_counters(name, shape, dtype):
+    from kernels import cuda_ext
+
+    k, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
+    x = _special_rows(shape, dtype)
+    for _ in range(3):  # counters left non-zero would hang the next call
+        y = cuda_ext.softmax_tma_grid(x, k, threads, pieces, bool(bulk))
+        _finish(f"{name} {shape}")
+    _assert_matches_reference(y, x, f"{name} {shape} {dtype}")
+
+
+def test_tma_refusals_are_clear_and_fall_back_in_auto():
+    from kernels import cuda_ext
+
+    x = torch.randn(4, 40001, device="cuda")
+    with pytest.raises(ValueError, match="softmax_tma: needs 16-byte aligned rows and cols a multiple of 4"):
+        cuda_ext.softmax_tma(x)
+    with pytest.raises(ValueError, match="softmax_tma: threads must be"):
+        cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), threads=100)
+    with pytest.raises(ValueError, match="softmax_tma: chunk_kb must be"):
+        cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), chunk_kb=40)
+    with pytest.raises(ValueError, match="softmax_tma: needs 64 CTAs"):
+        cuda_ext.softmax_tma(torch.randn(1, 1 << 20, device="cuda"), chunk_kb=64)
+    with pytest.raises(ValueError, match="softmax_tma_grid: .*shared memory"):
+        cuda_ext.softmax_tma_grid(torch.randn(1, 1 << 26, device="cuda"))
+    misaligned = torch.randn(4 * 40000 + 1, device="cuda")[1:].view(4, 40000)
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        cuda_ext.softmax_variant(misaligned, "tma")
+    misaligned16 = torch.randn(4 * 40000 + 1, device="cuda").bfloat16()[1:].view(4, 40000)
+    for xa in (x, misaligned16):  # auto: tma refused at run time, the classic pick runs
+        r = correctness.check(get_op("softmax"), lambda xa=xa: cuda_ext.softmax(xa), xa)
+        assert r.passed, r.reason

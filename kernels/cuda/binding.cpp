@@ -16,6 +16,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <string>
 #include <utility>
 
 #include "fusebench_cuda.h"
@@ -92,7 +93,7 @@ int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
 at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
   check_input(x, op);
   const fc::DType dtype = to_dtype(x, op);
-  TORCH_CHECK(variant >= 0 && variant <= 7, op, ": variant must be 0..7, got ", variant);
+  TORCH_CHECK(variant >= 0 && variant <= 9, op, ": variant must be 0..9, got ", variant);
   TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
               ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
               ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
@@ -119,7 +120,7 @@ at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk
   const cudaError_t err =
       fc::softmax(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v, sms,
                   ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, stream, cc);
-  if (err != cudaSuccess && counter_ints > 0) {
+  if (err != cudaSuccess && counter_ints > 0 && v == fc::SoftmaxVariant::Coop) {
     const int64_t chunk = cc > 0 ? cc : fc::kCoopDefaultChunkElems;
     TORCH_CHECK(false, op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
                 (cols + chunk - 1) / chunk, " co-resident CTAs of ", chunk,
@@ -187,6 +188,62 @@ at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
   return y;
 }
 
+fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
+                         int64_t bulk_store) {
+  fc::TmaConfig cfg;
+  cfg.chunk_bytes = static_cast<int>(chunk_kb * 1024);
+  cfg.ctas_per_sm = static_cast<int>(ctas_per_sm);
+  cfg.threads = static_cast<int>(threads);
+  cfg.pieces = static_cast<int>(pieces);
+  cfg.bulk_store = static_cast<int>(bulk_store);
+  return cfg;
+}
+
+// Variants 8 (tma) and 9 (tma_grid, when `grid`) with explicit knobs (0: default), for tuning;
+// the Python wrapper asks softmax_refusal first.
+at::Tensor softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t ctas_per_sm,
+                       int64_t threads, int64_t pieces, int64_t bulk_store) {
+  const char* op = "softmax_tma";
+  check_input(x, op);
+  const fc::DType dtype = to_dtype(x, op);
+  const c10::cuda::CUDAGuard guard(x.device());
+  const at::Tensor xc = x.contiguous();
+  at::Tensor y = at::empty(xc.sizes(), xc.options());
+  if (xc.numel() == 0) return y;
+  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1), rows = xc.numel() / cols;
+  const int sms = sm_count(x.device().index());
+  const fc::TmaConfig cfg = tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store);
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  at::Tensor ws;
+  int* counters = nullptr;
+  if (grid) {
+    const int groups =
+        fc::softmax_tma_groups(rows, cols, static_cast<int>(xc.element_size()), cfg, true, sms);
+    ws = at::empty({rows * groups * 8}, xc.options().dtype(at::kByte));
+    counters = coop_counters(2 * rows, stream);
+  }
+  check_launch(fc::softmax_tma(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, grid,
+                               cfg, sms, ws.defined() ? ws.mutable_data_ptr() : nullptr, counters,
+                               stream),
+               op);
+  return y;
+}
+
+// fc::softmax_refusal: "" when the variant accepts the problem, else why (one line, no prefix).
+std::string softmax_refusal(int64_t rows, int64_t cols, int64_t elem_size, int64_t variant,
+                            int64_t sm_count, int64_t cc_major, bool aligned, int64_t chunk_elems,
+                            int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
+                            int64_t bulk_store) {
+  if (variant < 0 || variant > 9) return "unknown variant " + std::to_string(variant);
+  char why[256];
+  const int refused = fc::softmax_refusal(
+      rows, cols, static_cast<int>(elem_size), static_cast<fc::SoftmaxVariant>(variant),
+      static_cast<int>(sm_count), static_cast<int>(cc_major), aligned,
+      tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store),
+      static_cast<int>(chunk_elems), why, sizeof(why));
+  return refused ? std::string(why) : std::string();
+}
+
 int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int64_t sm_count) {
   return static_cast<int64_t>(fc::softmax_pick_variant(rows, cols, static_cast<int>(elem_size),
                                                        static_cast<int>(sm_count)));
@@ -204,7 +261,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
         "5 online, one block per SM, 6 coop (row split over co-resident blocks, x read once from "
-        "DRAM), 7 cluster (row split over a thread-block cluster, one pass; sm_90+)",
+        "DRAM), 7 cluster (row split over a thread-block cluster, one pass; sm_90+), 8 tma (row "
+        "chunks in shared memory by bulk copies over a cluster; sm_90+), 9 tma_grid (the same over "
+        "co-resident CTAs of the grid; sm_90+)",
         py::arg("x"), py::arg("variant"));
   m.def("softmax_tuned", &softmax_tuned,
         "Tuning: variant 4 (split_row) with chunk `param` (0 default) and PDL `flag`, or variant 1 "
@@ -219,6 +278,19 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "2048, 4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long "
         "for it",
         py::arg("x"), py::arg("chunk_elems") = 0);
+  m.def("softmax_tma", &softmax_tma,
+        "Softmax, variant 8 (tma: a row over a cluster) or 9 (tma_grid: a row over co-resident "
+        "CTAs) with knobs (0 = default): chunk_kb (tma: KB of a row per CTA), ctas_per_sm "
+        "(tma_grid), threads, pieces, bulk_store; ask softmax_refusal first",
+        py::arg("x"), py::arg("grid"), py::arg("chunk_kb") = 0, py::arg("ctas_per_sm") = 0,
+        py::arg("threads") = 0, py::arg("pieces") = 0, py::arg("bulk_store") = 0);
+  m.def("softmax_refusal", &softmax_refusal,
+        "Why softmax variant `variant` cannot take a (rows, cols) problem ('' when it can): the "
+        "one source of the variant rules",
+        py::arg("rows"), py::arg("cols"), py::arg("elem_size"), py::arg("variant"),
+        py::arg("sm_count"), py::arg("cc_major"), py::arg("aligned"), py::arg("chunk_elems") = 0,
+        py::arg("chunk_kb") = 0, py::arg("ctas_per_sm") = 0, py::arg("threads") = 0,
+        py::arg("pieces") = 0, py::arg("bulk_store") = 0);
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),
         py::arg("cols"), py::arg("elem_size"), py::arg("sm_count"));

@@ -1,0 +1,53 @@
+"""CPU tests of the CUDA softmax tuning tables (scripts/tune_cuda.py) and the variant table."""
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "scripts"))
+pytest.importorskip("torch")
+
+import tune_cuda  # noqa: E402
+
+from kernels import cuda_ext  # noqa: E402
+from kernels.cuda_check import CUDA_DIR  # noqa: E402
+
+
+def test_variant_codes_match_the_header():
+    header = (CUDA_DIR / "fusebench_cuda.h").read_text()
+    assert "Tma = 8," in header and "TmaGrid = 9," in header
+    assert cuda_ext.VARIANTS["tma"] == 8 and cuda_ext.VARIANTS["tma_grid"] == 9
+    assert "softmax_tma.cu" in {p.name for p in cuda_ext.SOURCES}
+    kb = header.split("kTmaChunkBytes[] = {")[1].split("}")[0]
+    assert tuple(int(b) // 1024 for b in kb.split(",")) == cuda_ext.TMA_CHUNK_KB
+
+
+def test_tma_names_parse_into_refusal_keywords():
+    assert tune_cuda.parse_tma("tma:64:256:4") == {
+        "chunk_kb": 64, "threads": 256, "pieces": 4, "bulk_store": 0}
+    assert tune_cuda.parse_tma("tma_grid:2:512:1:bulk") == {
+        "ctas_per_sm": 2, "threads": 512, "pieces": 1, "bulk_store": 1}
+    for bad in ("tma:64:256", "cluster:4096", "tma:64:256:4:fast"):
+        with pytest.raises(ValueError, match="not a tma configuration"):
+            tune_cuda.parse_tma(bad)
+
+
+def test_every_tuned_tma_config_is_a_valid_knob_set():
+    names = [n for n in tune_cuda.coop_names() if n.startswith(("tma:", "tma_grid:"))]
+    assert len(names) == len(tune_cuda.TMA_CONFIGS) + len(tune_cuda.TMA_GRID_CONFIGS) == 36
+    for n in names:
+        k = tune_cuda.parse_tma(n)
+        assert k["threads"] in cuda_ext.TMA_THREADS and k["pieces"] in cuda_ext.TMA_PIECES
+        assert k.get("chunk_kb", 16) in cuda_ext.TMA_CHUNK_KB
+        assert k.get("ctas_per_sm", 1) in cuda_ext.TMA_CTAS_PER_SM
+
+
+def test_tuned_scope_and_variant_filter():
+    assert tune_cuda.tuned_scope("tma:64:256:4", 16384, 4096, 132, 4)
+    assert not tune_cuda.tuned_scope("tma:64:256:4", 65536, 128, 132, 4)
+    assert tune_cuda.tuned_scope("tma_grid:1:256:1", 1, 1 << 20, 132, 2)
+    assert not tune_cuda.tuned_scope("tma_grid:1:256:1", 256, 262144, 132, 2)
+    assert tune_cuda.keep("tma:64:256:4", ["tma"]) and not tune_cuda.keep("tma_grid:1:256:1", ["tma"])
+    assert tune_cuda.keep("quack", None) and not tune_cuda.keep("quack", ["auto", "tma"])
