@@ -3,7 +3,7 @@
 ``y[..., j] = exp(x[..., j] - m) / sum_k exp(x[..., k] - m)`` with ``m`` the row maximum
 (numerically stable), float32 arithmetic, output rounded once to the input dtype.
 
-Four strategies, chosen from the shape by :func:`plan` ("coop" only when forced; the input is
+Five strategies, chosen from the shape by :func:`plan` ("coop" only when forced; the input is
 viewed as ``(n_rows, n_cols)``):
 
 * ``"row"``: the whole row (padded to a power of two, padding masked to ``-inf``) is held in
@@ -12,11 +12,20 @@ viewed as ``(n_rows, n_cols)``):
 * ``"online"``: long rows, many of them. One program per row; a first loop over the row in
   chunks keeps a per-lane running maximum and running sum (online softmax, Milakov &
   Gimelshein 2018, arXiv:1805.02867), the lanes are combined, and a second loop writes
-  ``exp(x - m) / l``. Reads the row twice, the second time mostly from L2.
+  ``exp(x - m) / l``. Reads the row twice, the second time partly from L2; optionally the
+  last ``tail`` elements are held in registers instead (read once), and L2 eviction hints
+  (PTX ``evict_last`` on the first read, ``evict_first`` on the re-read and the store) keep
+  the chunks awaiting their re-read in L2.
 * ``"split"``: long rows, few of them (one program per row would leave SMs idle). Kernel A,
   grid ``(chunks, rows)``: each program writes its chunk's ``(max, sum exp(x - max))`` to small
   float32 buffers. Kernel B, same grid: each program combines its row's partials and writes
-  its chunk normalized. Reads the input twice.
+  its chunk normalized. Reads the input twice. Optionally (``pdl``, sm_90+) B is a
+  programmatic dependent launch that loads its chunk while A finishes.
+* ``"grid"``: few long rows, one launch (GPU). Each program holds one block of a row in
+  registers, publishes its partial, waits on the row's arrival counter until all the row's
+  partials are published, merges them and writes its block: one read, one write, no second
+  launch. Every program must be resident at once (checked from the compiled kernel's
+  occupancy; otherwise the launch falls back to "split").
 * ``"coop"``: long rows read once from HBM. A row is cut into ``chunks`` blocks, one per
   program; the ``chunks`` programs of a *group* walk the same rows. At each step a program
   issues the loads of its block of the next row, then waits until its group has published the
@@ -43,6 +52,11 @@ import torch
 import triton
 import triton.language as tl
 
+try:  # programmatic dependent launch (sm_90+): Triton >= 3.4
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
+except ImportError:  # pragma: no cover - older Triton: a pdl plan fails at compile time
+    gdc_launch_dependents = gdc_wait = None
+
 __all__ = ["SoftmaxPlan", "plan", "sm_count", "softmax"]
 
 # ---------------------------------------------------------------------------------------------
@@ -59,6 +73,26 @@ ROW_MIN_PROGRAMS_PER_SM = 4
 #: step. 16-bit rows take half the step: (4096, 65536) bfloat16 398 against 434 µs on an H200
 #: (scripts/tune_triton.py, commit 51d478e); float32 keeps 8192 (713 against 746 µs).
 ONLINE_LAUNCH = {4: (8192, 16), 2: (4096, 8)}
+#: "online" tail (elements of each row held in registers, read once) by element size, and L2
+#: eviction hints. Without them (4096, 65536) reached 70 % (float32) and 63 % (bfloat16) of the
+#: copy ceiling, about what three reads from HBM give: the re-read found little in L2 (one
+#: program of 16 warps per SM at 118 registers: 132 rows of 256 KB in flight, more than L2
+#: keeps beside the output stream). A tail of 16384 float32 (128 registers, sm_90 ptxas, no
+#: spill) cuts the re-read and the bytes in flight by a quarter. Not yet measured: a guess.
+ONLINE_TAIL = {4: 16384, 2: 8192}
+ONLINE_L2_HINTS = True
+#: "grid" (one launch for few long rows, on a GPU): rows longer than ROW_MAX_COLS whose
+#: ``n_rows * cdiv(n_cols, block)`` blocks fit GRID_PROGRAMS_PER_SM x SMs programs, the block
+#: doubled from GRID_BLOCK up to GRID_MAX_BLOCK until they do; warps ``_warps(block)``. The
+#: launch falls back to "split" when the compiled kernel's occupancy cannot hold them. Against
+#: the two launches of "split" at (1, 1048576) (29 % float32, 16 % bfloat16 of the copy ceiling:
+#: about 7 µs for what copies in 2): one launch, the row read once. Not yet measured: a guess.
+GRID_BLOCK = 4096
+GRID_MAX_BLOCK = 16384
+GRID_PROGRAMS_PER_SM = 2
+#: "split": launch kernel B as a programmatic dependent launch when chunk == block (off until
+#: measured).
+SPLIT_PDL = False
 #: Rows longer than ROW_MAX_COLS use "split" when n_rows < SPLIT_MAX_ROWS_PER_SM x SMs (one
 #: program per row could not fill the GPU), "online" otherwise.
 SPLIT_MAX_ROWS_PER_SM = 4
@@ -88,7 +122,7 @@ COOP_SPIN_LIMIT = 1 << 22
 #: SM count assumed for CPU tensors (the Triton interpreter): an H200's.
 INTERPRETER_SM_COUNT = 132
 
-_KINDS = ("row", "online", "split", "coop")
+_KINDS = ("row", "online", "split", "coop", "grid")
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 _MAX_GRID_Y = 65535
 
@@ -104,10 +138,22 @@ class SoftmaxPlan:
         num_warps: warps per program.
         rows_per_program: rows per program ("row" only; power of two).
         chunk: elements of a row per program ("split"; a multiple of ``block``).
-        programs_per_sm: most programs per SM to launch ("coop" only; fewer when the compiled
-            kernel's occupancy is lower).
-        l2_hints: "coop" only: first read ``evict_last``, re-read ``evict_first`` (PTX L2
-            eviction priorities), to keep the blocks awaiting their re-read in L2.
+        programs_per_sm: most programs per SM to launch ("coop" and "grid": fewer when the
+            compiled kernel's occupancy is lower; "row" with ``persistent``: exactly this many).
+        l2_hints: "coop" and "online": first read ``evict_last``, re-read (and, "online", the
+            store) ``evict_first`` (PTX L2 eviction priorities), to keep what awaits its re-read
+            in L2.
+        tail: "online" only: the last ``tail`` elements of each row (a power of two, or 0) are
+            loaded once as one register tile and written from it, so only ``n_cols - tail``
+            elements are read twice (less traffic, and fewer bytes between a read and its
+            re-read, so the re-read finds more of them in L2).
+        pdl: "split" only: launch kernel B as a programmatic dependent launch (sm_90+): its
+            programs start and load their chunk while kernel A finishes, and wait
+            (``griddepcontrol.wait``) only before reading A's partials.
+        persistent: "row" only: launch ``programs_per_sm x SMs`` programs (at most one per
+            tile) that stride over the row tiles, each loading its next tile before it reduces
+            and writes the current one (two tiles in flight per program: fewer idle gaps between
+            a tile's reduction and the next tile's loads, and no partial last wave).
     """
 
     kind: str
@@ -117,6 +163,9 @@ class SoftmaxPlan:
     chunk: int = 0
     programs_per_sm: int = 1
     l2_hints: bool = False
+    tail: int = 0
+    pdl: bool = False
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -125,6 +174,8 @@ class SoftmaxPlan:
             v = getattr(self, name)
             if v < 1 or v & (v - 1):
                 raise ValueError(f"SoftmaxPlan: {name} must be a power of two, got {v}")
+        if self.tail < 0 or self.tail & (self.tail - 1):
+            raise ValueError(f"SoftmaxPlan: tail must be 0 or a power of two, got {self.tail}")
         if self.programs_per_sm < 1:
             raise ValueError(f"SoftmaxPlan: programs_per_sm must be >= 1, got {self.programs_per_sm}")
         if self.kind == "split" and (self.chunk < self.block or self.chunk % self.block):
@@ -157,10 +208,12 @@ def plan(
             "coop" plan is possible.
 
     Returns:
-        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "coop" when
+        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "grid" when
+        ``cooperative`` and all the rows' blocks (``GRID_BLOCK`` to ``GRID_MAX_BLOCK``
+        elements) fit ``GRID_PROGRAMS_PER_SM * sm_count`` programs; "coop" when
         ``cooperative`` and a row needs at most ``COOP_MAX_CHUNKS_PER_SM * sm_count`` blocks of
         ``COOP_BLOCK_BYTES``; else "split" when ``n_rows < SPLIT_MAX_ROWS_PER_SM * sm_count``,
-        else "online".
+        else "online" (with an ``ONLINE_TAIL`` held in registers).
 
     Raises:
         ValueError: a size is out of range.
@@ -173,18 +226,26 @@ def plan(
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
         return SoftmaxPlan("row", block, _warps(block * rows), rows_per_program=rows)
+    if cooperative:
+        block, most = GRID_BLOCK, GRID_PROGRAMS_PER_SM * sm_count
+        while block < GRID_MAX_BLOCK and n_rows * triton.cdiv(n_cols, block) > most:
+            block *= 2
+        if n_rows * triton.cdiv(n_cols, block) <= most:
+            return SoftmaxPlan("grid", block, _warps(block), programs_per_sm=GRID_PROGRAMS_PER_SM)
     coop_block = COOP_BLOCK_BYTES // element_size
     if cooperative and triton.cdiv(n_cols, coop_block) <= COOP_MAX_CHUNKS_PER_SM * sm_count:
         return SoftmaxPlan("coop", coop_block, _warps(coop_block), programs_per_sm=COOP_PROGRAMS_PER_SM)
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
-        return SoftmaxPlan("online", *ONLINE_LAUNCH[element_size])
+        block, warps = ONLINE_LAUNCH[element_size]
+        return SoftmaxPlan("online", block, warps, tail=ONLINE_TAIL[element_size], l2_hints=ONLINE_L2_HINTS)
     block = SPLIT_BLOCK_BYTES // element_size
     while (
         block > SPLIT_MIN_BLOCK and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count
     ):
         block //= 2
     chunk = block * triton.cdiv(triton.cdiv(n_cols, block), SPLIT_MAX_CHUNKS)
-    return SoftmaxPlan("split", block, _warps(block), chunk=chunk)
+    pdl = cooperative and SPLIT_PDL and chunk == block
+    return SoftmaxPlan("split", block, _warps(block), chunk=chunk, pdl=pdl)
 
 
 @functools.cache
@@ -204,16 +265,40 @@ def sm_count(device: torch.device) -> int:
 
 
 @triton.jit
-def _row_kernel(x_ptr, y_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)
+def _row_tile(x_ptr, tile, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
+    # Offsets, mask and raw values of row tile `tile` (ROWS x BLOCK; padding and rows past the
+    # end load -inf).
+    rows = tile * ROWS + tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
     offs = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
-    x = tl.load(x_ptr + offs, mask=mask, other=-float("inf")).to(tl.float32)
+    return offs, mask, tl.load(x_ptr + offs, mask=mask, other=-float("inf"))
+
+
+@triton.jit
+def _row_write(y_ptr, offs, mask, x_raw):
+    x = x_raw.to(tl.float32)
     m = tl.max(x, axis=1)
     e = tl.exp(x - m[:, None])
     y = e / tl.sum(e, axis=1)[:, None]
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def _row_kernel(
+    x_ptr, y_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr
+):
+    if PERSISTENT:  # stride over the tiles; load tile t + grid before reducing tile t
+        n_tiles = tl.cdiv(n_rows, ROWS)
+        step = tl.num_programs(0)
+        offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
+        for t in range(tl.program_id(0), n_tiles, step):
+            offs_n, mask_n, x_n = _row_tile(x_ptr, t + step, n_rows, n_cols, ROWS, BLOCK)
+            _row_write(y_ptr, offs, mask, x)
+            offs, mask, x = offs_n, mask_n, x_n
+    else:
+        offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
+        _row_write(y_ptr, offs, mask, x)
 
 
 @triton.jit
@@ -228,43 +313,71 @@ def _online_update(m, l, x):
 
 
 @triton.jit
-def _online_kernel(x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr):
-    # Both loops load chunk k+1 before working on chunk k (software prefetch: two chunks in
-    # flight per program, as there are only one or two programs per SM at these block sizes).
+def _online_kernel(
+    x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr, TAIL: tl.constexpr, FIRST: tl.constexpr, AGAIN: tl.constexpr
+):
+    # The row is a head [0, head) streamed twice in BLOCK-element chunks and (TAIL > 0) a tail
+    # [head, n_cols) of TAIL elements loaded once into registers. Both head loops load chunk
+    # k+1 before working on chunk k (software prefetch: two chunks in flight per program, as
+    # there are only one or two programs per SM at these block sizes). FIRST, AGAIN: the PTX
+    # eviction policies of the first read, and of the re-read and the store ("": none).
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
+    head = tl.maximum(n_cols - TAIL, 0)
     cols = tl.arange(0, BLOCK)
-    n_chunks = tl.cdiv(n_cols, BLOCK)
+    n_chunks = tl.cdiv(head, BLOCK)
     m = tl.full([BLOCK], -3.4028234663852886e38, tl.float32)
     l = tl.zeros([BLOCK], tl.float32)
-    x = tl.load(x_row + cols, mask=cols < n_cols, other=-float("inf"))
+    x = tl.load(x_row + cols, mask=cols < head, other=-float("inf"), eviction_policy=FIRST)
     for c in range(1, n_chunks):
         offs = c * BLOCK + cols
-        x_next = tl.load(x_row + offs, mask=offs < n_cols, other=-float("inf"))
+        x_next = tl.load(x_row + offs, mask=offs < head, other=-float("inf"), eviction_policy=FIRST)
         m, l = _online_update(m, l, x.to(tl.float32))
         x = x_next
     m, l = _online_update(m, l, x.to(tl.float32))
     m_row = tl.max(m, axis=0)
-    inv_l = 1.0 / tl.sum(l * tl.exp(m - m_row), axis=0)
+    if TAIL > 0:
+        t_offs = head + tl.arange(0, TAIL)
+        t_mask = t_offs < n_cols
+        xt = tl.load(x_row + t_offs, mask=t_mask, other=-float("inf"), eviction_policy=AGAIN)
+        m_row = tl.maximum(m_row, tl.max(xt.to(tl.float32), axis=0))
+        l_t = tl.sum(tl.exp(xt.to(tl.float32) - m_row), axis=0)
+        inv_l = 1.0 / (tl.sum(l * tl.exp(m - m_row), axis=0) + l_t)
+        yt = tl.exp(xt.to(tl.float32) - m_row) * inv_l
+        tl.store(y_row + t_offs, yt.to(y_ptr.dtype.element_ty), mask=t_mask, eviction_policy=AGAIN)
+    else:
+        inv_l = 1.0 / tl.sum(l * tl.exp(m - m_row), axis=0)
     # Reverse chunk order: the chunks the first loop read last are the likeliest still in L2.
     offs = (n_chunks - 1) * BLOCK + cols
-    x = tl.load(x_row + offs, mask=offs < n_cols, other=0.0)
+    mask = (offs >= 0) & (offs < head)  # offs < 0: an empty head (n_cols <= TAIL)
+    x = tl.load(x_row + offs, mask=mask, other=0.0, eviction_policy=AGAIN)
     for i in range(1, n_chunks):
         offs_next = (n_chunks - 1 - i) * BLOCK + cols
-        x_next = tl.load(x_row + offs_next)  # never the last, partial chunk: no mask
+        x_next = tl.load(x_row + offs_next, eviction_policy=AGAIN)  # never the last, partial chunk
         y = tl.exp(x.to(tl.float32) - m_row) * inv_l
-        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
+        tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy=AGAIN)
         x = x_next
         offs = offs_next
+        mask = offs < head
     y = tl.exp(x.to(tl.float32) - m_row) * inv_l
-    tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=offs < n_cols)
+    tl.store(y_row + offs, y.to(y_ptr.dtype.element_ty), mask=mask, eviction_policy=AGAIN)
 
 
 @triton.jit
 def _split_partial_kernel(
-    x_ptr, pm_ptr, pl_ptr, n_cols, chunk, n_chunks, BLOCK: tl.constexpr, LOOP: tl.constexpr
+    x_ptr,
+    pm_ptr,
+    pl_ptr,
+    n_cols,
+    chunk,
+    n_chunks,
+    BLOCK: tl.constexpr,
+    LOOP: tl.constexpr,
+    PDL: tl.constexpr,
 ):
+    if PDL:  # let kernel B (launched as a dependent) start its programs now
+        gdc_launch_dependents()
     c = tl.program_id(0)
     row = tl.program_id(1).to(tl.int64)
     x_row = x_ptr + row * n_cols
@@ -299,26 +412,92 @@ def _split_write_kernel(
     n_chunks,
     BLOCK: tl.constexpr,
     P_BLOCK: tl.constexpr,
+    PDL: tl.constexpr,
 ):
     # Programs run in the reverse of kernel A's order, so the first ones find in L2 what
     # kernel A read last.
     c = n_chunks - 1 - tl.program_id(0)
     row = (tl.num_programs(1) - 1 - tl.program_id(1)).to(tl.int64)
-    p = tl.arange(0, P_BLOCK)
-    pmask = p < n_chunks
-    pm = tl.load(pm_ptr + row * n_chunks + p, mask=pmask, other=-3.4028234663852886e38)
-    pl = tl.load(pl_ptr + row * n_chunks + p, mask=pmask, other=0.0)
-    m_row = tl.max(pm, axis=0)
-    inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
     cols = tl.arange(0, BLOCK)
     start = c * chunk
-    for off in range(start, tl.minimum(start + chunk, n_cols), BLOCK):
-        offs = off + cols
-        mask = offs < n_cols
-        x = tl.load(x_row + offs, mask=mask, other=-float("inf")).to(tl.float32)
-        tl.store(y_row + offs, (tl.exp(x - m_row) * inv_l).to(y_ptr.dtype.element_ty), mask=mask)
+    p = tl.arange(0, P_BLOCK)
+    pmask = p < n_chunks
+    if PDL:  # one block per program (chunk == BLOCK): load it before waiting for kernel A
+        mask = start + cols < n_cols
+        x = tl.load(x_row + start + cols, mask=mask, other=-float("inf")).to(tl.float32)
+        gdc_wait()  # kernel A has finished and its partials are visible
+        pm = tl.load(pm_ptr + row * n_chunks + p, mask=pmask, other=-3.4028234663852886e38)
+        pl = tl.load(pl_ptr + row * n_chunks + p, mask=pmask, other=0.0)
+        m_row = tl.max(pm, axis=0)
+        inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+        y = tl.exp(x - m_row) * inv_l
+        tl.store(y_row + start + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
+    else:
+        pm = tl.load(pm_ptr + row * n_chunks + p, mask=pmask, other=-3.4028234663852886e38)
+        pl = tl.load(pl_ptr + row * n_chunks + p, mask=pmask, other=0.0)
+        m_row = tl.max(pm, axis=0)
+        inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+        for off in range(start, tl.minimum(start + chunk, n_cols), BLOCK):
+            offs = off + cols
+            mask = offs < n_cols
+            x = tl.load(x_row + offs, mask=mask, other=-float("inf")).to(tl.float32)
+            tl.store(y_row + offs, (tl.exp(x - m_row) * inv_l).to(y_ptr.dtype.element_ty), mask=mask)
+
+
+#: Every "grid" program adds this much to its row's arrival counter in total per call
+#: (program 0 adds ``GRID_EPOCH - chunks + 1``, the others 1), so a counter is a multiple of it
+#: between calls whatever the chunk count, and needs no reset (int64: never wraps in practice).
+GRID_EPOCH = 1 << 20
+
+
+@triton.jit
+def _grid_kernel(
+    x_ptr,
+    y_ptr,
+    pm_ptr,
+    pl_ptr,
+    count_ptr,
+    n_cols,
+    CHUNKS: tl.constexpr,
+    BLOCK: tl.constexpr,
+    P_BLOCK: tl.constexpr,
+    EPOCH: tl.constexpr,
+    SPIN_LIMIT: tl.constexpr,
+):
+    # Program (c, row) holds block c of the row in registers: it reduces the block to its
+    # partial (max, sum exp(x - max)), publishes it (stores, then a release add on the row's
+    # counter), waits until all CHUNKS partials of the row are published (acquire polls), merges
+    # them and writes its block normalized. One launch, one read of x, one write of y. Needs
+    # every program resident at once (the launch checks it).
+    c = tl.program_id(0)
+    row = tl.program_id(1).to(tl.int64)
+    cols = c * BLOCK + tl.arange(0, BLOCK)
+    mask = cols < n_cols
+    x = tl.load(x_ptr + row * n_cols + cols, mask=mask, other=-float("inf")).to(tl.float32)
+    # Clamp so an all -inf block gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
+    m_c = tl.maximum(tl.max(x, axis=0), -3.4028234663852886e38)
+    l_c = tl.sum(tl.exp(x - m_c), axis=0)
+    tl.store(pm_ptr + row * CHUNKS + c, m_c)
+    tl.store(pl_ptr + row * CHUNKS + c, l_c)
+    tl.debug_barrier()  # every thread's stores precede the release below
+    add = 1 + (c == 0).to(tl.int64) * (EPOCH - CHUNKS)
+    old = tl.atomic_add(count_ptr + row, add, sem="release")
+    target = old - old % EPOCH + EPOCH  # this call's counter once every program has arrived
+    arrived = tl.atomic_add(count_ptr + row, 0, sem="acquire")
+    polls = 0
+    while (arrived < target) & (polls < SPIN_LIMIT):
+        arrived = tl.atomic_add(count_ptr + row, 0, sem="acquire")
+        polls += 1
+    p = tl.arange(0, P_BLOCK)
+    pmask = p < CHUNKS
+    pm = tl.load(pm_ptr + row * CHUNKS + p, mask=pmask, other=-3.4028234663852886e38, cache_modifier=".cg")
+    pl = tl.load(pl_ptr + row * CHUNKS + p, mask=pmask, other=0.0, cache_modifier=".cg")
+    m_row = tl.max(pm, axis=0)
+    inv_l = 1.0 / tl.sum(pl * tl.exp(pm - m_row), axis=0)
+    y = tl.exp(x - m_row) * inv_l
+    tl.store(y_ptr + row * n_cols + cols, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit(do_not_specialize=["n_rows", "n_groups"])
@@ -426,7 +605,7 @@ def _coop_sync(device: torch.device, n_rows: int) -> torch.Tensor:
     return buf
 
 
-#: Programs per SM of each compiled "coop" kernel, by specialization key (see _launch_coop).
+#: Programs per SM of each compiled "coop" or "grid" kernel, by specialization key (_occupancy).
 _COOP_OCCUPANCY: dict[tuple, int] = {}
 
 
@@ -449,6 +628,24 @@ def _coop_occupancy(n_regs: int, shared_bytes: int, num_warps: int, device_index
     by_threads = threads_per_sm // (32 * num_warps)
     by_smem = smem_per_sm // shared_bytes if shared_bytes else by_threads
     return max(0, min(by_regs, by_threads, by_smem, 32))
+
+
+def _occupancy(kernel, args: tuple, meta: dict, x: torch.Tensor, y: torch.Tensor, n_cols: int) -> int:
+    """Programs per SM of ``kernel`` compiled for ``args`` and ``meta`` (GPU only; cached).
+
+    The compiled kernel depends on the constexprs, the dtype and the divisibility of ``n_cols``
+    and of the pointers (Triton's specialization); it is compiled (``warmup``) and its occupancy
+    computed once per such key.
+    """
+    key = (kernel.fn.__name__, x.device.index, x.dtype, n_cols % 16 == 0, x.data_ptr() % 16 == 0,
+           y.data_ptr() % 16 == 0, tuple(sorted(meta.items())))  # fmt: skip
+    occupancy = _COOP_OCCUPANCY.get(key)
+    if occupancy is None:
+        k = kernel.warmup(*args, grid=(1,), **meta)
+        k._init_handles()
+        occupancy = _coop_occupancy(k.n_regs, k.metadata.shared, meta["num_warps"], x.device.index or 0)
+        _COOP_OCCUPANCY[key] = occupancy
+    return occupancy
 
 
 def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: SoftmaxPlan) -> None:
@@ -475,18 +672,9 @@ def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: 
         num_warps=p.num_warps,
     )
     sync = _coop_sync(x.device, n_rows)
+    args = (x, y, pm, pl, sync, n_rows, n_cols, 1)
     if x.device.type == "cuda":
-        # The compiled kernel depends on the constexprs, the dtype and the divisibility of n_cols
-        # and of the pointers (Triton's specialization); its occupancy is looked up once per key.
-        key = (x.device.index, x.dtype, n_cols % 16 == 0, x.data_ptr() % 16 == 0, y.data_ptr() % 16 == 0,
-               tuple(sorted(meta.items())))  # fmt: skip
-        occupancy = _COOP_OCCUPANCY.get(key)
-        if occupancy is None:
-            k = _coop_kernel.warmup(x, y, pm, pl, sync, n_rows, n_cols, 1, grid=(1,), **meta)
-            k._init_handles()
-            occupancy = _coop_occupancy(k.n_regs, k.metadata.shared, p.num_warps, x.device.index or 0)
-            _COOP_OCCUPANCY[key] = occupancy
-        resident = sms * min(p.programs_per_sm, occupancy)
+        resident = sms * min(p.programs_per_sm, _occupancy(_coop_kernel, args, meta, x, y, n_cols))
     else:
         if chunks > 1:
             raise ValueError(
@@ -500,6 +688,55 @@ def _launch_coop(x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: 
         )
     n_groups = min(n_rows, resident // chunks)
     _coop_kernel[(n_groups * chunks,)](x, y, pm, pl, sync, n_rows, n_cols, n_groups, **meta)
+
+
+#: "grid" arrival counters (int64), per (device, stream); never reset (see GRID_EPOCH).
+_GRID_COUNT: dict[tuple[str, int | None, int], torch.Tensor] = {}
+
+
+def _launch_grid(
+    x: torch.Tensor, y: torch.Tensor, n_rows: int, n_cols: int, p: SoftmaxPlan, forced: bool
+) -> bool:
+    """Launch ``_grid_kernel``, grid ``(chunks, n_rows)``, if all its programs are resident at once.
+
+    Returns:
+        False (nothing launched) when the device cannot hold ``n_rows * chunks`` programs at
+        once (at most ``p.programs_per_sm`` per SM, fewer when the compiled kernel's occupancy
+        is lower) and the plan was not forced.
+
+    Raises:
+        ValueError: the same, for a forced plan; or (interpreter) more than one program per row.
+    """
+    chunks = triton.cdiv(n_cols, p.block)
+    stream = torch.cuda.current_stream(x.device).cuda_stream if x.device.type == "cuda" else 0
+    key = (x.device.type, x.device.index, stream)
+    count = _GRID_COUNT.get(key)
+    if count is None or count.numel() < n_rows:
+        count = torch.zeros(max(n_rows, 1024), dtype=torch.int64, device=x.device)
+        _GRID_COUNT[key] = count
+    pm = torch.empty((n_rows, chunks), dtype=torch.float32, device=x.device)
+    pl = torch.empty_like(pm)
+    meta = dict(CHUNKS=chunks, BLOCK=p.block, P_BLOCK=max(16, triton.next_power_of_2(chunks)),
+                EPOCH=GRID_EPOCH, SPIN_LIMIT=COOP_SPIN_LIMIT, num_warps=p.num_warps)  # fmt: skip
+    args = (x, y, pm, pl, count, n_cols)
+    if x.device.type == "cuda":
+        per_sm = min(p.programs_per_sm, _occupancy(_grid_kernel, args, meta, x, y, n_cols))
+    elif chunks > 1:
+        raise ValueError(
+            f"softmax: grid plan with {chunks} programs per row needs a GPU "
+            "(the interpreter runs programs one at a time)"
+        )
+    else:
+        per_sm = p.programs_per_sm
+    if n_rows * chunks > sm_count(x.device) * per_sm:
+        if forced:
+            raise ValueError(
+                f"softmax: grid plan needs {n_rows * chunks} resident programs, "
+                f"the device holds {sm_count(x.device) * per_sm}"
+            )
+        return False
+    _grid_kernel[(chunks, n_rows)](*args, **meta)
+    return True
 
 
 def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tensor:
@@ -544,23 +781,40 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         else plan(n_rows, n_cols, x.element_size(), sm_count(x.device), cooperative=x.device.type == "cuda")
     )
 
+    if p.kind == "grid" and _launch_grid(x, y, n_rows, n_cols, p, forced=_plan is not None):
+        return y
+    if p.kind == "grid":  # the device cannot hold the grid at once: the two-launch split
+        p = plan(n_rows, n_cols, x.element_size(), sm_count(x.device))
+    if p.pdl and x.device.type != "cuda":
+        raise ValueError("softmax: a pdl plan needs a CUDA device (sm_90+)")
     if p.kind == "row":
         if p.block < n_cols:
             raise ValueError(f"softmax: row plan block {p.block} < n_cols {n_cols}")
         # 1-D grid: program i owns rows [i*R, (i+1)*R) as an [R, BLOCK] register tile; BLOCK is
         # the row padded to a power of two. R > 1 only for short rows, so a (65536, 128) input
-        # runs 2048 programs of 32 rows rather than 65536 programs of 128 elements.
-        grid = (triton.cdiv(n_rows, p.rows_per_program),)
-        _row_kernel[grid](x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, num_warps=p.num_warps)
+        # runs 2048 programs of 32 rows rather than 65536 programs of 128 elements. Persistent:
+        # programs_per_sm x SMs programs (at most one per tile) stride over the tiles.
+        tiles = triton.cdiv(n_rows, p.rows_per_program)
+        grid = (min(tiles, p.programs_per_sm * sm_count(x.device)) if p.persistent else tiles,)
+        _row_kernel[grid](
+            x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, PERSISTENT=p.persistent,
+            num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "online":
         # 1-D grid, one program per row (chosen only when there are >= 4 rows per SM); each
-        # program loops over its row in BLOCK-element steps, twice.
-        _online_kernel[(n_rows,)](x, y, n_cols, BLOCK=p.block, num_warps=p.num_warps)
+        # program loops over the row's first n_cols - tail elements in BLOCK-element steps,
+        # twice, and holds the last `tail` in registers.
+        _online_kernel[(n_rows,)](
+            x, y, n_cols, BLOCK=p.block, TAIL=p.tail, FIRST="evict_last" if p.l2_hints else "",
+            AGAIN="evict_first" if p.l2_hints else "", num_warps=p.num_warps,
+        )  # fmt: skip
     elif p.kind == "coop":
         _launch_coop(x, y, n_rows, n_cols, p)
     else:
         if n_rows > _MAX_GRID_Y:
             raise ValueError(f"softmax: split plan supports at most {_MAX_GRID_Y} rows, got {n_rows}")
+        if p.pdl and p.chunk != p.block:
+            raise ValueError(f"softmax: a pdl split plan needs chunk == block, got {p.chunk} and {p.block}")
         n_chunks = triton.cdiv(n_cols, p.chunk)
         pm = torch.empty((n_rows, n_chunks), dtype=torch.float32, device=x.device)
         pl = torch.empty_like(pm)
@@ -578,6 +832,7 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
             n_chunks,
             BLOCK=p.block,
             LOOP=p.chunk > p.block,
+            PDL=p.pdl,
             num_warps=p.num_warps,
         )
         _split_write_kernel[grid](
@@ -590,6 +845,8 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
             n_chunks,
             BLOCK=p.block,
             P_BLOCK=max(16, triton.next_power_of_2(n_chunks)),
+            PDL=p.pdl,
             num_warps=p.num_warps,
+            **({"launch_pdl": True} if p.pdl else {}),
         )
     return y

@@ -124,6 +124,11 @@ FORCED = {
     # One program per row here (block >= every test row), so the interpreter can run it; the
     # multi-program rows are in test_softmax_coop_rows_across_programs (GPU).
     "coop": SoftmaxPlan("coop", block=128, num_warps=4),
+    "grid": SoftmaxPlan("grid", block=128, num_warps=4),  # one program per row (interpreter)
+    # head of 100 - 32 = 68: four full 16-element chunks and a partial one; rows <= 32: no head
+    "online-tail": SoftmaxPlan("online", block=16, num_warps=1, tail=32, l2_hints=True),
+    "online-tail-only": SoftmaxPlan("online", block=16, num_warps=1, tail=128),
+    "row-persistent": SoftmaxPlan("row", block=128, num_warps=4, rows_per_program=2, persistent=True),
 }
 
 
@@ -211,6 +216,8 @@ def test_softmax_rejects_bad_plans():
         SoftmaxPlan("coop", 16, 1, programs_per_sm=0)
     with pytest.raises(ValueError):
         SoftmaxPlan("row", 100, 4)
+    with pytest.raises(ValueError):
+        SoftmaxPlan("online", 16, 1, tail=24)
 
 
 # --- softmax: plan ---------------------------------------------------------------------------
@@ -271,6 +278,7 @@ def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
     long_rows = ((256, 262144), (4096, 65536), (1, 1048576))
     assert all(plan(*shape, 4, H200_SMS, cooperative=True).kind != "coop" for shape in long_rows)  # off
     monkeypatch.setattr(ts, "COOP_MAX_CHUNKS_PER_SM", 1)
+    monkeypatch.setattr(ts, "GRID_PROGRAMS_PER_SM", 0)  # "grid" would take the few-row shapes
     ts.plan.cache_clear()
     try:
         for shape in long_rows:
@@ -285,6 +293,43 @@ def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
         assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
     finally:
         ts.plan.cache_clear()
+
+
+def test_plan_grid_for_few_long_rows_on_a_gpu():
+    for item in (4, 2):
+        p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
+        assert p.kind == "grid" and p.block == ts.GRID_BLOCK and p.num_warps == ts._warps(p.block)
+        assert triton.cdiv(1 << 20, p.block) <= ts.GRID_PROGRAMS_PER_SM * H200_SMS
+        assert plan(1, 1 << 20, item, H200_SMS).kind == "split"  # the interpreter
+        eight = plan(8, 262144, item, H200_SMS, cooperative=True)  # 512 blocks of 4096: doubled once
+        assert eight.kind == "grid" and eight.block == 2 * ts.GRID_BLOCK
+        assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
+        online = plan(4096, 65536, item, H200_SMS, cooperative=True)
+        assert online.kind == "online" and online.tail == ts.ONLINE_TAIL[item]
+        assert online.tail < 65536 and online.l2_hints == ts.ONLINE_L2_HINTS
+
+
+@pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
+def test_softmax_grid_counters_and_persistent_rows(monkeypatch):
+    x = _randn((5, 100), torch.float32, scale=5.0)
+    x[3] = float("-inf")
+    softmax(x, _plan=FORCED["grid"])
+    count = next(iter(ts._GRID_COUNT.values()))
+    before = count.clone()
+    for _ in range(3):  # the counters are never reset: each call adds EPOCH to each row's
+        y = softmax(x, _plan=FORCED["grid"])
+        _check_softmax(y[[0, 1, 2, 4]], x[[0, 1, 2, 4]])
+        assert y[3].isnan().all()
+    assert ((count - before)[:5] == 3 * ts.GRID_EPOCH).all() and (count == before)[5:].all()
+    assert not (count % ts.GRID_EPOCH).any()
+    with pytest.raises(ValueError, match="needs a GPU"):
+        softmax(x, _plan=SoftmaxPlan("grid", block=32, num_warps=1))
+    with pytest.raises(ValueError, match="pdl plan needs a CUDA device"):
+        softmax(x, _plan=SoftmaxPlan("split", block=32, num_warps=1, chunk=32, pdl=True))
+    # One SM: a single persistent program strides over the 4 tiles of 2 rows (last one masked).
+    monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
+    x = _randn((7, 100), torch.bfloat16, scale=5.0)
+    _check_softmax(softmax(x, _plan=FORCED["row-persistent"]), x)
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
@@ -324,6 +369,27 @@ def test_softmax_coop_rows_across_programs(shape, block, per_sm, hints, dtype):
     if shape[0] > 1:
         x[1] = float("-inf")
         assert softmax(x, _plan=p)[1].isnan().all()  # as torch.softmax
+
+
+@pytest.mark.skipif(DEVICE != "cuda", reason="rows across co-resident programs need a GPU")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(
+    "shape, block", [((1, 1 << 20), 4096), ((1, 1 << 20), 8192), ((3, 100003), 2048), ((8, 262144), 8192)]
+)
+def test_softmax_grid_and_pdl_split_across_programs(shape, block, dtype):
+    x = _randn(shape, dtype)
+    x[0, : shape[1] // 2] = float("-inf")  # whole blocks of -inf must not poison the row
+    grid = SoftmaxPlan("grid", block=block, num_warps=ts._warps(block), programs_per_sm=2)
+    pdl = SoftmaxPlan("split", block=block, num_warps=ts._warps(block), chunk=block, pdl=True)
+    for p in (grid, pdl):
+        for _ in range(2):  # the grid counters carry over from call to call
+            _check_softmax(softmax(x, _plan=p), x)
+            _check_softmax(softmax(x[:, :-1], _plan=p), x[:, :-1])  # ragged, unaligned rows
+    if shape[0] > 1:
+        x[1] = float("-inf")
+        assert softmax(x, _plan=grid)[1].isnan().all()  # as torch.softmax
+    with pytest.raises(ValueError, match="resident programs"):
+        softmax(x, _plan=SoftmaxPlan("grid", block=16, num_warps=1, programs_per_sm=1))
 
 
 def test_sm_count_cpu():
