@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
 """Time candidate launch configurations of the Triton GELU and softmax kernels on one GPU.
 
-Usage: scripts/tune_triton.py [--only SUBSTRING] [--budget SECONDS]
+Usage: scripts/tune_triton.py [--op softmax|gelu|all] [--only SUBSTRING] [--budget SECONDS]
 
-For each case (op, shape, dtype) it checks every candidate against the op's float64 reference
-(the suite's correctness gate), then times it hot the way the suite does (fusebench.timing:
-warm-up, then batches of calls between CUDA events behind a blocking kernel), and prints one
-table: config, median µs, GB/s (the op's declared bytes: one read + one write), % of
-COPY_CEILING_GBPS, and speedup over the current default (first row). A ``copy_`` of the same
-bytes is the reference line. A candidate that fails to compile, raises or fails the gate is
-reported and skipped. Needs a CUDA device; takes about a minute on an H200 (most of it Triton
-compilation)."""
+Softmax cases: every shape of the op's default grid in float32, bfloat16 and float16; GELU
+cases: 2^22, 2^24, 2^26 elements in float32 and bfloat16. For each case it checks every
+candidate against the op's float64 reference (the suite's correctness gate), then times it hot
+the way the suite does (fusebench.timing: warm-up, then batches of calls between CUDA events
+behind a blocking kernel), and prints one table: config, median µs, GB/s (the op's declared
+bytes: one read + one write), % of the copy ceiling measured at the start of the run
+(fusebench.metrics.measure_copy_ceiling, 1 GiB each way), and speedup over the current
+default (first row). A ``copy_`` of the same bytes, ``torch`` and the reference backends
+``liger``, ``quack`` and ``flaggems`` (where fusebench's registry has them and they run) are
+yardstick lines. A candidate that fails to compile, raises or fails the gate is reported and
+skipped. At the end: the best candidate of each case against the best yardstick. Needs a CUDA
+device; the softmax run takes about three minutes on an H200 (most of it Triton compilation).
+"""
 
 from __future__ import annotations
 
@@ -27,13 +32,14 @@ import torch
 from fusebench import timing
 from fusebench.cli import run_main
 from fusebench.correctness import check
-from fusebench.errors import UsageError
+from fusebench.errors import SkipCase, UsageError
 from fusebench.inputs import make_input
-from fusebench.metrics import effective_bandwidth_gbps, pct_of_ceiling
+from fusebench.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
 from kernels import get_op
 
-#: Copy ceiling the % column is relative to (H200, GB/s, read + write; measured in the sweep).
-COPY_CEILING_GBPS = 4250.0
+#: Backends timed beside the candidates when registered for the op: the suite's built-in and
+#: the public reference kernels (issue 15).
+YARDSTICKS = ("torch", "liger", "quack", "flaggems")
 
 Candidate = tuple[str, Callable[[torch.Tensor], torch.Tensor]]
 
@@ -84,46 +90,87 @@ def _describe(p) -> str:
         "row": f" rows/prog={p.rows_per_program}",
         "split": f" chunk={p.chunk}",
         "coop": f" {p.programs_per_sm}/SM{' l2-hints' if p.l2_hints else ''}",
+        "online": f" tail={p.tail}{' l2-hints' if p.l2_hints else ''}",
+        "grid": f" {p.programs_per_sm}/SM",
     }.get(p.kind, "")
+    if p.kind == "row" and p.persistent:
+        extra += f" persistent {p.programs_per_sm}/SM"
+    if p.kind == "split" and p.pdl:
+        extra += " pdl"
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
 
 
-def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
-    """Default first, then the other plan kinds; "coop" blocks of 2048 to 16384 elements."""
+def _row_candidates(ts, default, n_rows: int, n_cols: int) -> list[tuple[str, object]]:
+    """ "row" variants: warps and rows per program around the default; persistent tiles where
+    a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers)."""
+    out = []
+    b, r, w = default.block, default.rows_per_program, default.num_warps
+    for rr, ww in ((r, w // 2), (r, 2 * w), (r // 2, w // 2)):
+        if 1 <= rr <= n_rows and 1 <= ww <= 32 and b * rr // (32 * ww) <= 64:
+            out.append((f"row rows/prog={rr} warps={ww}", ts.SoftmaxPlan("row", b, ww, rr)))
+    for rr, ww, pps in ((max(1, r // 2), max(1, w // 4), 2), (r, max(1, w // 2), 1)):
+        if ww <= 8 and b * rr // (32 * ww) <= 32:
+            out.append(
+                (f"row rows/prog={rr} warps={ww} persistent {pps}/SM",
+                 ts.SoftmaxPlan("row", b, ww, rr, programs_per_sm=pps, persistent=True))
+            )  # fmt: skip
+    return out
+
+
+def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> list[tuple[str, object]]:
+    """Rows beyond ROW_MAX_COLS: "online" tails and hints (many rows), "grid" blocks and a
+    PDL "split" (few rows)."""
     import triton
 
+    out = []
+    if n_rows >= ts.SPLIT_MAX_ROWS_PER_SM * sms:  # one program per row fills the GPU
+        for b, w, tail, hints in (
+            (8192, 16, 0, False),  # float32's plan before issue 15
+            (4096, 8, 0, False),  # 16-bit's plan before issue 15
+            (8192, 16, 0, True),
+            (8192, 16, 16384, True),
+            (8192, 16, 16384, False),
+            (4096, 8, 8192, True),
+        ):
+            if tail < n_cols:
+                out.append(
+                    (f"online block={b} warps={w} tail={tail}{' l2-hints' if hints else ''}",
+                     ts.SoftmaxPlan("online", b, w, tail=tail, l2_hints=hints))
+                )  # fmt: skip
+        return out
+    for b in (2048, 4096, 8192, 16384):
+        if n_rows * triton.cdiv(n_cols, b) <= 2 * sms:
+            out.append((f"grid block={b} warps={ts._warps(b)}",
+                        ts.SoftmaxPlan("grid", b, ts._warps(b), programs_per_sm=2)))  # fmt: skip
+    blk = 16384 // item
+    for b in (blk // 4, blk // 2, blk):
+        if n_rows * triton.cdiv(n_cols, b) <= 65535 * 4 and triton.cdiv(n_cols, b) <= ts.SPLIT_MAX_CHUNKS:
+            out.append((f"split block={b} pdl", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=b, pdl=True)))
+    plain = ts.plan(n_rows, n_cols, item, sms)  # the split the interpreter would get: no pdl
+    out.append((f"no grid/pdl: {_describe(plain)}", plain))
+    return out
+
+
+def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
+    """Default first, then variants of the kind the shape needs (a handful per case: each
+    costs a Triton compilation per dtype)."""
     from kernels import triton_softmax as ts
 
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
     item = x.element_size()
-    default = ts.plan(n_rows, n_cols, item, ts.sm_count(x.device), cooperative=x.device.type == "cuda")
-    blk = 16384 // item  # 16 KB of input per loop step
-    plans: list[tuple[str, ts.SoftmaxPlan | None]] = [(f"default: {_describe(default)}", None)]
+    sms = ts.sm_count(x.device)
+    default = ts.plan(n_rows, n_cols, item, sms, cooperative=x.device.type == "cuda")
+    plans: list[tuple[str, object]] = [(f"default: {_describe(default)}", None)]
     if n_cols <= ts.ROW_MAX_COLS:
-        for w in (8, 16, 32):
-            if w != default.num_warps and default.kind == "row":
+        plans += _row_candidates(ts, default, n_rows, n_cols)
+        if n_cols > ts.ROW_MAX_COLS // 2:  # one program per SM holds a row: try halves/quarters
+            for b in (n_cols // 2, n_cols // 4):
                 plans.append(
-                    (f"row warps={w}", ts.SoftmaxPlan("row", default.block, w, default.rows_per_program))
+                    (f"split block={b} pdl", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=b, pdl=True))
                 )
-    for b, w in ((4096, 8), (8192, 16), (16384, 16), (2 * blk, 16)):
-        if b <= n_cols:
-            plans.append((f"online block={b} warps={w}", ts.SoftmaxPlan("online", b, w)))
-    for b in (blk // 2, blk, 2 * blk):
-        if b <= n_cols:
-            chunk = b * triton.cdiv(triton.cdiv(n_cols, b), ts.SPLIT_MAX_CHUNKS)
-            plans.append((f"split block={b}", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=chunk)))
-    if x.device.type == "cuda" and n_cols > ts.ROW_MAX_COLS // 2:
-        for b in (2048, 4096, 8192, 16384):
-            for pps in (2, 4, 8):
-                if b < n_cols and triton.cdiv(n_cols, b) <= pps * ts.sm_count(x.device):
-                    for hints in (False, True) if pps == 4 else (False,):
-                        plans.append(
-                            (
-                                f"coop block={b} {pps}/SM{' l2-hints' if hints else ''}",
-                                ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=pps, l2_hints=hints),
-                            )
-                        )
+    else:
+        plans += _long_row_candidates(ts, item, n_rows, n_cols, sms)
     seen, out = set(), []
     for label, p in plans:  # drop duplicates of the default
         if p is not None and (p == default or p in seen):
@@ -133,21 +180,23 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
     return out
 
 
-CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor], list[Candidate]]]] = [
+def _softmax_cases() -> list[tuple[str, tuple[int, ...], torch.dtype, Callable]]:
+    from fusebench.registry import DTYPES
+
+    return [
+        ("softmax", shape, dtype, softmax_candidates)
+        for dtype in DTYPES.values()
+        for shape in get_op("softmax").grids["default"]
+    ]
+
+
+GELU_CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor], list[Candidate]]]] = [
     ("gelu", (1 << 22,), torch.float32, gelu_candidates),
     ("gelu", (1 << 22,), torch.bfloat16, gelu_candidates),
     ("gelu", (1 << 24,), torch.float32, gelu_candidates),
     ("gelu", (1 << 24,), torch.bfloat16, gelu_candidates),
     ("gelu", (1 << 26,), torch.float32, gelu_candidates),
     ("gelu", (1 << 26,), torch.bfloat16, gelu_candidates),
-    ("softmax", (256, 262144), torch.float32, softmax_candidates),
-    ("softmax", (256, 262144), torch.bfloat16, softmax_candidates),
-    ("softmax", (4096, 65536), torch.float32, softmax_candidates),
-    ("softmax", (4096, 65536), torch.bfloat16, softmax_candidates),
-    ("softmax", (1, 1048576), torch.float32, softmax_candidates),
-    ("softmax", (1, 1048576), torch.bfloat16, softmax_candidates),
-    ("softmax", (1024, 32768), torch.float32, softmax_candidates),
-    ("softmax", (1024, 32768), torch.bfloat16, softmax_candidates),
 ]
 
 
@@ -158,45 +207,68 @@ def _time_us(fn: Callable[[], object], dev: torch.device, budget_s: float) -> tu
     return t.median_ms * 1e3, t.noise
 
 
-def _row(label: str, us: float, nbytes: int, default_us: float | None, note: str = "") -> str:
+def _row(label: str, us: float, nbytes: int, ceiling: float, default_us: float | None, note: str = "") -> str:
     gbps = effective_bandwidth_gbps(nbytes, us * 1e-3)
     vs = f"{default_us / us:5.2f}x" if default_us else "   - "
-    return f"  {label:<58} {us:9.1f} {gbps:7.0f} {pct_of_ceiling(gbps, COPY_CEILING_GBPS):6.1f}% {vs} {note}"
+    return f"  {label:<58} {us:9.1f} {gbps:7.0f} {pct_of_ceiling(gbps, ceiling):6.1f}% {vs} {note}"
 
 
-def run_case(op_name, shape, dtype, candidates, dev, budget_s) -> None:
-    """Print the table of one case."""
+def _yardsticks(op, x: torch.Tensor) -> list[Candidate]:
+    """The registered YARDSTICKS backends of ``op`` as candidates (built lazily: a factory
+    that raises SkipCase is reported as a skip by run_case)."""
+    return [(f"[{name}]", op.backends[name].factory) for name in YARDSTICKS if name in op.backends]
+
+
+def run_case(
+    op_name, shape, dtype, candidates, dev, budget_s, ceiling
+) -> tuple[str, float, str, float] | None:
+    """Print the table of one case; return (best candidate, its µs, best yardstick, its µs)."""
     op = get_op(op_name)
     x = make_input(shape, dtype, str(dev))
     nbytes = op.bytes_moved(shape, dtype)
     print(
         f"\n{op_name} {'x'.join(map(str, shape))} {str(dtype).removeprefix('torch.')}"
-        f"  ({nbytes / 1e6:.0f} MB moved; ideal at {COPY_CEILING_GBPS:.0f} GB/s: "
-        f"{nbytes / COPY_CEILING_GBPS / 1e3:.1f} µs)"
+        f"  ({nbytes / 1e6:.1f} MB moved; ideal at {ceiling:.0f} GB/s: {nbytes / ceiling / 1e3:.2f} µs)"
     )
     print(f"  {'config':<58} {'µs':>9} {'GB/s':>7} {'%ceil':>7} {'vs def':>6}")
     dst = torch.empty_like(x)
     copy_us, _ = _time_us(lambda: dst.copy_(x), dev, budget_s)
-    print(_row("copy_ at this size (reference)", copy_us, nbytes, None))
+    print(_row("copy_ at this size (reference)", copy_us, nbytes, ceiling, None))
     default_us = None
-    for label, call in candidates(x):
-        fn = lambda call=call: call(x)  # noqa: E731
+    best: dict[bool, tuple[str, float]] = {}
+    yard = [(label, factory, True) for label, factory in _yardsticks(op, x)]
+    mine = [(label, (lambda x, call=call: lambda: call(x)), False) for label, call in candidates(x)]
+    for label, factory, is_yard in mine + yard:
         try:
+            fn = factory(x)
             gate = check(op, fn, x)
             if not gate.passed:
                 print(f"  {label:<58} WRONG: {gate.reason} (rel err {gate.max_rel_error:.2e})")
                 continue
             us, noise = _time_us(fn, dev, budget_s)
+        except SkipCase as exc:
+            print(f"  {label:<58} skipped: {str(exc).splitlines()[0][:100]}")
+            continue
         except Exception as exc:  # compile error, launch failure: report, go on
             print(f"  {label:<58} FAILED: {type(exc).__name__}: {str(exc).splitlines()[0][:100]}")
             continue
         if default_us is None and label.startswith("default"):
             default_us = us
-        print(_row(label, us, nbytes, default_us, f"noise {noise:.1%}" if noise > 0.05 else ""))
+        if is_yard and label == "[torch]":
+            pass  # the built-in is a yardstick for speedups, not a peer to beat
+        elif is_yard not in best or us < best[is_yard][1]:
+            best[is_yard] = (label, us)
+        print(_row(label, us, nbytes, ceiling, default_us, f"noise {noise:.1%}" if noise > 0.05 else ""))
+    if False not in best:
+        return None
+    peer = best.get(True, ("-", float("nan")))
+    return best[False][0], best[False][1], peer[0], peer[1]
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(prog="tune_triton.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--op", choices=("softmax", "gelu", "all"), default="softmax",
+                        help="which op's cases (default softmax)")  # fmt: skip
     parser.add_argument("--only", default="", help="run only cases whose label contains this")
     parser.add_argument(
         "--budget",
@@ -213,21 +285,36 @@ def main() -> int:
     props = torch.cuda.get_device_properties(dev)
     import triton
 
+    ceiling = measure_copy_ceiling(dev).gbps
     print(
         f"{props.name}, {props.multi_processor_count} SMs, torch {torch.__version__}, "
-        f"triton {triton.__version__}; hot device time, median; vs def = default µs / config µs"
+        f"triton {triton.__version__}; copy ceiling {ceiling:.0f} GB/s (1 GiB copy_); hot device "
+        "time, median; vs def = default µs / config µs; [name] = yardstick backend"
+    )
+    cases = (_softmax_cases() if args.op in ("softmax", "all") else []) + (
+        GELU_CASES if args.op in ("gelu", "all") else []
     )
     start = time.perf_counter()
-    ran = 0
-    for op_name, shape, dtype, candidates in CASES:
+    summary = []
+    for op_name, shape, dtype, candidates in cases:
         label = f"{op_name} {'x'.join(map(str, shape))} {str(dtype).removeprefix('torch.')}"
         if args.only in label:
-            run_case(op_name, shape, dtype, candidates, dev, args.budget)
+            nbytes = get_op(op_name).bytes_moved(shape, dtype)
+            best = run_case(op_name, shape, dtype, candidates, dev, args.budget, ceiling)
             torch.cuda.empty_cache()  # the case's tensors are gone: let the next one have HBM
-            ran += 1
-    if not ran:
+            summary.append((label, nbytes, best))
+    if not summary:
         raise UsageError(f"--only {args.only!r} matches no case")
-    print(f"\n{ran} cases in {time.perf_counter() - start:.0f} s")
+    print(f"\nbest per case (% of the copy ceiling {ceiling:.0f} GB/s)")
+    for label, nbytes, best in summary:
+        if best is None:
+            print(f"  {label:<28} no candidate ran")
+            continue
+        name, us, peer, peer_us = best
+        pct = pct_of_ceiling(effective_bandwidth_gbps(nbytes, us * 1e-3), ceiling)
+        peer_pct = pct_of_ceiling(effective_bandwidth_gbps(nbytes, peer_us * 1e-3), ceiling)
+        print(f"  {label:<28} {pct:5.1f}%  {us:9.1f} µs  {name:<58} best peer {peer} {peer_pct:.1f}%")
+    print(f"\n{len(summary)} cases in {time.perf_counter() - start:.0f} s")
     return 0
 
 
