@@ -163,6 +163,9 @@ class Op:
             product).
         headline: the shape the op's one-number summaries report (the speedup chart), one of
             ``grids["default"]``.
+        traffic: optional ``traffic(shape, element size in bytes) -> int``, the fewest bytes one
+            call must move, for ops that read more than one tensor-sized input (a normalization's
+            weight vector); default ``2 * numel * element size`` (see :meth:`bytes_moved`).
         backends: registered backends by name, filled by :meth:`backend`.
     """
 
@@ -175,6 +178,7 @@ class Op:
     roofline: str = "memory"
     tolerance: Callable[[Shape, str], float] | None = None
     headline: Shape | None = None
+    traffic: Callable[[Shape, int], int] | None = None
     backends: dict[str, Backend] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -205,10 +209,14 @@ class Op:
     def bytes_moved(self, shape: Shape, dtype: torch.dtype) -> int:
         """Fewest bytes the op must move: read the input once, write the output once.
 
-        Returns ``2 * numel * element size`` in bytes (the nvbench way of declaring global
-        memory reads and writes from the shape, not guessing them from the timing).
+        Returns ``2 * numel * element size`` in bytes, or the op's own ``traffic(shape, element
+        size)`` when it declares one (the nvbench way of declaring global memory reads and
+        writes from the shape, not guessing them from the timing).
         """
-        return 2 * math.prod(shape) * torch.empty((), dtype=dtype).element_size()
+        itemsize = torch.empty((), dtype=dtype).element_size()
+        if self.traffic is not None:
+            return self.traffic(shape, itemsize)
+        return 2 * math.prod(shape) * itemsize
 
     def get_backend(self, name: str) -> Backend:
         """The backend ``name``.

@@ -69,6 +69,14 @@ def test_bytes_moved_is_read_once_write_once():
     assert op.bytes_moved((1, 1048576), torch.bfloat16) == 2 * 1048576 * 2
 
 
+def test_an_op_may_declare_its_own_traffic():
+    # A normalization also reads its weight vector: rows x cols in and out, cols more in.
+    op = Op("toy", reference=lambda x: x, grids={"default": []},
+            traffic=lambda shape, itemsize: (2 * shape[0] + 1) * shape[1] * itemsize)
+    assert op.bytes_moved((8, 1024), torch.bfloat16) == (2 * 8 + 1) * 1024 * 2
+    assert op.bytes_moved((8, 1024), torch.float32) == (2 * 8 + 1) * 1024 * 4
+
+
 def test_shape_labels_round_trip():
     assert shape_label((8192, 16384)) == "8192x16384"
     assert parse_shape("8192x16384") == (8192, 16384)
