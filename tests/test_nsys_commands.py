@@ -10,6 +10,11 @@ import pytest
 
 from fusebench import nsys
 from fusebench.environment import ROOT, git_commit
+from fusebench.registry import BACKENDS
+from kernels import OPS
+
+VALID_OPS = ", ".join(OPS)  # the registry's order
+VALID_BACKENDS = ", ".join(BACKENDS)
 
 NSYS_PROFILE = ("-t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi "
                 "--capture-range-end=stop")
@@ -167,14 +172,14 @@ def driver_in_process(monkeypatch, capsys, *args):
 def test_a_bad_name_in_a_fresh_process_is_one_line_without_traceback():
     out = driver("check", "--op=relu", "--nsys", "nsys")
     assert out.returncode == 2
-    assert out.stderr == "nsys_driver: error: unknown op 'relu'; valid ops: gelu, softmax, matmul\n"
+    assert out.stderr == f"nsys_driver: error: unknown op 'relu'; valid ops: {VALID_OPS}\n"
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--op=relu"], "nsys_driver: error: unknown op 'relu'; valid ops: gelu, softmax, matmul"),
-    (["--op="], "nsys_driver: error: OP= names the op to profile; valid ops: gelu, softmax, matmul"),
+    (["--op=relu"], f"nsys_driver: error: unknown op 'relu'; valid ops: {VALID_OPS}"),
+    (["--op="], f"nsys_driver: error: OP= names the op to profile; valid ops: {VALID_OPS}"),
     (["--op=gelu", "--backends", "cudnn"],
-     "nsys_driver: error: unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
+     f"nsys_driver: error: unknown backend 'cudnn'; valid backends: {VALID_BACKENDS}"),
     (["--op=softmax", "--shapes", "3x3"], "nsys_driver: error: unknown shape '3x3'; valid shapes: "
      "65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 1024x32768, 4096x65536, 256x262144, "
      "1x1048576"),

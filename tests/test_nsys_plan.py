@@ -9,7 +9,10 @@ from fusebench import capture, nvtx_ranges
 from fusebench.errors import UsageError
 from fusebench.nvtx_ranges import RangeName, backend_color, parse_range, range_name
 from fusebench.profile_plan import CALLS, Case, plan, select
+from fusebench.registry import BACKENDS
 from kernels import get_op
+
+VALID_BACKENDS = ", ".join(BACKENDS)
 
 GELU_DEFAULT = [
     f"gelu/{b}/{s}/{d}"
@@ -48,7 +51,7 @@ def test_selection_narrows_and_keeps_the_users_order():
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"backends": "cudnn"}, "unknown backend 'cudnn'; valid backends: eager, torch, compile, triton, cuda"),
+    ({"backends": "cudnn"}, f"unknown backend 'cudnn'; valid backends: {VALID_BACKENDS}"),
     ({"dtypes": "fp8"}, "unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16"),
     ({"shapes": "7x7"}, "unknown shape '7x7'; valid shapes: 1024, 16384, 262144, 1048576, 4194304, "
                         "16777216, 67108864, 16384x16384"),

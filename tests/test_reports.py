@@ -11,7 +11,9 @@ import torch
 
 from fusebench import mlp, pitfalls, profiling, reports
 from fusebench.environment import ROOT
-from kernels import get_op
+from kernels import OPS, get_op
+
+VALID_OPS = ", ".join(OPS)  # the registry's order
 
 CPU = torch.device("cpu")
 
@@ -135,7 +137,7 @@ def test_profile_script_stores_the_report(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--op", "gleu"], "profile: error: unknown op 'gleu'; valid ops: gelu, softmax, matmul"),
+    (["--op", "gleu"], f"profile: error: unknown op 'gleu'; valid ops: {VALID_OPS}"),
     (["--op", "gelu", "--backends", "cudnn"], "profile: error: unknown backend 'cudnn'; valid backends:"),
     (["--op", "gelu", "--dtype", "tf32"], "profile: error: unknown dtype 'tf32' for gelu; valid dtypes: "
                                           "float32, bfloat16, float16"),
@@ -152,7 +154,7 @@ def test_profile_bad_op_from_make_is_one_line_and_exit_2():
     out = subprocess.run(["make", "-s", f"PYTHON={sys.executable}", "DEPS=", "profile", "OP=gleu"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
-    assert out.stderr.splitlines()[0] == "profile: error: unknown op 'gleu'; valid ops: gelu, softmax, matmul"
+    assert out.stderr.splitlines()[0] == f"profile: error: unknown op 'gleu'; valid ops: {VALID_OPS}"
 
 
 # --- MLP --------------------------------------------------------------------------------------------
