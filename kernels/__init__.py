@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from fusebench.errors import UsageError
 from fusebench.registry import Op
-from kernels import gelu, matmul, softmax
+from kernels import gelu, matmul, rmsnorm, softmax
 
-OPS: dict[str, Op] = {op.name: op for op in (gelu.OP, softmax.OP, matmul.OP)}
+OPS: dict[str, Op] = {op.name: op for op in (gelu.OP, softmax.OP, rmsnorm.OP, matmul.OP)}
 
 
 def get_op(name: str) -> Op:
