@@ -20,8 +20,10 @@ import torch
 
 from fusebench.errors import SkipCase, UsageError
 
-#: The fixed backend axis, in report order. ``eager`` is the unfused baseline.
-BACKENDS: tuple[str, ...] = ("eager", "torch", "compile", "triton", "cuda")
+#: The fixed backend axis, in report order. ``eager`` is the unfused baseline; after fusebench's own
+#: kernels come the reference backends, the field's public kernels under their library's name
+#: (``kernels/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
+BACKENDS: tuple[str, ...] = ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
 
 #: The plain dtypes (names as used on the command line and in asv); the memory-bound ops'
 #: dtype axis.

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 
 from fusebench.backends import compiled, require_cuda_extension, require_triton
 from fusebench.registry import Op
+from kernels import reference_libs
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -93,3 +94,11 @@ def cuda(x):
     """Hand-written CUDA C++ kernel (``kernels/cuda/gelu.cu``), built as a torch extension."""
     ext = require_cuda_extension(x)
     return lambda: ext.gelu(x)
+
+
+# Liger-Kernel has no plain GELU (only GEGLU) and QuACK's is a GEMM epilogue: FlagGems is the one
+# reference library with this op (kernels/reference_libs.py).
+@OP.backend("flaggems")
+def flaggems(x):
+    """FlagGems' Triton GELU, tanh approximation (``reference_libs.flaggems_gelu``)."""
+    return reference_libs.flaggems_gelu(x)

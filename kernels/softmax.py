@@ -17,6 +17,7 @@ import torch
 
 from fusebench.backends import compiled, require_cuda_extension, require_triton
 from fusebench.registry import Op
+from kernels import reference_libs
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -104,3 +105,21 @@ def cuda(x):
     """Hand-written CUDA C++ kernels (``kernels/cuda/softmax.cu``), built as a torch extension."""
     ext = require_cuda_extension(x)
     return lambda: ext.softmax(x)
+
+
+@OP.backend("liger")
+def liger(x):
+    """Liger-Kernel's Triton softmax (``reference_libs.liger_softmax``)."""
+    return reference_libs.liger_softmax(x)
+
+
+@OP.backend("quack")
+def quack(x):
+    """QuACK's CuTe DSL softmax (``reference_libs.quack_softmax``)."""
+    return reference_libs.quack_softmax(x)
+
+
+@OP.backend("flaggems")
+def flaggems(x):
+    """FlagGems' Triton softmax (``reference_libs.flaggems_softmax``)."""
+    return reference_libs.flaggems_softmax(x)
