@@ -15,12 +15,13 @@
 # SYSTEM_PACKAGES below; scripts/standin_base.sh), imported as a local image and built with
 #   --build-arg BASE_IMAGE=localhost/fusebench-standin --build-arg BASE_DIGEST=sha256:<its digest>
 #   --build-arg FLAVOUR=cpu --volume <wheelhouse>:/tmp/wheels:ro
-# Everything after FROM is shared. The lines that differ are these four, each marked `differs (n)`:
+# Everything after FROM is shared. The lines that differ are these five, each marked `differs (n)`:
 #   1. FROM: the CUDA base and its digest | the stand-in and its digest (BASE_IMAGE, BASE_DIGEST);
 #   2. Nsight Systems from NVIDIA's CUDA apt repository | skipped (FLAVOUR=cpu);
 #   3. the lock's CUDA view from PyPI (scripts/lock_view.sh cuda: CUDA torch and what it needs) |
 #      its CPU view (lock_view.sh cpu: the CPU torch, no triton) from the mounted wheelhouse, no index;
 #   4. the `cuda` backend's extension built and `nsys --version` checked | skipped (no nvcc, no GPU).
+#   5. the reference backends' libraries (requirements-reference.lock) installed | skipped.
 # Python is the base's own python3 (3.12 on Ubuntu 24.04, 3.11 on Debian 12; the lock has wheels for
 # both): no version is written here.
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
@@ -98,6 +99,18 @@ RUN test -n "${LOCK_HASH}" || { echo "LOCK_HASH is required: make image passes i
  && pip check \
  && python -c "import sys, torch; c = torch.version.cuda; assert (c or '').startswith('13') if sys.argv[1] == 'cuda' else c is None, (torch.__version__, c)" "${FLAVOUR}" \
  && rm -rf /tmp/lock
+
+# The reference backends' libraries (Liger-Kernel, QuACK, FlagGems: kernels/reference_libs.py), the
+# optional group requirements-reference.lock, installed over the lock with --no-deps so that none of
+# them brings another torch or triton (that file pins each runtime dependency on a line of its own),
+# every hash checked. No `pip check` after it: the packages' metadata names what --no-deps leaves out
+# on purpose (nvidia-cutlass-dsl's libs-cu12, replaced by libs-cu13 for CUDA 13; flag-gems' exact pins
+# of numpy, packaging and pyyaml, taken from requirements.lock). The CPU stand-in skips it: these
+# backends need a GPU, and `make image-test` (CI) stays fast without ~110 MB more wheels.
+COPY requirements-reference.lock /tmp/reflock/
+# differs (5)
+RUN if [ "${FLAVOUR}" = cuda ]; then pip install --no-deps --require-hashes -r /tmp/reflock/requirements-reference.lock; fi \
+ && rm -rf /tmp/reflock
 
 # The `cuda` backend's extension, built now (no GPU needed: `python -m kernels.cuda_ext`) into the
 # directory the runtime loads it from. Built from /workspace, where the checkout is mounted at run

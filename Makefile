@@ -19,6 +19,9 @@ QUICK         ?=
 ROUNDS        ?=
 DIRTY         ?=
 PYTEST_ARGS   ?=
+# REFERENCE=1: make venv also installs the reference backends' libraries (liger, quack, flaggems),
+# the optional group requirements-reference.lock, with --no-deps over requirements.lock.
+REFERENCE     ?=
 
 BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
@@ -81,7 +84,7 @@ WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-imag
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1"
+	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
@@ -123,7 +126,7 @@ test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .
 
-venv: $(VENV)/.installed ## create the virtual environment from requirements.lock
+venv: $(VENV)/.installed $(if $(REFERENCE),$(VENV)/.reference) ## create the virtual environment from requirements.lock (REFERENCE=1: and the reference backends' libraries)
 
 $(VENV)/.installed: requirements.lock
 	@v=$$($(SYSTEM_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
@@ -133,9 +136,16 @@ $(VENV)/.installed: requirements.lock
 	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock
 	touch $@
 
-lock: ## regenerate requirements.lock from requirements.in (needs pip-tools and PyPI; both torch builds)
+# --no-deps: the group pins every runtime dependency itself and must not bring another torch or triton.
+$(VENV)/.reference: $(VENV)/.installed requirements-reference.lock
+	$(VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-reference.lock
+	touch $@
+
+lock: ## regenerate requirements.lock and requirements-reference.lock (needs pip-tools and PyPI; both torch builds)
 	$(PYTHON) scripts/lock.py compile
 	$(PYTHON) scripts/lock.py check
+	$(PYTHON) scripts/lock.py reference
+	$(PYTHON) scripts/lock.py reference --check
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \

@@ -176,12 +176,13 @@ def test_dockerfile_pins_base_nsys_and_user():
 
 def test_one_dockerfile_two_bases_the_differing_lines_named():
     text = DOCKERFILE.read_text()
-    # the four places that differ are marked, in order, and FLAVOUR chooses nothing else
-    assert re.findall(r"^# differs \((\d)\)", text, re.M) == ["1", "2", "3", "4"]
+    # the five places that differ are marked, in order, and FLAVOUR chooses nothing else
+    assert re.findall(r"^# differs \((\d)\)", text, re.M) == ["1", "2", "3", "4", "5"]
     assert "ARG FLAVOUR=cuda" in text
     uses = [ln for ln in text.splitlines() if "FLAVOUR}" in ln and not ln.startswith("#")]
-    # the label, nsys, the lock's view, its install (and its error), torch's check, the extension
-    assert len(uses) == 7, uses
+    # the label, nsys, the lock's view, its install (and its error), torch's check, the extension,
+    # the reference group
+    assert len(uses) == 8, uses
     # no Python version is written: the base's python3 (3.12 on Ubuntu 24.04, 3.11 on Debian 12)
     assert not re.search(r"python3\.\d", text) and "python3 -m venv /opt/venv" in text
     # the stand-in's debootstrap reads the same package list
@@ -191,7 +192,7 @@ def test_one_dockerfile_two_bases_the_differing_lines_named():
     assert {"python3", "python3-venv", "python3-dev", "g++", "git", "make"} <= set(packages.split())
     # the build context holds only what the Dockerfile copies
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
-    copied = {"requirements.lock", "scripts/lock_view.sh", "scripts/entrypoint.sh", "fusebench/", "kernels/"}
+    copied = {"requirements.lock", "requirements-reference.lock", "scripts/lock_view.sh", "scripts/entrypoint.sh", "fusebench/", "kernels/"}
     assert "*" in ignore
     sources = {s for ln in re.findall(r"^COPY (.+) \S+$", text, re.M) for s in ln.split()}
     assert sources == copied
