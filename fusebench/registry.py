@@ -230,8 +230,14 @@ class Op:
         if name not in BACKENDS:
             raise UsageError(f"unknown backend {name!r}; valid backends: {', '.join(BACKENDS)}")
         if name not in self.backends:
-            raise SkipCase(f"{self.name} has no {name} backend")
+            raise SkipCase(no_backend_reason(self.name, name))
         return self.backends[name]
+
+
+def no_backend_reason(op: str, backend: str) -> str:
+    """The skip reason of a case whose op does not implement ``backend`` (reports leave its column
+    out: the op has no such backend, rather than this machine not running it)."""
+    return f"{op} has no {backend} backend"
 
 
 def shape_label(shape: Shape) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
+from dataclasses import dataclass
 
-from fusebench.registry import BACKENDS
+from fusebench.registry import BACKENDS, no_backend_reason
 from fusebench.sweep import Record, Sweep
 
 #: Above this relative spread (IQR / median, 10 %) a case's figure is called noisy in words: a
@@ -110,11 +111,13 @@ def summary(result: Sweep) -> str:
                                            for s in shapes)]
         if not cols:
             continue
-        out += ["", f"{op} {dtype}", "", "| shape | " + " | ".join(cols) + " |",
-                "|---|" + "---|" * len(cols)]
-        for s in shapes:
-            row = [cell(cases.get((s, b)), cases.get((s, "eager"))) for b in cols]
-            out.append(f"| {s} | " + " | ".join(row) + " |")
+        out += ["", f"{op} {dtype}", ""] + markdown_table(
+            ["shape", *cols], [[s, *(cell(cases.get((s, b)), cases.get((s, "eager"))) for b in cols)]
+                               for s in shapes])
+    for op in dict.fromkeys(r.op for r in result.records):
+        table = ceiling_table(result, op)
+        if table is not None:
+            out += ["", table.title, ""] + table.markdown()
     from fusebench import runrecord
 
     run = runrecord.summary_lines(result)
@@ -125,3 +128,94 @@ def summary(result: Sweep) -> str:
         out += ["", f"{len(failed)} case(s) failed:"]
         out += [f"- {r.op}/{r.backend}/{r.shape}/{r.dtype}: {r.reason}" for r in failed]
     return "\n".join(out)
+
+
+def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """A Markdown table's lines: ``| a | b |``, ``|---|---|``, then one line per row."""
+    return (["| " + " | ".join(header) + " |", "|---|" + "---|" * (len(header) - 1)]
+            + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One cell of :class:`CeilingTable`: its text, whether it is the row's best figure, and the
+    reason of a case that was not timed (``note``, numbered in the table's notes)."""
+
+    text: str
+    best: bool = False
+    note: str | None = None
+
+
+@dataclass
+class CeilingTable:
+    """An op's % of the copy ceiling per backend, one row per (shape, dtype): issue 15's table.
+
+    Attributes:
+        title: one line: op, ceiling (GB/s), device, commit.
+        header: ``"<op> shape, dtype"``, then the backends in :data:`BACKENDS` order.
+        rows: the row label, then one :class:`Cell` per backend.
+        notes: the distinct reasons of the cases not timed, in order; a cell's mark ``(n)`` is
+            ``notes[n - 1]``.
+    """
+
+    title: str
+    header: list[str]
+    rows: list[tuple[str, list[Cell]]]
+    notes: list[str]
+
+    def cell_text(self, c: Cell) -> str:
+        """``"97"``, ``"**97**"`` (the row's best), ``"error (1)"``, ``"— (2)"``."""
+        text = f"**{c.text}**" if c.best else c.text
+        return f"{text} ({self.notes.index(c.note) + 1})" if c.note else text
+
+    def markdown(self) -> list[str]:
+        """The table as Markdown lines (:func:`markdown_table`), its notes numbered under it."""
+        lines = markdown_table(self.header, [[label, *(self.cell_text(c) for c in cells)]
+                                             for label, cells in self.rows])
+        if self.notes:
+            lines.append("")
+            lines += [f"({i}) {note}" for i, note in enumerate(self.notes, 1)]
+        return lines
+
+
+def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
+    """% of the copy ceiling (hot device time) of every backend of ``op`` side by side, from a run's
+    records (``make bench``'s sweep, or a stored run record: ``fusebench.runrecord``).
+
+    Rows are (shape, dtype) in run order, dtype first; columns the backends of :data:`BACKENDS` that
+    the op has (a case skipped as ``"<op> has no <backend> backend"`` makes no column). A timed case
+    shows its % rounded to a whole number, the row's highest in bold; a failed case ``error``, a
+    skipped one ``—``, each with its reason as a numbered note. None when ``op`` has no record, is
+    not memory-bound, or nothing of it was timed.
+    """
+    recs = [r for r in sweep.records if r.op == op]
+    if not recs or any(r.roofline != "memory" for r in recs) or all(r.status != "ok" for r in recs):
+        return None
+    cols = [b for b in BACKENDS if any(r.backend == b and r.reason != no_backend_reason(op, b) for r in recs)]
+    by_key = {(r.shape, r.dtype, r.backend): r for r in recs}
+    shapes, dtypes = dict.fromkeys(r.shape for r in recs), dict.fromkeys(r.dtype for r in recs)
+    labels = [(d, s) for d in dtypes for s in shapes if any((s, d, b) in by_key for b in cols)]
+    notes: list[str] = []
+    rows = []
+    for dtype, shape in labels:
+        found = [by_key.get((shape, dtype, b)) for b in cols]
+        ok = [r.pct_of_ceiling for r in found if r and r.status == "ok" and r.pct_of_ceiling is not None]
+        # the row's best in bold, where it tells something: not when every figure rounds to it
+        best = round(max(ok)) if ok and any(round(p) != round(max(ok)) for p in ok) else None
+        cells = []
+        for r in found:
+            if r is None:
+                cells.append(Cell("-"))
+            elif r.status == "ok" and r.pct_of_ceiling is not None:
+                cells.append(Cell(f"{r.pct_of_ceiling:.0f}", best=round(r.pct_of_ceiling) == best))
+            else:
+                note = r.reason or r.status
+                if note not in notes:
+                    notes.append(note)
+                cells.append(Cell("error" if r.status == "failed" else "—", note=note))
+        rows.append((f"{shape} {dtype}", cells))
+    env = sweep.environment
+    clock = "hot device time" if env.get("device") == "cuda" else "host time"
+    title = (f"{op}: % of the copy ceiling ({sweep.ceiling_gbps:.0f} GB/s), {clock}, higher is better; "
+             f"{env.get('gpu') or 'CPU'}, commit {str(env.get('git_commit'))[:12]}")
+    return CeilingTable(title, [f"{op} shape, dtype", *cols], rows, notes)

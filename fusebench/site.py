@@ -311,10 +311,30 @@ def add_plots_tab(html_dir: Path) -> None:
     add_tab(html_dir, NAV_PLOTS)
 
 
+def table_html(table) -> str:
+    """A :class:`fusebench.report.CeilingTable` as an HTML table: the same cells as its Markdown
+    (``CeilingTable.cell_text``, bold as ``<b>``), a case not timed carrying its reason as a tooltip
+    too, and the numbered notes under it."""
+    esc = htmllib.escape
+
+    def td(c) -> str:
+        text = esc(table.cell_text(c)).replace("**", "")
+        text = f"<b>{text}</b>" if c.best else text
+        title = f' title="{esc(c.note)}"' if c.note else ""
+        return f'<td style="text-align:right"{title}>{text}</td>'
+
+    head = "".join(f"<th>{esc(h)}</th>" for h in table.header)
+    rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>" for label, cells in table.rows)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
+    return (f"<p>{esc(table.title)}</p><table border=\"1\" cellpadding=\"3\" style=\"border-collapse:"
+            f"collapse\"><tr>{head}</tr>{rows}</table>" + (f"<ol>{notes}</ol>" if notes else ""))
+
+
 def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
-    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
-    newest commit first per machine; no script. An unreadable record is named on the page."""
-    from fusebench import runrecord
+    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``) and
+    its ops' % of the copy ceiling per backend (``report.ceiling_table``), newest commit first per
+    machine; no script. An unreadable record is named on the page."""
+    from fusebench import report, runrecord
     from fusebench.errors import UsageError
 
     body = []
@@ -322,12 +342,17 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
 
     records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
     for machine, path in records:
+        tables = []
         try:
-            lines = runrecord.summary_lines(Sweep.load(path))
+            sweep = Sweep.load(path)
+            lines = runrecord.summary_lines(sweep)
+            tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
+                      if (t := report.ceiling_table(sweep, op)) is not None]
         except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
             lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
         items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
-        body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>")
+        body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>"
+                    + "".join(table_html(t) for t in tables))
     if not body:
         body.append("<p>No run records yet: make bench stores one per run.</p>")
     page = html_dir / RUNS / "index.html"

@@ -1,0 +1,51 @@
+"""The % of the copy ceiling of every backend side by side, per (shape, dtype), from a run record.
+
+    python scripts/ceiling_table.py [RECORD] [--op softmax]
+
+RECORD: a run record, ``records/<machine>/<sha8>.json`` (default: the newest one under ``records/``).
+Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
+at the end of its summary and the site's Runs tab shows (``fusebench.report.ceiling_table``): the
+README's table of the reference backends is pasted from it. Exit status 0; 2 on bad input (no record,
+an unreadable one, an op the record has no timed case of).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from fusebench import report, runrecord  # noqa: E402
+from fusebench.cli import run_main  # noqa: E402
+from fusebench.environment import ROOT  # noqa: E402
+from fusebench.errors import UsageError  # noqa: E402
+from fusebench.sweep import Sweep  # noqa: E402
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(prog="ceiling_table", description=__doc__.splitlines()[0])
+    ap.add_argument("record", nargs="?", type=Path, help="a run record (default: the newest in records/)")
+    ap.add_argument("--op", help="one op (default: every memory-bound op of the record)")
+    args = ap.parse_args()
+    path = args.record
+    if path is None:
+        stored = runrecord.all_records(ROOT / "records")
+        if not stored:
+            raise UsageError("no run record under records/: make bench stores one per run")
+        path = max((p for _, p in stored), key=lambda p: p.stat().st_mtime)
+    try:
+        sweep = Sweep.load(path)
+    except (OSError, ValueError, TypeError, KeyError) as exc:
+        raise UsageError(f"cannot read run record {path}: {exc}") from None
+    ops = [args.op] if args.op else list(dict.fromkeys(r.op for r in sweep.records))
+    tables = [t for op in ops if (t := report.ceiling_table(sweep, op)) is not None]
+    if not tables:
+        raise UsageError(f"{path}: no timed case of a memory-bound op {', '.join(ops)}")
+    print("\n\n".join("\n".join([t.title, "", *t.markdown()]) for t in tables))
+    return 0
+
+
+if __name__ == "__main__":
+    run_main(main, "ceiling_table")
