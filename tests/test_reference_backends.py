@@ -1,0 +1,214 @@
+"""The reference backends (liger, quack, flaggems): registered where their library has the op, lazy,
+skipped with the cause where they cannot run, a library's refusal a skip in its own words; their
+optional lock; and the % of the copy ceiling table that puts every backend side by side."""
+
+import subprocess
+import sys
+import types
+
+import pytest
+import torch
+
+from fusebench import correctness, report, site
+from fusebench.environment import ROOT
+from fusebench.errors import SkipCase
+from fusebench.registry import BACKENDS
+from fusebench.sweep import Record, Sweep
+from kernels import get_op, reference_libs
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import lock  # noqa: E402
+
+REFERENCE = ("liger", "quack", "flaggems")
+
+
+def test_the_reference_backends_follow_fusebenchs_own_in_report_order():
+    assert BACKENDS == ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
+    assert tuple(reference_libs.LIBRARIES) == REFERENCE
+    assert [b for b in get_op("softmax").backends if b in REFERENCE] == list(REFERENCE)
+    # GELU (tanh): only FlagGems has it (Liger: GEGLU only; QuACK: a GEMM epilogue only)
+    assert [b for b in get_op("gelu").backends if b in REFERENCE] == ["flaggems"]
+    assert not set(REFERENCE) & set(get_op("matmul").backends)
+
+
+def test_import_kernels_imports_no_reference_library():
+    code = ("import sys, kernels; print(sorted(m for m in sys.modules "
+            "if m.split('.')[0] in ('liger_kernel', 'quack', 'flag_gems', 'cutlass')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("op, backend", [("softmax", "liger"), ("softmax", "quack"),
+                                         ("softmax", "flaggems"), ("gelu", "flaggems")])
+def test_on_the_cpu_each_reference_backend_is_skipped_needing_a_gpu(op, backend):
+    x = torch.randn(4, 8)
+    with pytest.raises(SkipCase) as exc:
+        get_op(op).backends[backend].factory(x)
+    package = reference_libs.LIBRARIES[backend].package
+    assert str(exc.value) == f"{package} needs a CUDA GPU"
+
+
+ON_GPU = types.SimpleNamespace(is_cuda=True)  # load() only asks where the input is
+
+
+def test_a_library_not_installed_is_a_skip_naming_the_package_its_pin_and_the_group(monkeypatch):
+    monkeypatch.setattr(reference_libs.importlib.util, "find_spec", lambda name: None)
+    with pytest.raises(SkipCase) as exc:
+        reference_libs.load("quack", ON_GPU, "quack")
+    assert str(exc.value) == ("quack-kernels 0.6.5 is not installed; install the reference group: make "
+                              "venv REFERENCE=1, or pip install --no-deps --require-hashes -r "
+                              "requirements-reference.lock")
+
+
+def test_a_library_that_cannot_be_imported_is_a_skip_with_the_import_error(monkeypatch):
+    monkeypatch.setattr(reference_libs.importlib.util, "find_spec", lambda name: object())
+    monkeypatch.setattr(reference_libs.importlib.metadata, "version", lambda name: "0.6.5")
+
+    def broken(name):
+        raise ModuleNotFoundError("No module named 'cutlass'")
+
+    monkeypatch.setattr(reference_libs.importlib, "import_module", broken)
+    with pytest.raises(SkipCase, match=r"^quack-kernels 0\.6\.5 cannot be imported \(ModuleNotFoundError: "
+                                       r"No module named 'cutlass'\); install the reference group"):
+        reference_libs.load("quack", ON_GPU, "quack")
+
+
+def _fake_liger(monkeypatch, apply):
+    """Liger's softmax module replaced by one whose ``LigerSoftmaxFunction.apply`` is ``apply``."""
+    fake = types.SimpleNamespace(LigerSoftmaxFunction=types.SimpleNamespace(apply=apply))
+    monkeypatch.setattr(reference_libs, "load", lambda backend, x, module: fake)
+    monkeypatch.setattr(reference_libs.Library, "installed_version", lambda self: None)
+
+
+def test_a_library_refusing_a_shape_is_a_skip_with_the_librarys_own_line(monkeypatch):
+    def refuse(x):  # Liger 0.8.5's calculate_settings, word for word
+        raise RuntimeError("Cannot launch Triton kernel since n = 262144 exceeds the recommended "
+                           "Triton blocksize = 65536.\nsecond line")
+
+    _fake_liger(monkeypatch, refuse)
+    with pytest.raises(SkipCase) as exc:
+        get_op("softmax").backends["liger"].factory(torch.randn(2, 8, dtype=torch.bfloat16))
+    assert str(exc.value) == ("liger-kernel 0.8.5 refuses 2x8 bfloat16: RuntimeError: Cannot launch Triton "
+                              "kernel since n = 262144 exceeds the recommended Triton blocksize = 65536.")
+
+
+def test_a_reference_backend_goes_through_the_same_gate(monkeypatch):
+    op, x = get_op("softmax"), torch.randn(16, 64)
+    _fake_liger(monkeypatch, lambda t: torch.softmax(t, -1))
+    assert correctness.check(op, op.backends["liger"].factory(x), x).passed
+    _fake_liger(monkeypatch, lambda t: torch.softmax(t, -1) * 1.01)  # rows no longer sum to 1
+    result = correctness.check(op, op.backends["liger"].factory(x), x)
+    assert not result.passed and result.reason
+
+
+# --- the lock of the optional group -----------------------------------------------------------------
+
+REF_LOCK = ROOT / "requirements-reference.lock"
+
+
+def test_the_reference_lock_pins_what_its_in_file_and_the_adapters_name():
+    blocks = {b.name: b for b in lock.parse(REF_LOCK.read_text())}
+    pins = {lock.normalize(p.split("==")[0]): p.split("==")[1] for p in lock.reference_pins(lock.REFERENCE_IN)}
+    assert {n: b.version for n, b in blocks.items()} == pins
+    for lib in reference_libs.LIBRARIES.values():
+        assert blocks[lib.package].version == lib.version
+    assert REF_LOCK.read_text().startswith(lock.REFERENCE_HEADER)
+    # installed with --no-deps over requirements.lock: no second torch or triton, nothing pinned twice
+    main = {b.name for b in lock.parse((ROOT / "requirements.lock").read_text())}
+    assert not set(blocks) & main
+    # one wheel per supported Python where the wheel is CPython-specific, each hashed and named
+    cu13 = blocks["nvidia-cutlass-dsl-libs-cu13"]
+    named = [c.split()[1] for c in cu13.comments if ".whl" in c]
+    assert named == [f"nvidia_cutlass_dsl_libs_cu13-4.8.1-cp{v}-cp{v}-manylinux_2_28_x86_64.whl"
+                     for v in ("311", "312", "313")]
+    assert len(cu13.hashes) == 3 and all(h in c for h, c in zip(cu13.hashes, cu13.comments[1:]))
+
+
+def test_an_unpinned_reference_requirement_is_refused(tmp_path):
+    (tmp_path / "r.in").write_text("# c\nliger-kernel==0.8.5  # ok\nquack-kernels>=0.6\n")
+    with pytest.raises(lock.UsageError, match="'quack-kernels>=0.6' is not pinned exactly"):
+        lock.reference_pins(tmp_path / "r.in")
+
+
+def _pypi() -> bool:
+    import socket
+
+    try:
+        socket.getaddrinfo("pypi.org", 443)
+    except OSError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(not _pypi(), reason="needs PyPI (pypi.org does not resolve)")
+def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
+    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "reference", "--check"],
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "lock check: reference group, Python 3.11, 3.12, 3.13: 13 packages, all pinned and hashed" in out.stdout
+
+
+# --- the table: % of the copy ceiling, every backend side by side -----------------------------------
+
+def test_the_table_from_a_stored_run_record():
+    sweep = Sweep.load(ROOT / "records" / "h200" / "1fd9c63c.json")
+    table = report.ceiling_table(sweep, "softmax")
+    assert table.header == ["softmax shape, dtype", "eager", "torch", "compile", "triton", "cuda"]
+    assert table.title == ("softmax: % of the copy ceiling (4230 GB/s), hot device time, higher is better; "
+                           "NVIDIA H200, commit 1fd9c63cf3e5")
+    lines = table.markdown()
+    # the README's figures of that run (4096x65536 float32: 48 %, 71 %, 81 %), dtype first, then shape
+    assert lines[2] == "| 65536x128 float32 | 14 | 82 | 66 | 82 | **84** |"
+    assert "| 4096x65536 float32 | 20 | 48 | 65 | 71 | **81** |" in lines
+    assert lines[11] == "| 65536x128 bfloat16 | 9 | 48 | 70 | **96** | 92 |"
+    assert len(lines) == 2 + 9 * 3 and not table.notes
+    assert report.ceiling_table(sweep, "matmul") is None  # compute-bound: its % is of the matrix peak
+
+
+def _rec(backend, status="ok", pct=None, reason=""):
+    return Record("softmax", backend, "256x262144", "float32", status=status, reason=reason, pct_of_ceiling=pct)
+
+
+def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_for_absent_backends():
+    refuse = "liger-kernel 0.8.5 refuses 256x262144 float32: RuntimeError: Cannot launch Triton kernel"
+    records = [_rec("torch", pct=48.2), _rec("cuda", pct=66.4), _rec("liger", "skipped", reason=refuse),
+               _rec("quack", pct=84.0), _rec("flaggems", "failed", reason="max relative error 3e-2"),
+               _rec("eager", "skipped", reason="softmax has no eager backend")]
+    sweep = Sweep({"device": "cuda", "gpu": "NVIDIA H200", "git_commit": "abc"}, 4246.0, "default", records)
+    table = report.ceiling_table(sweep, "softmax")
+    assert table.header == ["softmax shape, dtype", "torch", "cuda", "liger", "quack", "flaggems"]
+    assert table.markdown() == [
+        "| softmax shape, dtype | torch | cuda | liger | quack | flaggems |", "|---|---|---|---|---|---|",
+        "| 256x262144 float32 | 48 | 66 | — (1) | **84** | error (2) |", "",
+        f"(1) {refuse}", "(2) max relative error 3e-2"]
+    page = site.table_html(table)
+    assert f'<td style="text-align:right" title="{refuse}">— (1)</td>' in page
+    assert "<td style=\"text-align:right\"><b>84</b></td>" in page and f"<li>{refuse}</li>" in page
+
+
+def test_the_runs_page_shows_the_table_of_each_record(tmp_path):
+    folder = tmp_path / "records" / "h200"
+    folder.mkdir(parents=True)
+    (folder / "1fd9c63c.json").write_bytes((ROOT / "records" / "h200" / "1fd9c63c.json").read_bytes())
+    page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
+    assert "<th>softmax shape, dtype</th>" in page and "<th>gelu shape, dtype</th>" in page
+    assert "<tr><td>4096x65536 float32</td>" in page
+
+
+# --- on the GPU ---------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, backend", [("softmax", "liger"), ("softmax", "quack"),
+                                         ("softmax", "flaggems"), ("gelu", "flaggems")])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_each_reference_backend_passes_the_gate_where_installed(op, backend, dtype):
+    o = get_op(op)
+    x = torch.randn(512, 4096, device="cuda", dtype=dtype)
+    try:
+        fn = o.backends[backend].factory(x)
+    except SkipCase as exc:
+        if "is not installed" in str(exc) or "cannot be imported" in str(exc):
+            pytest.skip(str(exc))
+        raise
+    result = correctness.check(o, fn, x)
+    assert result.passed, result.reason
