@@ -20,8 +20,8 @@
 #   2. Nsight Systems from NVIDIA's CUDA apt repository | skipped (FLAVOUR=cpu);
 #   3. the lock's CUDA view from PyPI (scripts/lock_view.sh cuda: CUDA torch and what it needs) |
 #      its CPU view (lock_view.sh cpu: the CPU torch, no triton) from the mounted wheelhouse, no index;
-#   4. the `cuda` backend's extension built and `nsys --version` checked | skipped (no nvcc, no GPU).
-#   5. the reference backends' libraries (requirements-reference.lock) installed | skipped.
+#   4. the reference backends' libraries (requirements-reference.lock) installed | skipped;
+#   5. the `cuda` backend's extension built and `nsys --version` checked | skipped (no nvcc, no GPU).
 # Python is the base's own python3 (3.12 on Ubuntu 24.04, 3.11 on Debian 12; the lock has wheels for
 # both): no version is written here.
 ARG BASE_IMAGE=nvidia/cuda:13.0.1-devel-ubuntu24.04
@@ -108,7 +108,7 @@ RUN test -n "${LOCK_HASH}" || { echo "LOCK_HASH is required: make image passes i
 # of numpy, packaging and pyyaml, taken from requirements.lock). The CPU stand-in skips it: these
 # backends need a GPU, and `make image-test` (CI) stays fast without ~110 MB more wheels.
 COPY requirements-reference.lock /tmp/reflock/
-# differs (5)
+# differs (4)
 RUN if [ "${FLAVOUR}" = cuda ]; then pip install --no-deps --require-hashes -r /tmp/reflock/requirements-reference.lock; fi \
  && rm -rf /tmp/reflock
 
@@ -121,7 +121,7 @@ ENV FUSEBENCH_EXT_DIR=/opt/fusebench/torch_extensions
 WORKDIR /workspace
 COPY fusebench/ /workspace/fusebench/
 COPY kernels/ /workspace/kernels/
-# differs (4)
+# differs (5)
 RUN if [ "${FLAVOUR}" = cuda ]; then python -m kernels.cuda_ext && nsys --version; fi \
  && mkdir -p /opt/fusebench/torch_extensions \
  && chmod -R a+rwX /opt/fusebench/torch_extensions

@@ -76,8 +76,8 @@ def select(op: Op, backends: str | None = None, shapes: str | None = None,
 
     Args:
         op: the op (``kernels.get_op(name)`` validates its name).
-        backends: e.g. ``"eager,torch"``; default every backend of :data:`BACKENDS` (a backend
-            the op lacks is reported as skipped when run).
+        backends: e.g. ``"eager,torch"`` (a backend the op lacks is reported as skipped when run);
+            default the op's own backends, in :data:`BACKENDS` order.
         shapes: shape labels of the op's ``default`` grid, e.g. ``"4096x4096,1x1048576"``;
             default the op's ``nsys`` grid on a GPU, ``quick`` grid on the CPU.
         dtypes: e.g. ``"float32"``, of the op's dtype axis; default those of :data:`DEFAULT_DTYPES`
@@ -96,7 +96,8 @@ def select(op: Op, backends: str | None = None, shapes: str | None = None,
         shape_list = [parse_shape(s) for s in pick("shape", _normalized(shapes), valid_shapes)]
     else:
         shape_list = list(op.grids[DEFAULT_GRID.get(device_type, "quick")])
-    return plan(op, pick("backend", backends, BACKENDS), shape_list,
+    chosen = pick("backend", backends, BACKENDS) if backends else [b for b in BACKENDS if b in op.backends]
+    return plan(op, chosen, shape_list,
                 pick("dtype", dtypes, op.dtypes) if dtypes else [d for d in DEFAULT_DTYPES if d in op.dtypes],
                 calls)
 

@@ -145,7 +145,9 @@ class Mode:
 #: Every non-native mode checked before a sweep. Adding one is one entry.
 MODES: tuple[Mode, ...] = (
     Mode("TRITON_INTERPRET", "in Triton's interpreter (emulated on the host)",
-         _triton_interprets, ("triton", "liger", "flaggems"), False, "triton/knobs.py runtime_knobs.interpret"),
+         # liger and flaggems are Triton kernels too (QuACK's are CuTe DSL)
+         _triton_interprets, ("triton", "liger", "flaggems"), False,
+         "triton/knobs.py runtime_knobs.interpret"),
     # Inductor's GPU kernels are Triton kernels: it loads them into the interpreter too
     # (torch/_inductor/async_compile.py, runtime/triton_heuristics.py: TRITON_INTERPRET == "1").
     Mode("TRITON_INTERPRET", "with Inductor's Triton kernels in Triton's interpreter",

@@ -324,7 +324,8 @@ def table_html(table) -> str:
         return f'<td style="text-align:right"{title}>{text}</td>'
 
     head = "".join(f"<th>{esc(h)}</th>" for h in table.header)
-    rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>" for label, cells in table.rows)
+    rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>"
+                   for label, cells in table.rows)
     notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
     return (f"<p>{esc(table.title)}</p><table border=\"1\" cellpadding=\"3\" style=\"border-collapse:"
             f"collapse\"><tr>{head}</tr>{rows}</table>" + (f"<ol>{notes}</ol>" if notes else ""))

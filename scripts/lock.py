@@ -392,7 +392,8 @@ def wheels_for(pins: list[str], python_version: str) -> list[tuple[str, str, str
         if proc.returncode != 0:
             lines = proc.stderr.strip().splitlines() or ["(no output)"]
             tail = next((ln for ln in lines if ln.startswith("ERROR")), lines[-1])
-            raise UsageError(f"pip finds no wheels of the reference group for Python {python_version}: {tail}")
+            raise UsageError(f"pip finds no wheels of the reference group for Python {python_version}: "
+                             f"{tail}")
         items = json.loads(report.read_text())["install"]
     return [(normalize(i["metadata"]["name"]), i["metadata"]["version"],
              i["download_info"]["url"].rsplit("/", 1)[-1],
@@ -428,7 +429,8 @@ def check_reference(lock: Path, req_in: Path, python_versions: list[str]) -> int
         problems.append(f"{lock.name} and {req_in.name} pin different packages or versions: "
                         "run python scripts/lock.py reference")
     for python in python_versions:
-        for name, version, wheel, digest in wheels_for([f"{n}=={b.version}" for n, b in blocks.items()], python):
+        pinned = [f"{n}=={b.version}" for n, b in blocks.items()]
+        for name, version, wheel, digest in wheels_for(pinned, python):
             if digest not in blocks[name].hashes:
                 problems.append(f"{name}=={version}: wheel {wheel} ({digest}) not hashed")
     for p in problems:

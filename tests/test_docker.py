@@ -109,7 +109,9 @@ def test_the_image_installs_exactly_the_lock_as_the_cuda_build():
     installs = re.findall(r"pip install [^\n;]*", text)
     assert installs == ["pip install --require-hashes -r /tmp/lock/view.txt ",
                         "pip install --require-hashes --no-index --find-links /tmp/wheels "
-                        "-r /tmp/lock/view.txt "]
+                        "-r /tmp/lock/view.txt ",
+                        # the reference backends' optional group, over it (GPU flavour only)
+                        "pip install --no-deps --require-hashes -r /tmp/reflock/requirements-reference.lock"]
     assert '/tmp/lock/lock_view.sh "${FLAVOUR}" /tmp/lock/requirements.lock > /tmp/lock/view.txt' in text
     # the CUDA view is the lock as `lock.py cuda` makes it, line for line
     cuda = _view("cuda")
@@ -192,7 +194,8 @@ def test_one_dockerfile_two_bases_the_differing_lines_named():
     assert {"python3", "python3-venv", "python3-dev", "g++", "git", "make"} <= set(packages.split())
     # the build context holds only what the Dockerfile copies
     ignore = (ROOT / ".dockerignore").read_text().splitlines()
-    copied = {"requirements.lock", "requirements-reference.lock", "scripts/lock_view.sh", "scripts/entrypoint.sh", "fusebench/", "kernels/"}
+    copied = {"requirements.lock", "requirements-reference.lock", "scripts/lock_view.sh",
+              "scripts/entrypoint.sh", "fusebench/", "kernels/"}
     assert "*" in ignore
     sources = {s for ln in re.findall(r"^COPY (.+) \S+$", text, re.M) for s in ln.split()}
     assert sources == copied

@@ -17,7 +17,7 @@ VALID_BACKENDS = ", ".join(BACKENDS)
 GELU_DEFAULT = [
     f"gelu/{b}/{s}/{d}"
     for s in ("16777216", "16384x16384") for d in ("float32", "bfloat16")
-    for b in ("eager", "torch", "compile", "triton", "cuda")
+    for b in ("eager", "torch", "compile", "triton", "cuda", "flaggems")
 ]
 
 
@@ -29,12 +29,12 @@ def test_default_gelu_plan_names_every_range_in_run_order():
 
 def test_default_softmax_plan_takes_the_nsys_grid():
     cases = select(get_op("softmax"), device_type="cuda")
-    assert len(cases) == 3 * 2 * 5
+    assert len(cases) == 3 * 2 * 8  # shapes x dtypes x backends (the three reference backends too)
     assert [c.range for c in cases[:6]] == [
         "softmax/eager/4096x4096/float32", "softmax/torch/4096x4096/float32",
         "softmax/compile/4096x4096/float32", "softmax/triton/4096x4096/float32",
         "softmax/cuda/4096x4096/float32", "softmax/eager/4096x4096/bfloat16"]
-    assert cases[-1].range == "softmax/cuda/1x1048576/bfloat16"
+    assert cases[-1].range == "softmax/flaggems/1x1048576/bfloat16"
 
 
 def test_cpu_plan_takes_the_quick_grid():

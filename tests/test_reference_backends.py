@@ -108,7 +108,8 @@ REF_LOCK = ROOT / "requirements-reference.lock"
 
 def test_the_reference_lock_pins_what_its_in_file_and_the_adapters_name():
     blocks = {b.name: b for b in lock.parse(REF_LOCK.read_text())}
-    pins = {lock.normalize(p.split("==")[0]): p.split("==")[1] for p in lock.reference_pins(lock.REFERENCE_IN)}
+    pins = {lock.normalize(p.split("==")[0]): p.split("==")[1]
+            for p in lock.reference_pins(lock.REFERENCE_IN)}
     assert {n: b.version for n, b in blocks.items()} == pins
     for lib in reference_libs.LIBRARIES.values():
         assert blocks[lib.package].version == lib.version
@@ -145,7 +146,8 @@ def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
     out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "reference", "--check"],
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "lock check: reference group, Python 3.11, 3.12, 3.13: 13 packages, all pinned and hashed" in out.stdout
+    assert ("lock check: reference group, Python 3.11, 3.12, 3.13: 13 packages, all pinned and hashed"
+            in out.stdout)
 
 
 # --- the table: % of the copy ceiling, every backend side by side -----------------------------------
@@ -166,7 +168,8 @@ def test_the_table_from_a_stored_run_record():
 
 
 def _rec(backend, status="ok", pct=None, reason=""):
-    return Record("softmax", backend, "256x262144", "float32", status=status, reason=reason, pct_of_ceiling=pct)
+    return Record("softmax", backend, "256x262144", "float32", status=status, reason=reason,
+                  pct_of_ceiling=pct)
 
 
 def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_for_absent_backends():
