@@ -30,10 +30,12 @@ def test_default_gelu_plan_names_every_range_in_run_order():
 def test_default_softmax_plan_takes_the_nsys_grid():
     cases = select(get_op("softmax"), device_type="cuda")
     assert len(cases) == 3 * 2 * 8  # shapes x dtypes x backends (the three reference backends too)
-    assert [c.range for c in cases[:6]] == [
+    assert [c.range for c in cases[:9]] == [
         "softmax/eager/4096x4096/float32", "softmax/torch/4096x4096/float32",
         "softmax/compile/4096x4096/float32", "softmax/triton/4096x4096/float32",
-        "softmax/cuda/4096x4096/float32", "softmax/eager/4096x4096/bfloat16"]
+        "softmax/cuda/4096x4096/float32", "softmax/liger/4096x4096/float32",
+        "softmax/quack/4096x4096/float32", "softmax/flaggems/4096x4096/float32",
+        "softmax/eager/4096x4096/bfloat16"]
     assert cases[-1].range == "softmax/flaggems/1x1048576/bfloat16"
 
 
