@@ -27,6 +27,7 @@ import torch.nn.functional as F
 
 from fusebench.backends import compiled, require_triton
 from fusebench.registry import Op
+from kernels import reference_libs
 
 #: Added to the mean of squares (Llama's ``rms_norm_eps``).
 EPS = 1e-6
@@ -112,3 +113,15 @@ def triton_(x):
 
     w = weight_for(x)
     return lambda: triton_rmsnorm.rmsnorm(x, w, EPS)
+
+
+@OP.backend("liger")
+def liger(x):
+    """Liger-Kernel's Triton RMSNorm (``reference_libs.liger_rmsnorm``)."""
+    return reference_libs.liger_rmsnorm(x, weight_for(x), EPS)
+
+
+@OP.backend("quack")
+def quack(x):
+    """QuACK's CuTe DSL RMSNorm (``reference_libs.quack_rmsnorm``)."""
+    return reference_libs.quack_rmsnorm(x, weight_for(x), EPS)

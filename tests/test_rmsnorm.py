@@ -114,13 +114,16 @@ def test_triton_refuses_a_mismatched_weight():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("backend", ["eager", "torch", "compile", "triton"])
+@pytest.mark.parametrize("backend", ["eager", "torch", "compile", "triton", "liger", "quack"])
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_every_backend_passes_the_gate_on_the_default_grid(backend, dtype):
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
     for shape in OP.grids["default"]:
         x = make_input(shape, dtype, "cuda")
-        fn = OP.get_backend(backend).factory(x)
+        try:
+            fn = OP.get_backend(backend).factory(x)
+        except SkipCase as skip:  # a reference library not installed, or refusing the shape
+            pytest.skip(f"{backend} {shape}: {skip}")
         result = correctness.check(OP, fn, x)
         assert result.passed, (shape, result.reason)
