@@ -405,16 +405,15 @@ int softmax_tma_groups(int64_t rows, int64_t cols, int elem_size, TmaConfig cfg,
 int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant variant,
                     int sm_count, int cc_major, bool aligned, const TmaConfig& tma,
                     int chunk_elems, char* why, int why_len) {
-  auto refuse = [&](const char* fmt, auto... args) {
-    if (why != nullptr && why_len > 0) std::snprintf(why, static_cast<size_t>(why_len), fmt, args...);
-    return 1;
-  };
+  // A macro, not a lambda: the format stays a string literal at every call (-Wformat-security).
+#define FB_REFUSE(...) \
+  ((why != nullptr && why_len > 0 ? std::snprintf(why, static_cast<size_t>(why_len), __VA_ARGS__) : 0), 1)
   if (why != nullptr && why_len > 0) why[0] = '\0';
   const long long r = rows, c = cols;
   const int vec = elem_size > 0 ? 16 / elem_size : 1;
-  if (elem_size != 2 && elem_size != 4) return refuse("element size must be 2 or 4, got %d", elem_size);
+  if (elem_size != 2 && elem_size != 4) return FB_REFUSE("element size must be 2 or 4, got %d", elem_size);
   if (rows < 0 || cols < 0 || cols > 0x7fffffff)
-    return refuse("rows and cols must be >= 0 and cols < 2^31, got %lld x %lld", r, c);
+    return FB_REFUSE("rows and cols must be >= 0 and cols < 2^31, got %lld x %lld", r, c);
   const bool sixteen = aligned && cols % vec == 0;
   switch (variant) {
     case SoftmaxVariant::Auto:
@@ -422,22 +421,22 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
     case SoftmaxVariant::OnlineL2: return 0;
     case SoftmaxVariant::WarpPerRow:
       if (cols > kWarpPerRowMaxCols)
-        return refuse("warp_per_row needs cols <= %lld, got %lld", (long long)kWarpPerRowMaxCols, c);
+        return FB_REFUSE("warp_per_row needs cols <= %lld, got %lld", (long long)kWarpPerRowMaxCols, c);
       return 0;
     case SoftmaxVariant::BlockPerRow:
       if (cols > kBlockPerRowMaxCols)
-        return refuse("block_per_row needs cols <= %lld, got %lld", (long long)kBlockPerRowMaxCols, c);
+        return FB_REFUSE("block_per_row needs cols <= %lld, got %lld", (long long)kBlockPerRowMaxCols, c);
       return 0;
     case SoftmaxVariant::SplitRow:
-      if (rows > 65535) return refuse("split_row needs rows <= 65535, got %lld", r);
+      if (rows > 65535) return FB_REFUSE("split_row needs rows <= 65535, got %lld", r);
       return 0;
     case SoftmaxVariant::Coop: {
       const int ch = chunk_elems == 0 ? kCoopDefaultChunkElems : chunk_elems;
       if (!softmax_coop_chunk_supported(ch))
-        return refuse("chunk must be 0 or one of (2048, 4096, 8192, 16384, 32768), got %d", chunk_elems);
+        return FB_REFUSE("chunk must be 0 or one of (2048, 4096, 8192, 16384, 32768), got %d", chunk_elems);
       // One CTA per SM is always co-resident; more is checked by the cooperative launch.
       if (sm_count > 0 && tma_ceil_div(cols, ch) > sm_count)
-        return refuse("%lld co-resident blocks of %d needed, %d SMs", (long long)tma_ceil_div(cols, ch), ch, sm_count);
+        return FB_REFUSE("%lld co-resident blocks of %d needed, %d SMs", (long long)tma_ceil_div(cols, ch), ch, sm_count);
       return 0;
     }
     case SoftmaxVariant::Cluster: {
@@ -445,11 +444,11 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
       const int max_chunk = elem_size == 2 ? 65536 : 32768;
       const bool known = ch == 4096 || ch == 8192 || ch == 16384 || ch == 32768 || ch == 65536;
       if (chunk_elems != 0 && (!known || ch > max_chunk))
-        return refuse("chunk must be 0 or one of (4096, 8192, 16384, 32768, 65536) (at most %d for "
+        return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768, 65536) (at most %d for "
                       "%d-byte elements), got %d", max_chunk, elem_size, chunk_elems);
-      if (cc_major < 9) return refuse("thread-block clusters need sm_90 or newer");
+      if (cc_major < 9) return FB_REFUSE("thread-block clusters need sm_90 or newer");
       if (!sixteen || ch == 0 || tma_ceil_div(cols, ch) > 16)
-        return refuse("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
+        return FB_REFUSE("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
                       "per row, got cols %lld", vec, ch == 0 ? max_chunk : ch, c);
       return 0;
     }
@@ -459,44 +458,45 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
       const char* name = grid ? "tma_grid" : "tma";
       const TmaConfig cfg = softmax_tma_resolve(tma, elem_size);
       if (!in_list(cfg.chunk_bytes, kTmaChunkBytes, kTmaNumChunkBytes))
-        return refuse("%s: chunk_kb must be 0 or one of (16, 32, 48, 64, 96, 128, 192), got %d",
+        return FB_REFUSE("%s: chunk_kb must be 0 or one of (16, 32, 48, 64, 96, 128, 192), got %d",
                       name, tma.chunk_bytes / 1024);
       if (!in_list(cfg.threads, kTmaThreads, 3))
-        return refuse("%s: threads must be 0, 128, 256 or 512, got %d", name, tma.threads);
+        return FB_REFUSE("%s: threads must be 0, 128, 256 or 512, got %d", name, tma.threads);
       if (cfg.pieces < 1 || cfg.pieces > kTmaMaxPieces || (cfg.pieces & (cfg.pieces - 1)))
-        return refuse("%s: pieces must be 0, 1, 2, 4 or 8, got %d", name, tma.pieces);
+        return FB_REFUSE("%s: pieces must be 0, 1, 2, 4 or 8, got %d", name, tma.pieces);
       if (cfg.ctas_per_sm < 1 || cfg.ctas_per_sm > 4)
-        return refuse("%s: ctas_per_sm must be 0..4, got %d", name, tma.ctas_per_sm);
+        return FB_REFUSE("%s: ctas_per_sm must be 0..4, got %d", name, tma.ctas_per_sm);
       if (cfg.bulk_store != 0 && cfg.bulk_store != 1)
-        return refuse("%s: bulk_store must be 0 or 1, got %d", name, tma.bulk_store);
-      if (cc_major < 9) return refuse("%s: bulk copies and clusters need sm_90 or newer", name);
+        return FB_REFUSE("%s: bulk_store must be 0 or 1, got %d", name, tma.bulk_store);
+      if (cc_major < 9) return FB_REFUSE("%s: bulk copies and clusters need sm_90 or newer", name);
       if (!sixteen)
-        return refuse("%s: needs 16-byte aligned rows and cols a multiple of %d, got cols %lld", name,
+        return FB_REFUSE("%s: needs 16-byte aligned rows and cols a multiple of %d, got cols %lld", name,
                       vec, c);
       if (rows == 0 || cols == 0) return 0;
-      if (sm_count <= 0) return refuse("%s: needs the SM count", name);
+      if (sm_count <= 0) return FB_REFUSE("%s: needs the SM count", name);
       const TmaPlan plan = tma_plan(rows, cols, elem_size, cfg, grid, sm_count);
       const long long bytes = static_cast<long long>(plan.chunk) * elem_size;
       if (plan.groups == 0 || bytes > kTmaMaxChunkBytes)
-        return refuse("%s: a CTA's share of a row is %lld bytes, at most %d fit in shared memory",
+        return FB_REFUSE("%s: a CTA's share of a row is %lld bytes, at most %d fit in shared memory",
                       name, bytes, kTmaMaxChunkBytes);
       if (!grid && plan.groups > kTmaMaxCluster)
-        return refuse("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use tma_grid or "
+        return FB_REFUSE("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use tma_grid or "
                       "a larger chunk_kb", name, plan.groups, cfg.chunk_bytes / 1024);
       if (rows * static_cast<int64_t>(plan.groups) > 0x7fffffff)
-        return refuse("%s: %lld x %d CTAs exceed the grid", name, r, plan.groups);
+        return FB_REFUSE("%s: %lld x %d CTAs exceed the grid", name, r, plan.groups);
       if (grid) {
         const int per_sm_smem = kSmemPerSm / (static_cast<int>(bytes) + kSmemReservedPerCta + 1024);
         const int per_sm_threads = kMaxThreadsPerSm / cfg.threads;
         const int per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
         if (rows * plan.groups > static_cast<int64_t>(per_sm) * sm_count)
-          return refuse("%s: %lld co-resident CTAs needed (%lld rows x %d), at most %d per SM x %d SMs",
+          return FB_REFUSE("%s: %lld co-resident CTAs needed (%lld rows x %d), at most %d per SM x %d SMs",
                         name, r * plan.groups, r, plan.groups, per_sm, sm_count);
       }
       return 0;
     }
   }
-  return refuse("unknown variant %d", static_cast<int>(variant));
+  return FB_REFUSE("unknown variant %d", static_cast<int>(variant));
+#undef FB_REFUSE
 }
 
 cudaError_t softmax_tma(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
