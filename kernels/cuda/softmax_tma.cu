@@ -170,37 +170,47 @@ __global__ void __launch_bounds__(THREADS)
     }
   }
 
-  // 2. Online (max, sum) over this thread's vectors, piece by piece as they land.
-  MaxSum st{kNegInf, 0.f};
+  // 2. The chunk's max, piece by piece as they land (no exp yet).
+  __shared__ float red_f[kWarpSize], red_s[kWarpSize];  // distinct: back-to-back reductions
+  float mx = kNegInf;
   for (int p = 0; p < pieces; ++p) {
     const Span s = piece_span(nvec, pieces, p);
     if (s.end <= s.begin) continue;  // uniform: no copy was issued
     mbar_wait(&bars[p], 0);
     for (int i = s.begin + static_cast<int>(threadIdx.x); i < s.end; i += THREADS * kTmaUnroll) {
-      float v[kTmaUnroll][VEC];
-      float cm = kNegInf;
 #pragma unroll
       for (int u = 0; u < kTmaUnroll; ++u) {
         const int j = i + u * THREADS;
         if (j < s.end) {
-          load_vec<T, VEC>(buf + j * VEC, v[u]);
-        } else {
+          float v[VEC];
+          load_vec<T, VEC>(buf + j * VEC, v);
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) v[u][k] = kNegInf;
+          for (int k = 0; k < VEC; ++k) mx = fmaxf(mx, v[k]);
         }
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) cm = fmaxf(cm, v[u][k]);
       }
-      float cs = 0.f;
-#pragma unroll
-      for (int u = 0; u < kTmaUnroll; ++u)
-#pragma unroll
-        for (int k = 0; k < VEC; ++k) cs += exp_approx(v[u][k] - cm);
-      if (cm != kNegInf) st = combine(st, MaxSum{cm, cs});
     }
   }
-  st = block_reduce(st, red);
-  st.m = fmaxf(st.m, -kFltMax);  // all -inf chunk (or none): (-FLT_MAX, 0)
+  // All -inf chunk (or none): m = -FLT_MAX, e = exp(-inf) = 0, never exp(-inf - -inf).
+  const float m_cta = fmaxf(block_reduce<MaxOp>(mx, red_f), -kFltMax);
+
+  // 2b. e = exp(x - m_cta), once per element, written back in place (in T: a 16-bit e is
+  // rounded once more before the final scale), and its sum. One exp per element keeps the SFU
+  // (16 ex2 per SM per clock) well below what a 16-bit stream at copy bandwidth asks for.
+  const float neg_m_log2e = -m_cta * 1.4426950408889634f;
+  float cs = 0.f;
+  for (int i = static_cast<int>(threadIdx.x); i < nvec; i += THREADS) {
+    float v[VEC];
+    load_vec<T, VEC>(buf + i * VEC, v);
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      float e;
+      asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(fmaf(v[k], 1.4426950408889634f, neg_m_log2e)));
+      v[k] = e;
+      cs += e;
+    }
+    store_vec<T, VEC>(buf + i * VEC, v);
+  }
+  MaxSum st{m_cta, block_reduce<SumOp>(cs, red_s)};  // its barrier also orders 2b's smem writes
 
   // 3. Combine the row's partials.
   MaxSum tot = st;
@@ -238,7 +248,7 @@ __global__ void __launch_bounds__(THREADS)
   }
 
   // 4. y = exp(x - M) / L. All -inf row: L = 0, 1 / L = inf, exp = 0: NaN, as torch.softmax.
-  const float scale = 1.f / tot.s;
+  const float scale = exp_approx(m_cta - tot.m) / tot.s;
   for (int p = 0; p < pieces; ++p) {
     const Span s = piece_span(nvec, pieces, p);
     if (s.end <= s.begin) continue;
@@ -254,7 +264,7 @@ __global__ void __launch_bounds__(THREADS)
         const int j = i + u * THREADS;
         if (j < s.end) {
 #pragma unroll
-          for (int k = 0; k < VEC; ++k) v[u][k] = exp_approx(v[u][k] - tot.m) * scale;
+          for (int k = 0; k < VEC; ++k) v[u][k] *= scale;
           store_vec<T, VEC>(bulk_stores ? buf + j * VEC : yr + j * VEC, v[u]);
         }
       }
