@@ -86,19 +86,25 @@ ONLINE_L2_HINTS = True
 #: doubled from GRID_BLOCK up to GRID_MAX_BLOCK until they do; warps ``_warps(block)``. The
 #: launch falls back to "split" when the compiled kernel's occupancy cannot hold them. Against
 #: the two launches of "split" at (1, 1048576) (29 % float32, 16 % bfloat16 of the copy ceiling:
-#: about 7 µs for what copies in 2): one launch, the row read once. Not yet measured: a guess.
+#: about 7 µs for what copies in 2): one launch, the row read once. Off by default
+#: (GRID_DEFAULT): measured on an H200 (scripts/tune_triton.py at 752e35d, % of the copy ceiling)
+#: it ties with "split" as a PDL launch, which needs no co-residency: 1 x 1048576 float32 35.1
+#: against 36.2 (split, block 4096), bfloat16 20.1 against 20.6 (split, block 2048).
+GRID_DEFAULT = False
 GRID_BLOCK = 4096
 GRID_MAX_BLOCK = 16384
 GRID_PROGRAMS_PER_SM = 2
-#: "split": launch kernel B as a programmatic dependent launch when chunk == block (off until
-#: measured).
-SPLIT_PDL = False
+#: "split": launch kernel B as a programmatic dependent launch when chunk == block. Measured on an
+#: H200 (scripts/tune_triton.py at 752e35d, % of the copy ceiling, PDL / not): 1 x 1048576 float32
+#: 36.2 / 29.0, 256 x 262144 float32 66.0 / 64.3, bfloat16 59.9 / 57.3.
+SPLIT_PDL = True
 #: Rows longer than ROW_MAX_COLS use "split" when n_rows < SPLIT_MAX_ROWS_PER_SM x SMs (one
 #: program per row could not fill the GPU), "online" otherwise.
 SPLIT_MAX_ROWS_PER_SM = 4
-#: "split" block (elements per program and loop step): this many bytes, halved down to
-#: SPLIT_MIN_BLOCK while there would be fewer than SPLIT_MIN_PROGRAMS_PER_SM x SMs programs.
-SPLIT_BLOCK_BYTES = 16384
+#: "split" block (elements per program and loop step, in every dtype: 16-bit rows measured 59.9 %
+#: at 4096 against 57.3 % at 8192 on 256 x 262144), halved down to SPLIT_MIN_BLOCK while there
+#: would be fewer than SPLIT_MIN_PROGRAMS_PER_SM x SMs programs.
+SPLIT_BLOCK = 4096
 SPLIT_MIN_BLOCK = 1024
 SPLIT_MIN_PROGRAMS_PER_SM = 2
 #: At most this many chunks per row (kernel B loads all of a row's partials in every program);
@@ -182,14 +188,21 @@ class SoftmaxPlan:
             raise ValueError(f"SoftmaxPlan: chunk {self.chunk} is not a multiple of block {self.block}")
 
 
-def _warps(tile_elements: int) -> int:
-    """Warps for a tile: 4 up to 2048 elements, 8 up to 4096, 16 up to 16384, then 32.
+def _warps(tile_elements: int, element_size: int = 4) -> int:
+    """Warps for a tile: 4 up to 2048 elements, 8 up to 4096, 16 up to 16384, then 32; 16-bit
+    tiles: 8 up to 8192 elements, then 32.
 
     32 warps for a 32768-element row halves the values each thread holds: 1024 x 32768 bfloat16
-    went from 58.2 to 48.7 µs on an H200 (scripts/tune_triton.py, 2026-11-29).
+    went from 58.2 to 48.7 µs on an H200 (scripts/tune_triton.py, 2026-11-29). 16-bit tiles of
+    8192 elements (16 KB) ran faster on 8 warps than on 16, and 16384-element rows on 32
+    (scripts/tune_triton.py at 752e35d, % of the copy ceiling, bfloat16): 16384 x 1024 78.3
+    against 71.9, 65536 x 128 101.0 against 96.0, 4096 x 4096 81.9 against 79.8, 8192 x 16384
+    91.5 against 90.0.
     """
     if tile_elements <= 2048:
         return 4
+    if element_size == 2:
+        return 8 if tile_elements <= 8192 else 32
     return 8 if tile_elements <= 4096 else 16 if tile_elements <= 16384 else 32
 
 
@@ -225,8 +238,8 @@ def plan(
         rows = max(1, (ROW_TILE_BYTES // element_size) // block)
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
-        return SoftmaxPlan("row", block, _warps(block * rows), rows_per_program=rows)
-    if cooperative:
+        return SoftmaxPlan("row", block, _warps(block * rows, element_size), rows_per_program=rows)
+    if cooperative and GRID_DEFAULT:
         block, most = GRID_BLOCK, GRID_PROGRAMS_PER_SM * sm_count
         while block < GRID_MAX_BLOCK and n_rows * triton.cdiv(n_cols, block) > most:
             block *= 2
@@ -238,7 +251,7 @@ def plan(
     if n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         block, warps = ONLINE_LAUNCH[element_size]
         return SoftmaxPlan("online", block, warps, tail=ONLINE_TAIL[element_size], l2_hints=ONLINE_L2_HINTS)
-    block = SPLIT_BLOCK_BYTES // element_size
+    block = SPLIT_BLOCK
     while (
         block > SPLIT_MIN_BLOCK and n_rows * triton.cdiv(n_cols, block) < SPLIT_MIN_PROGRAMS_PER_SM * sm_count
     ):

@@ -202,12 +202,15 @@ def test_auto_picks_tma_for_long_rows_and_never_coop():
     v = cuda_ext.VARIANTS
     picks = {(r, c, e): cuda_ext.pick_variant(r, c, e, sms)
              for r, c, e in [(256, 262144, 4), (4096, 65536, 4), (4096, 65536, 2), (256, 262144, 2),
-                             (1, 1 << 20, 4), (1, 1 << 20, 2), (3, 32769, 2), (4096, 32768, 4)]}
-    assert v["coop"] not in picks.values()
+                             (1, 1 << 20, 4), (1, 1 << 20, 2), (200, 32769, 2), (4096, 32768, 4),
+                             (8192, 16384, 2), (8192, 16384, 4)]}
+    assert v["coop"] not in picks.values() and v["tma_grid"] not in picks.values()
     assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["tma"]
-    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(4096, 32768, 4)] == v["tma"]
-    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == v["tma_grid"]
-    assert picks[(3, 32769, 2)] == v["tma"]  # refused at run time (cols % 8): falls back
+    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(8192, 16384, 2)] == v["tma"]
+    # float32 rows up to 32768 stay on block_per_row (measured ahead of tma there)
+    assert picks[(4096, 32768, 4)] == picks[(8192, 16384, 4)] == v["block_per_row"]
+    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == v["split_row"]
+    assert picks[(200, 32769, 2)] == v["tma"]  # refused at run time (cols % 8): falls back
     # Where an automatic cluster pick cannot run (cols not a multiple of the vector), softmax
     # falls back.
     for x in (torch.randn(3, 40001, device="cuda"), torch.randn(200, 40001, device="cuda").half(),

@@ -295,18 +295,33 @@ def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
         ts.plan.cache_clear()
 
 
-def test_plan_grid_for_few_long_rows_on_a_gpu():
+def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
     for item in (4, 2):
+        # default: split with kernel B as a PDL launch (measured ahead of grid, GRID_DEFAULT off)
         p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
-        assert p.kind == "grid" and p.block == ts.GRID_BLOCK and p.num_warps == ts._warps(p.block)
-        assert triton.cdiv(1 << 20, p.block) <= ts.GRID_PROGRAMS_PER_SM * H200_SMS
-        assert plan(1, 1 << 20, item, H200_SMS).kind == "split"  # the interpreter
-        eight = plan(8, 262144, item, H200_SMS, cooperative=True)  # 512 blocks of 4096: doubled once
-        assert eight.kind == "grid" and eight.block == 2 * ts.GRID_BLOCK
-        assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
+        assert p.kind == "split" and p.pdl and p.chunk == p.block == ts.SPLIT_BLOCK // 2
+        assert not plan(1, 1 << 20, item, H200_SMS).pdl  # the interpreter: no PDL
         online = plan(4096, 65536, item, H200_SMS, cooperative=True)
         assert online.kind == "online" and online.tail == ts.ONLINE_TAIL[item]
         assert online.tail < 65536 and online.l2_hints == ts.ONLINE_L2_HINTS
+    monkeypatch.setattr(ts, "GRID_DEFAULT", True)
+    plan.cache_clear()
+    try:
+        for item in (4, 2):
+            p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
+            assert p.kind == "grid" and p.block == ts.GRID_BLOCK and p.num_warps == ts._warps(p.block)
+            assert triton.cdiv(1 << 20, p.block) <= ts.GRID_PROGRAMS_PER_SM * H200_SMS
+            eight = plan(8, 262144, item, H200_SMS, cooperative=True)  # 512 blocks of 4096: doubled once
+            assert eight.kind == "grid" and eight.block == 2 * ts.GRID_BLOCK
+            assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
+    finally:
+        plan.cache_clear()
+
+
+def test_sixteen_bit_row_tiles_take_fewer_warps():
+    assert plan(16384, 1024, 2, H200_SMS).num_warps == 8  # a 16 KB tile of 8 rows
+    assert plan(8192, 16384, 2, H200_SMS).num_warps == 32
+    assert plan(16384, 1024, 4, H200_SMS).num_warps == 8  # float32: unchanged
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")

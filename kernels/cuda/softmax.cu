@@ -889,13 +889,19 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 // most SMs idle (rows * CTAs per row < sm_count / 2) and whose rows are long (>= 256 KB) goes to
 // TmaGrid, the row spread over every SM.
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
-  const int64_t min_cols = elem_size == 4 ? 16384 : 8192;
+  // Tma (64 KB of a row per CTA, 256 threads, one bulk copy) where it measured faster on an H200
+  // (scripts/tune_cuda.py at 752e35d, % of the copy ceiling, tma / the classic pick):
+  // float32 rows longer than 32768: 4096 x 65536 87 / 62 (split_row), 256 x 262144 72 / 58;
+  // but up to 32768 block_per_row stays ahead: 8192 x 16384 96 / 97, 1024 x 32768 82 / 87.
+  // 16-bit rows from 16384: 8192 x 16384 bf16 95 / 93, 1024 x 32768 81 / 67, 4096 x 65536 81 / 54,
+  // 256 x 262144 68 / 51. TmaGrid is never picked: on 1 x 1048576 it measured 25 % (fp32) and
+  // 12 % (bf16) against split_row's 28 % and 17 %.
+  const int64_t min_cols = elem_size == 4 ? 32769 : 16384;
   if (cols >= min_cols && (elem_size == 2 || elem_size == 4)) {
     const TmaConfig cfg{};
     const int groups = softmax_tma_groups(rows, cols, elem_size, cfg, false, sm_count);
-    if (cols * elem_size >= (int64_t{256} << 10) && rows * groups < sm_count / 2)
-      return SoftmaxVariant::TmaGrid;
-    if (groups > 0 && groups <= 16) return SoftmaxVariant::Tma;
+    const bool few_rows = rows * groups < sm_count / 2;  // one long row: split_row spreads it wider
+    if (groups > 0 && groups <= 16 && !few_rows) return SoftmaxVariant::Tma;
   }
   return pick_classic(rows, cols, elem_size, sm_count);
 }
