@@ -253,7 +253,7 @@ def test_cluster_refuses_what_it_cannot_run():
         cuda_ext.softmax_cluster(torch.randn(4, 40001, device="cuda"), 0)  # not a multiple of 4
     with pytest.raises(ValueError, match="softmax_cluster"):
         cuda_ext.softmax_cluster(torch.randn(4, 40000, device="cuda"), 1000)  # no such chunk
-    for bad in (9, "tiled"):
+    for bad in (99, "tiled"):
         with pytest.raises(ValueError, match="unknown variant"):
             cuda_ext.softmax_variant(torch.randn(4, 100, device="cuda"), bad)
     with pytest.raises(ValueError, match="warp_per_row needs cols"):
@@ -321,7 +321,8 @@ def test_another_process_on_the_gpu_is_seen_and_contaminates():
         time.sleep(2)
         sample = environment.gpu_sample(dev)
         assert sample["sm_clock_mhz"] > 0 and len(sample["other_processes"]) == 1
-        assert environment.contamination([sample])[0].startswith("another process on the GPU: pid")
+        # (a shared host may also report a power cap: the other process must be among the reasons)
+        assert any(r.startswith("another process on the GPU: pid") for r in environment.contamination([sample]))
     finally:
         neighbour.kill()
         neighbour.wait()
@@ -400,7 +401,7 @@ def test_tma_refusals_are_clear_and_fall_back_in_auto():
     from kernels import cuda_ext
 
     x = torch.randn(4, 40001, device="cuda")
-    with pytest.raises(ValueError, match="softmax_tma: needs 16-byte aligned rows and cols a multiple of 4"):
+    with pytest.raises(ValueError, match="softmax_tma: tma: needs 16-byte aligned rows and cols a multiple of 4"):
         cuda_ext.softmax_tma(x)
     with pytest.raises(ValueError, match="softmax_tma: threads must be"):
         cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), threads=100)

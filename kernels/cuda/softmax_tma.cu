@@ -196,17 +196,16 @@ __global__ void __launch_bounds__(THREADS)
   // 2b. e = exp(x - m_cta), once per element, written back in place (in T: a 16-bit e is
   // rounded once more before the final scale), and its sum. One exp per element keeps the SFU
   // (16 ex2 per SM per clock) well below what a 16-bit stream at copy bandwidth asks for.
-  const float neg_m_log2e = -m_cta * 1.4426950408889634f;
+  // (x - m) first, as exp_approx: -m * log2(e) would overflow to +inf for m = -FLT_MAX (an all
+  // -inf chunk), and -inf + inf is NaN.
   float cs = 0.f;
   for (int i = static_cast<int>(threadIdx.x); i < nvec; i += THREADS) {
     float v[VEC];
     load_vec<T, VEC>(buf + i * VEC, v);
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      float e;
-      asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(fmaf(v[k], 1.4426950408889634f, neg_m_log2e)));
-      v[k] = e;
-      cs += e;
+      v[k] = exp_approx(v[k] - m_cta);
+      cs += v[k];
     }
     store_vec<T, VEC>(buf + i * VEC, v);
   }
