@@ -1,4 +1,5 @@
-# fusebench: the user's commands. `make help` lists them.
+# fusebench: the user's commands. `make help` lists them. Each target is a thin call of the
+# `fusebench` command, `$(PYTHON) -m fusebench <command> ...` (`fusebench --help` lists them).
 #
 # Python: the interpreter this is started with is used when it already has the dependencies
 # (torch, asv, asv-runner): a GPU host's prepared environment, the container. Otherwise a
@@ -12,9 +13,12 @@ HAVE_DEPS     := $(shell $(SYSTEM_PYTHON) -c "import torch, asv, asv_runner" 2>/
 PYTHON        ?= $(if $(HAVE_DEPS),$(SYSTEM_PYTHON),$(VENV)/bin/python)
 DEPS          := $(if $(HAVE_DEPS),,$(VENV)/.installed)
 
+FUSEBENCH      = $(PYTHON) -m fusebench
 OP            ?=
 BACKENDS      ?=
 DTYPES        ?=
+SHAPES        ?=
+CONFIG        ?=
 QUICK         ?=
 ROUNDS        ?=
 DIRTY         ?=
@@ -24,7 +28,8 @@ PYTEST_ARGS   ?=
 REFERENCE     ?=
 
 BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
-                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
+                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(SHAPES),--shapes $(SHAPES)) \
+                 $(if $(CONFIG),--config $(CONFIG)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
                  $(if $(DIRTY),--dirty))
 
 # --- the pinned image (Dockerfile), with docker, podman or buildah --------------------------------
@@ -79,12 +84,13 @@ RUNS_IMAGE     = @$(if $(filter buildah,$(ENGINE_KIND)),echo "$@: buildah builds
 # (GNU make prints that for any failing recipe), not a second `make[1]: *** ...` line.
 WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-image,$(1)-local))
 
-.PHONY: help bench test lint venv lock clean bench-where bench-local bench-image image in-image shell \
+.PHONY: help bench list test lint venv lock clean bench-where bench-local bench-image image in-image shell \
         engine image-archive image-test
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1"
+	@echo "  variables: OP=gelu|softmax|rmsnorm|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
+	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
@@ -94,7 +100,10 @@ bench-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
-	$(PYTHON) scripts/bench.py $(BENCH_ARGS)
+	$(FUSEBENCH) bench $(BENCH_ARGS)
+
+list: $(DEPS) ## print the cases make bench would measure here (same variables)
+	$(FUSEBENCH) list $(filter-out --rounds% --dirty,$(BENCH_ARGS))
 
 bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
 	$(IN_IMAGE) $(IMAGE) $(BENCH_ARGS)
@@ -118,7 +127,7 @@ image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (fo
 	$(if $(filter docker,$(ENGINE_KIND)),$(ENGINE) save --output $(ARCHIVE) $(IMAGE),$(if $(filter podman,$(ENGINE_KIND)),$(ENGINE) save --format oci-archive --output $(ARCHIVE) $(IMAGE),$(ENGINE) push $(IMAGE) oci-archive:$(ARCHIVE)))
 
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
-	$(PYTHON) scripts/image_test.py
+	$(PYTHON) -m scripts.image_test
 
 test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
 	$(PYTHON) -m pytest $(PYTEST_ARGS)
@@ -134,6 +143,7 @@ $(VENV)/.installed: requirements.lock
 	requirements.lock is for Python $(LOCK_PYTHONS) (give SYSTEM_PYTHON=python3.12)" >&2; exit 2;; esac
 	$(SYSTEM_PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
 # --no-deps: the group pins every runtime dependency itself and must not bring another torch or triton.
@@ -142,24 +152,23 @@ $(VENV)/.reference: $(VENV)/.installed requirements-reference.lock
 	touch $@
 
 lock: ## regenerate requirements.lock and requirements-reference.lock (needs pip-tools and PyPI; both torch builds)
-	$(PYTHON) scripts/lock.py compile
-	$(PYTHON) scripts/lock.py check
-	$(PYTHON) scripts/lock.py reference
-	$(PYTHON) scripts/lock.py reference --check
+	$(PYTHON) -m scripts.lock compile
+	$(PYTHON) -m scripts.lock check
+	$(PYTHON) -m scripts.lock reference
+	$(PYTHON) -m scripts.lock reference --check
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
 	    .asv/sweeps .pytest_cache
 
-# --- Profiling: make nsys / make trace (scripts/nsys_driver.py; nsys/README.md) --------------
+# --- Profiling: make nsys / make trace (fusebench nsys, fusebench trace; nsys/README.md) -------
 # NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys
 # grid). The capture's files are nsys/<op>-<machine>-<short sha>.*; the stem is computed once,
 # on first use (the machine name comes from the GPU).
 
 NSYS          ?= nsys
-SHAPES        ?=
-PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))
-NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(PYTHON) scripts/nsys_driver.py stem $(OP)))$(NSYS_STEM)
+PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(CONFIG), --config $(CONFIG))
+NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(FUSEBENCH) nsys stem $(OP)))$(NSYS_STEM)
 NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
 NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
 
@@ -174,14 +183,14 @@ nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems),
 	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES)
 
 nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsys/
-	@$(PYTHON) scripts/nsys_driver.py check $(PROFILE_ARGS) --nsys $(NSYS)
+	@$(FUSEBENCH) nsys check $(PROFILE_ARGS) --nsys $(NSYS)
 	rm -f $(NSYS_STEM).json $(NSYS_STEM).sqlite $(NSYS_STEM)_nvtx_*.csv
-	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(PYTHON) scripts/nsys_driver.py run $(PROFILE_ARGS) --json $(NSYS_STEM).json
+	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(FUSEBENCH) nsys run $(PROFILE_ARGS) --json $(NSYS_STEM).json
 	$(NSYS) stats -q -r $(NSYS_REPORTS) --format csv -o $(NSYS_STEM) $(NSYS_STEM).nsys-rep
-	$(PYTHON) scripts/nsys_driver.py summary $(NSYS_STEM)
+	$(FUSEBENCH) nsys summary $(NSYS_STEM)
 
 trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
-	$(PYTHON) scripts/nsys_driver.py trace $(PROFILE_ARGS) --out $(NSYS_STEM).trace.json
+	$(FUSEBENCH) trace $(PROFILE_ARGS) --out $(NSYS_STEM).trace.json
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
@@ -194,7 +203,7 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 PORT          ?= 8080
 BASE          ?=
 HEAD          ?= HEAD
-FACTOR        ?= 1.04
+FACTOR        ?=
 MACHINE       ?=
 CDN           ?=
 STRICT        ?=
@@ -202,18 +211,17 @@ STRICT        ?=
 .PHONY: publish preview compare plots
 
 publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 if npm is missing)
-	$(PYTHON) scripts/publish.py $(if $(CDN),--cdn) $(if $(STRICT),--strict)
+	$(FUSEBENCH) publish $(if $(CDN),--cdn) $(if $(STRICT),--strict)
 
-preview: ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
-	@test -f html/index.json || { echo "preview: html/ has no site; run make publish first"; exit 2; }
-	$(SYSTEM_PYTHON) -m http.server --bind 127.0.0.1 --directory html $(PORT)
+preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
+	$(FUSEBENCH) preview --port $(PORT)
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200]
 	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
-	$(PYTHON) scripts/compare.py --base $(BASE) --head $(HEAD) --factor $(FACTOR) $(if $(MACHINE),--machine $(MACHINE))
+	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
-	$(PYTHON) scripts/plots.py
+	$(FUSEBENCH) plots
 
 # ---- reports: the lecture's experiments, stored with their environment in reports/<machine>/ ----
 # (pitfalls: the two timing mistakes; profile: torch.profiler per backend; mlp: training-step scaling.
@@ -222,14 +230,14 @@ plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results i
 .PHONY: pitfalls profile mlp
 
 pitfalls: $(DEPS) ## timing pitfalls: first call vs warmed up, host clock without sync vs CUDA events
-	$(PYTHON) scripts/pitfalls.py
+	$(FUSEBENCH) pitfalls
 
 profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kernels, launches, time
-	$(PYTHON) scripts/profile_op.py --op $(or $(OP),gelu) $(if $(BACKENDS),--backends $(BACKENDS)) \
+	$(FUSEBENCH) profile --op $(or $(OP),gelu) $(if $(BACKENDS),--backends $(BACKENDS)) \
 	    $(if $(DTYPES),--dtype $(DTYPES))
 
 mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
-	$(PYTHON) scripts/mlp.py
+	$(FUSEBENCH) mlp
 
 # --- A fleet: results of many hosts into results/ (fusebench/collect.py; deploy/ runs the hosts) ---
 # FROM: results folders (or folders holding results/ and records/), space-separated, globs allowed:
@@ -243,4 +251,4 @@ FROM          ?=
 
 collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2'
 	@test -n "$(FROM)" || { echo "collect: give FROM=<results folder>... (e.g. make collect FROM='fleet/*')" >&2; exit 2; }
-	$(PYTHON) scripts/collect.py $(FROM)
+	$(FUSEBENCH) collect $(FROM)

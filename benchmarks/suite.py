@@ -5,17 +5,14 @@ dtypes; a combination this machine or run does not cover is skipped with its rea
 come from one sweep (``fusebench.sweep``), run once per asv run in ``setup_cache`` or read from
 the file ``make bench`` just measured (``FUSEBENCH_SWEEP``), so each of asv's per-combination
 processes only reads a record: a full run stays within minutes.
+
+fusebench and kernels are imported from the environment asv runs in: the checkout, which
+``fusebench.store.run_asv`` puts on ``ASV_PYTHONPATH`` (asv drops ``PYTHONPATH``), or an install.
+The cases are the case file's (``fusebench.yaml``, or ``$FUSEBENCH_CONFIG``).
 """
 
-import sys
-from pathlib import Path
-
-# asv runs benchmarks with PYTHONPATH removed and the project is not installed: import it from
-# the checkout that holds this suite.
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import asvsuite  # noqa: E402
-from kernels import OPS  # noqa: E402
+from fusebench import asvsuite
+from kernels import OPS
 
 for _op in OPS.values():
     _cls = asvsuite.suite_class(_op)

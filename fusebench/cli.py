@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Callable
 
 from fusebench.errors import UsageError
@@ -51,6 +52,13 @@ def pick(kind: str, names: str | None, valid) -> list[str]:
         if n not in valid:
             raise UsageError(f"unknown {kind} {n!r}; valid {kind}s: {', '.join(valid)}")
     return chosen
+
+
+def add_config(ap) -> None:
+    """``--config FILE``: the case file a command reads its cases from (``fusebench.config``)."""
+    ap.add_argument("--config", type=Path, metavar="FILE",
+                    help="the case file (default: fusebench.yaml at the repository root, or "
+                         "$FUSEBENCH_CONFIG)")
 
 
 def positive_int(text: str) -> int:

@@ -70,7 +70,8 @@ from fusebench.sweep import clean_rounds
 LAUNCH_BOUND = ((0.002, 1.75), (0.005, 1.20), (0.020, 1.12))
 #: The limit allows NOISE_K × the spread between rounds.
 NOISE_K = 2.0
-#: Significance of the one-sided Mann-Whitney U test over the rounds.
+#: Significance of the one-sided Mann-Whitney U test over the rounds (the default of the case
+#: file's ``settings.gate.alpha``).
 ALPHA = 0.05
 
 (REGRESSION, NEW_FAILURE, IMPROVEMENT, WITHIN_NOISE, FIXED, SAME, CONTAMINATED,
@@ -193,9 +194,10 @@ def min_p(n: int, m: int) -> float:
     return 1.0 / math.comb(n + m, n)
 
 
-def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float) -> tuple[str, float, float,
-                                                                                    float | None, str]:
-    """Status, slowdown, limit, p-value and note of one case (see the module doc for the rule)."""
+def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
+          alpha: float = ALPHA) -> tuple[str, float, float, float | None, str]:
+    """Status, slowdown, limit, p-value and note of one case (see the module doc for the rule;
+    ``alpha`` is the test's significance, :data:`ALPHA` by default)."""
     if head.failed:
         return (SAME if base.failed else NEW_FAILURE), math.nan, math.nan, None, ""
     if not (base.measured and head.measured):
@@ -209,13 +211,13 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float) -> 
     limit = max(factor, aa, 1.0 + NOISE_K * noise)
     notes = [why] if why else []
     p = None
-    testable = min_p(len(base.values), len(head.values)) <= ALPHA
+    testable = min_p(len(base.values), len(head.values)) <= alpha
     if testable:
         slower = (base.values, head.values) if metric.sign < 0 else (head.values, base.values)
         p_slower = mann_whitney_greater(*slower)
         p_faster = mann_whitney_greater(*slower[::-1])
         p = p_slower if ratio >= 1 else p_faster
-    separated = p is None or p <= ALPHA
+    separated = p is None or p <= alpha
     if ratio > limit and separated:
         status = REGRESSION
     elif ratio < 1.0 / limit and separated:
@@ -277,13 +279,14 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
 
 
 def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, base_record=None,
-            head_record=None) -> list[Row]:
+            head_record=None, alpha: float = ALPHA) -> list[Row]:
     """Every case of every gated metric in ``base`` or ``head``, judged.
 
     Args:
         base, head: the two commits' asv results on one machine.
         factor: allowed slowdown before noise (1.04 = 4 %); must be >= 1.
         base_record, head_record: the runs' records (``fusebench.runrecord.load``), or None.
+        alpha: significance of the test separating the rounds (default :data:`ALPHA`).
 
     Raises:
         ValueError: ``factor`` < 1.
@@ -300,7 +303,7 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
         for params in sorted(keys):
             b = case_of(base, base_record, benchmark, params)
             h = case_of(head, head_record, benchmark, params)
-            status, ratio, limit, p, note = judge(metric, b, h, factor)
+            status, ratio, limit, p, note = judge(metric, b, h, factor, alpha)
             before = None if b.failed else (b.median if b.values else math.nan)
             after = None if h.failed else (h.median if h.values else math.nan)
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,

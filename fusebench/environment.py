@@ -16,7 +16,21 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parent.parent
+
+def project_root() -> Path:
+    """The fusebench checkout results, records, the site and plots belong to: the one this
+    package lives in (run from a checkout, or installed with ``pip install -e .``), else the
+    first folder holding ``asv.conf.json`` from the working directory up (an installed
+    fusebench run inside a checkout), else the working directory."""
+    here = Path(__file__).resolve().parent.parent
+    if (here / "asv.conf.json").is_file():
+        return here
+    cwd = Path.cwd().resolve()
+    return next((d for d in (cwd, *cwd.parents) if (d / "asv.conf.json").is_file()), cwd)
+
+
+#: The project's checkout (:func:`project_root`).
+ROOT = project_root()
 
 #: NVML clock-event reason bits (nvml.h ``nvmlClocksEventReason*``) and their names.
 CLOCK_EVENT_REASONS = {

@@ -119,17 +119,17 @@ def for_op(flops_declared: bool) -> tuple[Metric, ...]:
     return tuple(m for m in METRICS if flops_declared or not m.compute_only)
 
 
-def asv_regression_settings() -> dict:
+def asv_regression_settings(factor: float = DEFAULT_FACTOR) -> dict:
     """``asv.conf.json``'s ``regressions_first_commits`` and ``regressions_thresholds``.
 
     Every non-gating metric gets ``null`` (asv's "never look for regressions here": its
     Regressions tab then lists device times only); gated metrics get the gate's
-    :data:`DEFAULT_FACTOR` as asv's threshold. The patterns are matched by asv with ``re.match`` against
-    ``suite.<Op>.<metric>(<params>)``.
+    ``factor`` (default :data:`DEFAULT_FACTOR`) as asv's threshold. The patterns are matched by asv
+    with ``re.match`` against ``suite.<Op>.<metric>(<params>)``.
     """
     names = "|".join(re.escape(m.name) for m in METRICS if not m.gates)
     gated = "|".join(re.escape(m.name) for m in GATED)
     return {
         "regressions_first_commits": {rf"suite\.[A-Za-z0-9_]+\.({names})\(": None},
-        "regressions_thresholds": {rf"suite\.[A-Za-z0-9_]+\.({gated})\(": round(DEFAULT_FACTOR - 1, 4)},
+        "regressions_thresholds": {rf"suite\.[A-Za-z0-9_]+\.({gated})\(": round(factor - 1, 4)},
     }

@@ -46,7 +46,7 @@ from fusebench.errors import UsageError
 #: kernels, the harness, the asv suite, the entry points of a measurement, the pinned
 #: dependencies and image, the asv configuration. The one list every check reads.
 MEASURED: tuple[str, ...] = (
-    "kernels/", "fusebench/", "benchmarks/", "scripts/bench.py", "scripts/entrypoint.sh",
+    "kernels/", "fusebench/", "benchmarks/", "scripts/entrypoint.sh", "fusebench.yaml",
     "requirements.lock", "Dockerfile", "asv.conf.json",
 )
 

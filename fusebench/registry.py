@@ -152,7 +152,8 @@ class Op:
         grids: named lists of shapes: ``default`` (GPU), ``cpu``, ``quick`` (GPU) and
             ``cpu-quick`` (``make bench QUICK=1``: fewer shapes than the full grid of the same
             device), ``nsys`` (the few shapes ``make nsys`` profiles); every shape of the others
-            is also in ``default`` so that asv parameters stay fixed.
+            is also in ``default`` so that asv parameters stay fixed. Set, with ``dtypes``,
+            ``headline`` and the backends measured, from the case file (``fusebench.config``).
         invariant: optional check ``invariant(y, x) -> str | None`` returning what is wrong.
         dtypes: the op's dtype axis, names from :data:`PRECISIONS` (default: the plain dtypes).
         flops: optional ``flops(shape) -> int``, floating-point operations of one call (a
@@ -173,7 +174,7 @@ class Op:
 
     name: str
     reference: Callable[[torch.Tensor], torch.Tensor]
-    grids: dict[str, list[Shape]]
+    grids: dict[str, list[Shape]] = field(default_factory=dict)
     invariant: Callable[[torch.Tensor, torch.Tensor], str | None] | None = None
     dtypes: tuple[str, ...] = tuple(DTYPES)
     flops: Callable[[Shape], int] | None = None

@@ -17,11 +17,19 @@ a failed run writes nothing (the record is saved after asv stored the results).
 
 from __future__ import annotations
 
+import csv
+import io
+import json
+from dataclasses import asdict, fields
 from pathlib import Path
 
 from fusebench import environment
 from fusebench.errors import UsageError
-from fusebench.sweep import Sweep, clean_rounds
+from fusebench.sweep import Record, Sweep, clean_rounds
+
+#: The CSV's columns: every field of a record but the per-round list (in the JSON), lists joined by
+#: ``"; "``, the NVML clocks left out.
+CSV_COLUMNS = tuple(f.name for f in fields(Record) if f.name not in ("rounds", "clocks"))
 
 
 def records_dir(results_dir: Path) -> Path:
@@ -74,6 +82,42 @@ def save(sweep: Sweep, folder: Path, machine: str, commit: str) -> Path:
                 {r.op for r in kept}))
     sweep.save(path)
     return path
+
+
+def to_json(sweep: Sweep) -> str:
+    """``sweep`` as the JSON of a stored record (``records/<machine>/<sha8>.json``)."""
+    return json.dumps(asdict(sweep), indent=1)
+
+
+def to_csv(sweep: Sweep) -> str:
+    """One row per case of ``sweep``, the columns of :data:`CSV_COLUMNS` (times in ms, bandwidth in
+    GB/s, bytes, TFLOP/s, as in :class:`fusebench.sweep.Record`; empty where not measured)."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
+    for rec in sweep.records:
+        row = []
+        for name in CSV_COLUMNS:
+            value = getattr(rec, name)
+            if isinstance(value, list):
+                value = "; ".join(map(str, value))
+            row.append("" if value is None else value)
+        writer.writerow(row)
+    return out.getvalue()
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (a temporary file beside it, then a rename).
+
+    Raises:
+        UsageError: the file cannot be written (its folder missing or not writable).
+    """
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        tmp.replace(path)
+    except OSError as exc:
+        raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
 def all_records(folder: Path) -> list[tuple[str, Path]]:

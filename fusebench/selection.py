@@ -9,12 +9,13 @@ the values that do apply (as ``make profile`` does). A sweep in which no case wa
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Mapping, Sequence
 
 from fusebench.cli import pick
 from fusebench.errors import UsageError
-from fusebench.registry import BACKENDS, PRECISIONS, Op
+from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
 
 
 def _ops_phrase(ops: Sequence[Op]) -> str:
@@ -55,6 +56,31 @@ def choose(all_ops: Mapping[str, Op], ops: str | None, backends: str | None,
                 raise UsageError(f"dtype {d!r} does not apply to {_ops_phrase(chosen_ops)}; "
                                  f"valid dtypes: {', '.join(valid)}")
     return chosen_ops, chosen_backends, chosen_dtypes
+
+
+def narrow_shapes(ops: Sequence[Op], grid: str, shapes: str | None) -> list[Op]:
+    """The ops with ``grid`` narrowed to the comma-separated shape labels ``shapes``
+    (``"4096x4096,1x1048576"``); an op none of whose shapes is chosen is left out.
+
+    Args:
+        ops: the chosen ops (their ``grids`` from the case file).
+        grid: the run's grid name (``default``, ``cpu``, ``quick``, ``cpu-quick``).
+        shapes: None or empty keeps every shape.
+
+    Raises:
+        UsageError: a shape in none of the ops' ``grid`` (the message lists the valid ones), or
+            only commas.
+    """
+    if not shapes:
+        return list(ops)
+    valid = list(dict.fromkeys(shape_label(s) for op in ops for s in op.grids[grid]))
+    chosen = set(pick("shape", shapes.lower(), valid))
+    out = []
+    for op in ops:
+        kept = [s for s in op.grids[grid] if shape_label(s) in chosen]
+        if kept:
+            out.append(dataclasses.replace(op, grids={**op.grids, grid: kept}))
+    return out
 
 
 def require_measured(records: Sequence) -> None:

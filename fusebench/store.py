@@ -139,8 +139,10 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
         (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
         carried = stage_stored(results_dir / machine, staging / "results" / machine, commit, version)
         env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
-        if "PYTHONPATH" in env:  # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH
-            env.setdefault("ASV_PYTHONPATH", env["PYTHONPATH"])
+        # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH: the suite imports
+        # fusebench and kernels from this checkout (installed or not), then what PYTHONPATH names.
+        env["ASV_PYTHONPATH"] = os.pathsep.join(
+            p for p in (str(ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
         started = time.time()
         ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
         log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"

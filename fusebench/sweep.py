@@ -38,7 +38,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from fusebench import backends, correctness, environment, inputs, launches, metrics, timing
+from fusebench import backends, correctness, environment, inputs, launches, metrics, progress, timing
 from fusebench.errors import SkipCase
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
@@ -480,6 +480,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     # Phase 2: the rounds, interleaved over the built cases.
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
     ceilings = []
+    bar = progress.rounds_bar(rounds * built_n)
     for r in range(rounds):
         t = time.perf_counter()
         ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
@@ -494,6 +495,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
                 fns[idx] = None
                 print(progress_line(idx + 1, len(todo), rec), file=out, flush=True)
                 continue
+            bar.update()
             if r == rounds - 1:
                 rec.clocks = environment.clocks(dev)
             if fig["contamination"]:
@@ -502,6 +504,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
         phases[f"round {r + 1}"] = time.perf_counter() - t
         print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s; "
               f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
+    bar.close()
     ceiling = statistics.median(ceilings)
     for i, rec in enumerate(records, 1):
         finish(rec, ceiling, peak_tflops)

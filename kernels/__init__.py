@@ -1,24 +1,89 @@
 """What fusebench measures: the ops and their backends.
 
-``OPS`` is the op registry: every consumer (asv suite, sweep, nsys driver, tests, plots)
-iterates it, so adding an op is one module plus one entry here.
+``REGISTERED`` holds each op the case file ``fusebench.yaml`` names as its module
+``kernels/<name>.py`` builds it (reference, declared work, backends); ``OPS`` the same ops with
+their cases (grids, dtypes, headline shape, the backends measured) from the case file
+(``fusebench.config``), read on first use. Every consumer (asv suite, sweep, nsys driver, tests,
+plots) iterates ``OPS``, so adding an op is one module and one entry in the YAML; adding a shape or
+a dtype edits only the YAML.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+from pathlib import Path
+
+from fusebench import config
 from fusebench.errors import UsageError
 from fusebench.registry import Op
-from kernels import gelu, matmul, rmsnorm, softmax
 
-OPS: dict[str, Op] = {op.name: op for op in (gelu.OP, softmax.OP, rmsnorm.OP, matmul.OP)}
+_modules: dict[str, Op] = {}
+_configured: dict[str, dict[str, Op]] = {}
 
 
-def get_op(name: str) -> Op:
-    """The op called ``name``.
+def op_module(name: str, path: Path | str) -> Op:
+    """The :class:`Op` that module ``kernels.<name>`` builds (``OP``), imported once.
+
+    The case file's ``ops`` entries name the modules: adding an op is its module in ``kernels/``
+    and its entry in the YAML, with no list of ops in Python to extend.
+
+    Raises:
+        fusebench.config.ConfigError: no such module, or it builds no ``OP`` of that name (one
+            line naming the case file and the key).
+    """
+    if name not in _modules:
+        try:
+            module = importlib.import_module(f"kernels.{name}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"kernels.{name}":
+                raise
+            raise config.ConfigError(f"{path}: ops.{name}: no module kernels/{name}.py builds this op") from None
+        op = getattr(module, "OP", None)
+        if not isinstance(op, Op) or op.name != name:
+            raise config.ConfigError(f"{path}: ops.{name}: kernels/{name}.py has no OP named {name!r}")
+        _modules[name] = op
+    return _modules[name]
+
+
+def registered(path: Path | str | None = None) -> dict[str, Op]:
+    """The ops the case file ``path`` names (default: ``fusebench.yaml``), as their modules build
+    them (reference, declared work, backends), in the file's order."""
+    cfg = config.load(path if path is not None else config.DEFAULT_PATH)
+    return {name: op_module(name, cfg.path) for name in cfg.ops}
+
+
+def configured(path: Path | str | None = None) -> dict[str, Op]:
+    """The ops with their cases from the case file ``path`` (default: ``$FUSEBENCH_CONFIG``, else
+    ``fusebench.yaml``), read once per path.
+
+    Raises:
+        fusebench.config.ConfigError: the file is missing or not valid (one line: file, key,
+            valid values).
+    """
+    path = path if path is not None else os.environ.get(config.CONFIG_ENV)
+    key = str(Path(path).resolve()) if path else ""
+    if key not in _configured:
+        cfg = config.load(path)
+        _configured[key] = cfg.apply({**registered(), **{n: op_module(n, cfg.path) for n in cfg.ops}})
+    return _configured[key]
+
+
+def __getattr__(name: str):
+    if name == "OPS":  # read on first use, not at import (a bad file is then one clear line)
+        return configured()
+    if name == "REGISTERED":  # the ops of the default case file, as their modules build them
+        return registered()
+    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+
+
+def get_op(name: str, ops: dict[str, Op] | None = None) -> Op:
+    """The op called ``name`` in ``ops`` (default: ``OPS``).
 
     Raises:
         UsageError: unknown op (the message lists the valid ones).
     """
-    if name not in OPS:
-        raise UsageError(f"unknown op {name!r}; valid ops: {', '.join(OPS)}")
-    return OPS[name]
+    ops = configured() if ops is None else ops
+    if name not in ops:
+        raise UsageError(f"unknown op {name!r}; valid ops: {', '.join(ops)}")
+    return ops[name]

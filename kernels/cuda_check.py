@@ -6,7 +6,7 @@ Each ``kernels/cuda/*.cu`` file is compiled on its own (no torch headers) with
 
 and ptxas's per-function report is parsed; a file that fails to compile or
 warns, or any kernel that spills registers to local memory, is a problem.
-``scripts/check_cuda.py`` is the command-line entry point.
+``python -m kernels.cuda_check`` is the command-line entry point.
 """
 
 from __future__ import annotations
@@ -146,7 +146,7 @@ def demangle(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``scripts/check_cuda.py``: 0 when every file compiles clean without spills, 1 when one
+    """``python -m kernels.cuda_check``: 0 when every file compiles clean without spills, 1 when one
     does not (named), 2 when nvcc is missing."""
     import argparse
 
@@ -172,3 +172,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"PROBLEM {p}")
     print("check_cuda: " + (f"{len(problems)} problem(s)" if problems else "ok"))
     return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    import sys
+
+    sys.exit(main())

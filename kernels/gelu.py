@@ -44,20 +44,6 @@ def gelu_eager(x: torch.Tensor) -> torch.Tensor:
 OP = Op(
     name="gelu",
     reference=reference,
-    grids={
-        # numel 2^10 and 2^14: launch-bound; 2^18-2^20: fits in L2 (60 MB on an H200);
-        # 2^22 and up: streams from HBM; 16384 x 16384 is the lecture's 2-D case (1 GiB fp32).
-        "default": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,), (1 << 22,), (1 << 24,),
-                    (1 << 26,), (16384, 16384)],
-        "cpu": [(1 << 10,), (1 << 14,), (1 << 18,), (1 << 20,)],
-        # make bench QUICK=1: a launch-bound and an HBM-streaming case on a GPU ("quick"), the
-        # quick grid's shape the CPU grid also has on the CPU ("cpu-quick").
-        "quick": [(1 << 14,), (1 << 22,)],
-        "cpu-quick": [(1 << 14,)],
-        # make nsys: one 1-D case streaming from HBM, the 2-D case.
-        "nsys": [(1 << 24,), (16384, 16384)],
-    },
-    headline=(16384, 16384),
 )
 
 

@@ -58,22 +58,9 @@ def tolerance(shape: Shape, precision: str) -> float:
 OP = Op(
     name="matmul",
     reference=reference,
-    dtypes=("float32", "tf32", "bfloat16"),
     flops=flops,
     roofline="compute",
     tolerance=tolerance,
-    grids={
-        # Powers of two, 64 to 8192: on an H200 n <= 512 is launch-bound (a few µs whatever n),
-        # n >= 2048 compute-bound (time ~ n^3); 8192^3 in bfloat16 is also the matrix peak.
-        "default": [(n, n) for n in (64, 128, 256, 512, 1024, 2048, 4096, 8192)],
-        "cpu": [(n, n) for n in (64, 128, 256, 512)],
-        # make bench QUICK=1: on a GPU ("quick"), on the CPU ("cpu-quick": the shape of both).
-        "quick": [(256, 256), (4096, 4096)],
-        "cpu-quick": [(256, 256)],
-        # make nsys: one launch-bound, one compute-bound size.
-        "nsys": [(256, 256), (8192, 8192)],
-    },
-    headline=(8192, 8192),
 )
 
 

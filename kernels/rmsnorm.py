@@ -68,18 +68,6 @@ OP = Op(
     name="rmsnorm",
     reference=reference,
     traffic=traffic,
-    grids={
-        # (tokens, hidden): 4096 x 1024 (16 MB in fp32: mostly L2-resident on an H200) and
-        # 4096 x 4096 also run on the CPU; hidden 1024 (several short rows per program) to 32768
-        # (one long row per program); 16384 x 4096 is a Llama-7B-sized batch of 16K tokens.
-        "default": [(4096, 1024), (4096, 4096), (65536, 1024), (16384, 4096), (8192, 8192),
-                    (2048, 32768)],
-        "cpu": [(4096, 1024), (4096, 4096)],
-        "quick": [(4096, 1024), (16384, 4096)],
-        "cpu-quick": [(4096, 1024)],
-        "nsys": [(16384, 4096)],
-    },
-    headline=(16384, 4096),
 )
 
 

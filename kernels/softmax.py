@@ -55,21 +55,6 @@ OP = Op(
     name="softmax",
     reference=reference,
     invariant=invariant,
-    grids={
-        # (rows, cols). 65536 x 128: many short rows (a warp per row); 16384 x 1024 to
-        # 1024 x 32768: a row per program, on chip; 4096 x 65536 and 256 x 262144: rows too long
-        # to keep on chip (looped / online); 1 x 1048576: one row that must be split across
-        # many programs to keep the GPU busy.
-        "default": [(65536, 128), (16384, 1024), (4096, 4096), (32768, 4096), (8192, 16384),
-                    (1024, 32768), (4096, 65536), (256, 262144), (1, 1048576)],
-        "cpu": [(65536, 128), (1, 1048576)],
-        # make bench QUICK=1: on a GPU ("quick"), on the CPU ("cpu-quick": the shape of both).
-        "quick": [(16384, 1024), (1, 1048576)],
-        "cpu-quick": [(1, 1048576)],
-        # make nsys: a row per program, rows too long to keep on chip, one split row.
-        "nsys": [(4096, 4096), (256, 262144), (1, 1048576)],
-    },
-    headline=(8192, 16384),
 )
 
 

@@ -1,9 +1,9 @@
 """``make lock``: one hash-pinned requirements.lock for the CPU build of torch and the CUDA build.
 
-    python scripts/lock.py compile [--in requirements.in] [--out requirements.lock]
-    python scripts/lock.py cuda [LOCK]         # the lock as the image installs it (CUDA build)
-    python scripts/lock.py check [LOCK] [--python-version 3.12]
-    python scripts/lock.py reference [--check]   # requirements-reference.lock (the reference backends)
+    python -m scripts.lock compile [--in requirements.in] [--out requirements.lock]
+    python -m scripts.lock cuda [LOCK]         # the lock as the image installs it (CUDA build)
+    python -m scripts.lock check [LOCK] [--python-version 3.12]
+    python -m scripts.lock reference [--check]   # requirements-reference.lock (the reference backends)
 
 PEP 508 has no marker for "this machine takes the CUDA build", so the lock spells the choice with
 the ``extra`` marker, which pip evaluates as ``extra == ""`` on a requirement file's lines:
@@ -74,10 +74,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
+from fusebench.cli import run_main
+from fusebench.errors import UsageError
 
 ROOT = Path(__file__).resolve().parent.parent
 CUDA_MARKER = 'extra == "cuda"'

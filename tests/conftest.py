@@ -1,15 +1,9 @@
 """Shared test set-up: Triton runs under its interpreter where there is no GPU; ``gpu`` tests skip."""
 
 import os
-import sys
-from pathlib import Path
 
 import pytest
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
+import torch
 
 HAS_CUDA = torch.cuda.is_available()
 if not HAS_CUDA:

@@ -14,7 +14,7 @@ VALID_BACKENDS = ", ".join(BACKENDS)
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, "scripts/bench.py", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -35,7 +35,7 @@ def test_unknown_names_are_one_line_and_exit_2(args, message):
 def test_quick_bench_end_to_end(tmp_path):
     """A real quick run on this machine into a temporary results folder: sweep, asv, summary."""
     out = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--quick", "--ops", "gelu", "--dtypes", "float32",
+        [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
          "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish"],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "HOME": str(tmp_path)})
@@ -54,11 +54,7 @@ def test_quick_bench_end_to_end(tmp_path):
 
 
 def test_only_a_full_default_run_stores_into_results():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("bench_script", ROOT / "scripts" / "bench.py")
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from fusebench.commands import bench
     assert bench.results_folder(quick=False, partial=False) == "results"
     assert bench.results_folder(quick=True, partial=False) == ".asv/quick-results"
     # A narrowed quick run must not replace a full quick run's values with n/a either.

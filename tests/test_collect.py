@@ -23,7 +23,7 @@ def cpu_run(tmp_path_factory) -> Path:
     records: what one host of a fleet leaves."""
     tmp = tmp_path_factory.mktemp("host-cpu")
     out = subprocess.run(
-        [sys.executable, "scripts/bench.py", "--quick", "--ops", "gelu", "--dtypes", "float32",
+        [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
          "--backends", "eager,torch", "--results", str(tmp / "results"), "--no-publish"],
         cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp)})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -54,7 +54,7 @@ def _snapshot(folder: Path) -> dict:
 
 
 def _collect(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/collect.py", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", "collect", *map(str, args)], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
 
 

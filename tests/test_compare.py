@@ -1,13 +1,13 @@
 """The regression gate (``make compare``) on synthetic asv result files of two real commits."""
 
-import runpy
+
 import subprocess
 import sys
 
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench import compare, results
+from fusebench import commands, compare, results
 from fusebench.environment import ROOT
 
 AXES = [["eager", "torch", "triton"], ["1024"], ["float32"]]
@@ -23,13 +23,13 @@ def commits():
 
 @pytest.fixture
 def gate(tmp_path, capsys, monkeypatch):
-    """Run ``scripts/compare.py`` in this process (torch is imported once): (exit, stdout, stderr)."""
+    """Run ``fusebench compare`` in this process (torch is imported once): (exit, stdout, stderr)."""
 
     def run(base, head, *extra):
-        monkeypatch.setattr(sys, "argv", ["compare.py", "--base", base, "--head", head, "--machine", "box",
+        argv = (["compare", "--base", base, "--head", head, "--machine", "box",
                                           "--results", str(tmp_path), *extra])
         with pytest.raises(SystemExit) as stop:
-            runpy.run_path(str(ROOT / "scripts" / "compare.py"), run_name="__main__")
+            commands.main(argv)
         out = capsys.readouterr()
         return stop.value.code, out.out, out.err
 
@@ -127,6 +127,7 @@ def test_the_command_line_exit_status(tmp_path, commits):
     base, head = commits
     write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
     write_result(tmp_path, "box", head, {T: {TORCH: 2e-3}}, AXES)
-    out = subprocess.run([sys.executable, "scripts/compare.py", "--base", base, "--head", head, "--machine",
-                          "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head,
+                          "--machine", "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True,
+                         text=True)
     assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr

@@ -5,14 +5,12 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 from kernels import cuda_check
 

@@ -17,9 +17,7 @@ import torch
 
 from fusebench import environment, store, sweep
 from fusebench.environment import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import lock  # noqa: E402
+from scripts import lock
 
 LOCK = ROOT / "requirements.lock"
 DOCKERFILE = ROOT / "Dockerfile"
@@ -255,7 +253,7 @@ def test_make_bench_in_the_image_command_lines():
     assert "--env FUSEBENCH_IMAGE_DIGEST=$(docker image inspect --format '{{.Id}}' fusebench:abc123)" in run
     image_at = args.index("fusebench:abc123", args.index("--env") + 5)
     assert args[image_at + 1:] == ["--ops", "gelu", "--quick"]
-    assert not [ln for ln in lines if "scripts/bench.py" in ln]
+    assert not [ln for ln in lines if "-m fusebench bench" in ln]
 
 
 @pytest.mark.parametrize("rootless", ["", "1"])
@@ -287,7 +285,7 @@ def test_buildah_builds_the_image_but_bench_runs_here_saying_why(tmp_path):
     lines = _make_n("bench", f"CONTAINER={buildah}", "OP=gelu", env=env)
     assert lines == ['echo "bench: buildah found; missing: an engine that runs the image (docker or podman): '
                      'buildah only builds: running here, not in the image" >&2',
-                     "py scripts/bench.py --ops gelu"]
+                     "py -m fusebench bench --ops gelu"]
     lines = _make_n("shell", f"CONTAINER={buildah}", "ENGINE_OK=1", env=env)
     assert ('echo "shell: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; '
             'exit 2') in lines
@@ -337,17 +335,17 @@ def test_make_bench_says_why_and_runs_here_without_docker():
     lines = _make_n("bench", "CONTAINER=/nonexistent/docker", "OP=gelu")
     assert lines[0] == ('echo "bench: docker not found (/nonexistent/docker is not on PATH; docker, podman '
                         'or buildah: CONTAINER=...): running here, not in the image" >&2')
-    assert lines[1:] == ["py scripts/bench.py --ops gelu"]
+    assert lines[1:] == ["py -m fusebench bench --ops gelu"]
     assert not [ln for ln in lines if "docker run" in ln or "docker build" in ln]
     # DOCKER= (the old name) still chooses the engine
     assert _make_n("bench", "DOCKER=/nonexistent/docker", "OP=gelu") == lines
 
 
 def test_local_1_forces_the_local_path_quietly():
-    assert _make_n("bench", "LOCAL=1") == ["py scripts/bench.py"]
+    assert _make_n("bench", "LOCAL=1") == ["py -m fusebench bench"]
     # inside the image (FUSEBENCH_IN_IMAGE=1, set by the Dockerfile) make never calls an engine
     in_image = dict(os.environ, FUSEBENCH_IN_IMAGE="1")
-    assert _make_n("bench", "QUICK=1", env=in_image) == ["py scripts/bench.py --quick"]
+    assert _make_n("bench", "QUICK=1", env=in_image) == ["py -m fusebench bench --quick"]
 
 
 # --- scripts/engine_check.sh and scripts/entrypoint.sh ------------------------------------------
@@ -413,8 +411,8 @@ def test_entrypoint_runs_bench_or_a_command(tmp_path):
     env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
     ep = str(ROOT / "scripts" / "entrypoint.sh")
     run = lambda *a: subprocess.run([ep, *a], cwd=ROOT, capture_output=True, text=True, env=env)  # noqa: E731
-    assert run().stdout == "python3 scripts/bench.py\n"
-    assert run("--ops", "gelu", "--quick").stdout == "python3 scripts/bench.py --ops gelu --quick\n"
+    assert run().stdout == "python3 -m fusebench bench\n"
+    assert run("--ops", "gelu", "--quick").stdout == "python3 -m fusebench bench --ops gelu --quick\n"
     assert run("echo", "in", "image").stdout == "in image\n"
     out = subprocess.run([ep], cwd=tmp_path, capture_output=True, text=True, env=env)
     assert out.returncode == 2 and "is not a fusebench checkout" in out.stderr
@@ -453,7 +451,7 @@ def test_a_bare_host_records_no_image_fields(monkeypatch):
 
 
 def test_lock_script_bad_input_is_one_line(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "cuda", str(tmp_path / "nope")],
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", "cuda", str(tmp_path / "nope")],
                          capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr.strip() == f"lock: error: {tmp_path / 'nope'}: no such file"
 

@@ -2,15 +2,13 @@
 
 import math
 import re
-import runpy
-import sys
 
 import pytest
 from asvfiles import main_commits, write_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusebench import compare, metrictable, runrecord, sweep
+from fusebench import commands, compare, metrictable, runrecord, sweep
 from fusebench.compare import Case
 from fusebench.environment import ROOT
 
@@ -174,10 +172,10 @@ def record(commit: str, figures: dict, **extra) -> sweep.Sweep:
 @pytest.fixture
 def gate(tmp_path, capsys, monkeypatch):
     def run(base, head):
-        monkeypatch.setattr(sys, "argv", ["compare.py", "--base", base, "--head", head, "--machine", "box",
+        argv = (["compare", "--base", base, "--head", head, "--machine", "box",
                                           "--results", str(tmp_path / "results")])
         with pytest.raises(SystemExit) as stop:
-            runpy.run_path(str(ROOT / "scripts" / "compare.py"), run_name="__main__")
+            commands.main(argv)
         out = capsys.readouterr()
         return stop.value.code, out.out, out.err
 

@@ -9,9 +9,7 @@ import sys
 import pytest
 
 from fusebench.environment import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import image_test  # noqa: E402
+from scripts import image_test
 
 
 def test_the_caller_is_sudos_user_or_this_one_and_never_root(monkeypatch):
@@ -40,7 +38,7 @@ def test_a_failing_step_names_itself_with_the_end_of_its_output():
 
 @pytest.mark.skipif(os.getuid() != 0, reason="the missing-tool refusal is reached only as root")
 def test_cannot_set_up_without_the_tools_is_one_line_and_exit_2(tmp_path):
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "image_test.py")], capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "scripts.image_test"], capture_output=True,
                          text=True, env={"PATH": str(tmp_path)})
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr == ("image-test: cannot set up: not found: buildah (apt-get install buildah), "

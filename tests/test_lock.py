@@ -12,9 +12,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from fusebench.environment import ROOT
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import lock  # noqa: E402
+from scripts import lock
 
 LOCK = ROOT / "requirements.lock"
 
@@ -101,7 +99,7 @@ def test_pip_resolves_the_lock_for_every_supported_python_with_no_pip_configurat
     # package and wheel hash pip would take is in the lock (metadata only, nothing downloaded).
     # Not run here: the download of torch's CPU wheel itself (download.pytorch.org), and the
     # tests on Python 3.12 and 3.13.
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "check"],
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", "check"],
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     for v in lock.PYTHONS:

@@ -66,7 +66,7 @@ def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
     stem = nsys.report_stem(op, "h200", git_commit())
     kv = dict(s.split("=", 1) for s in selection)
     args = nsys.driver_args(op, kv.get("BACKENDS"), kv.get("SHAPES"), kv.get("DTYPES"))
-    driver = [sys.executable, "scripts/nsys_driver.py"]
+    driver = [sys.executable, "-m", "fusebench", "nsys"]
     expected = [
         shlex.join([*driver, "check", *args, "--nsys", "/x/nsys"]),
         f"rm -f {stem}.json {stem}.sqlite {stem}_nvtx_*.csv",
@@ -82,7 +82,7 @@ def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
 def test_make_trace_writes_a_chrome_trace_beside_the_captures():
     lines = make_n("trace", "OP=gelu")
     stem = nsys.report_stem("gelu", "h200", git_commit())
-    assert lines[-1] == shlex.join([sys.executable, "scripts/nsys_driver.py", "trace", "--op=gelu",
+    assert lines[-1] == shlex.join([sys.executable, "-m", "fusebench", "trace", "--op=gelu",
                                     "--out", f"{stem}.trace.json"])
 
 
@@ -121,15 +121,15 @@ def test_an_nsys_that_prints_no_version_is_refused(tmp_path):
 
 
 def driver(*args, **kw):
-    return subprocess.run([sys.executable, "scripts/nsys_driver.py", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=ROOT,
                           capture_output=True, text=True, timeout=300, **kw)
 
 
 def test_without_nsys_one_line_says_how_to_get_it_and_the_exit_is_non_zero():
-    out = driver("check", "--op=gelu", "--nsys", "/nonexistent/nsys")
+    out = driver("nsys", "check", "--op=gelu", "--nsys", "/nonexistent/nsys")
     assert out.returncode == 1
     assert out.stderr.count("\n") == 1 and "Traceback" not in out.stderr
-    assert out.stderr.startswith("nsys_driver: error: nsys not found (NSYS=/nonexistent/nsys): "
+    assert out.stderr.startswith("nsys: error: nsys not found (NSYS=/nonexistent/nsys): "
                                  "install Nsight Systems 2024.3 or newer")
     assert "NSYS=/path/to/nsys" in out.stderr
 
@@ -141,7 +141,7 @@ def test_with_nsys_but_no_gpu_the_check_says_so(monkeypatch, capsys, tmp_path):
         pytest.skip("this machine has a GPU")
     path = fake_nsys(tmp_path, "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
     status, err = driver_in_process(monkeypatch, capsys, "check", "--op=gelu", "--nsys", path)
-    assert (status, err) == (1, "nsys_driver: error: make nsys needs an NVIDIA GPU (torch sees none); "
+    assert (status, err) == (1, "nsys: error: make nsys needs an NVIDIA GPU (torch sees none); "
                                 "`make trace OP=...` traces the CPU ops here\n")
 
 
@@ -150,41 +150,35 @@ def test_make_nsys_without_nsys_stops_before_profiling():
                           "DEPS="],
                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=make_env())
     assert out.returncode != 0
-    assert "nsys_driver: error: nsys not found (NSYS=/nonexistent/nsys)" in out.stderr
+    assert "nsys: error: nsys not found (NSYS=/nonexistent/nsys)" in out.stderr
     assert "profile" not in out.stdout
 
 
 def driver_in_process(monkeypatch, capsys, *args):
-    """Run the driver's main in this process (no interpreter start-up): (exit status, stderr)."""
-    import importlib.util
+    """Run ``fusebench nsys`` in this process (no interpreter start-up): (exit status, stderr)."""
+    from fusebench import commands
 
-    from fusebench.cli import run_main
-
-    spec = importlib.util.spec_from_file_location("nsys_driver", ROOT / "scripts" / "nsys_driver.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(sys, "argv", ["nsys_driver.py", *args])
     with pytest.raises(SystemExit) as exited:
-        run_main(module.main, module.PROG)
+        commands.main(["nsys", *args])
     return exited.value.code, capsys.readouterr().err
 
 
 def test_a_bad_name_in_a_fresh_process_is_one_line_without_traceback():
-    out = driver("check", "--op=relu", "--nsys", "nsys")
+    out = driver("nsys", "check", "--op=relu", "--nsys", "nsys")
     assert out.returncode == 2
-    assert out.stderr == f"nsys_driver: error: unknown op 'relu'; valid ops: {VALID_OPS}\n"
+    assert out.stderr == f"nsys: error: unknown op 'relu'; valid ops: {VALID_OPS}\n"
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--op=relu"], f"nsys_driver: error: unknown op 'relu'; valid ops: {VALID_OPS}"),
-    (["--op="], f"nsys_driver: error: OP= names the op to profile; valid ops: {VALID_OPS}"),
+    (["--op=relu"], f"nsys: error: unknown op 'relu'; valid ops: {VALID_OPS}"),
+    (["--op="], f"nsys: error: OP= names the op to profile; valid ops: {VALID_OPS}"),
     (["--op=gelu", "--backends", "cudnn"],
-     f"nsys_driver: error: unknown backend 'cudnn'; valid backends: {VALID_BACKENDS}"),
-    (["--op=softmax", "--shapes", "3x3"], "nsys_driver: error: unknown shape '3x3'; valid shapes: "
+     f"nsys: error: unknown backend 'cudnn'; valid backends: {VALID_BACKENDS}"),
+    (["--op=softmax", "--shapes", "3x3"], "nsys: error: unknown shape '3x3'; valid shapes: "
      "65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 1024x32768, 4096x65536, 256x262144, "
      "1x1048576"),
     (["--op=gelu", "--dtypes", "fp8"],
-     "nsys_driver: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16"),
+     "nsys: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16"),
 ])
 def test_unknown_names_are_one_line_and_exit_2(monkeypatch, capsys, args, message):
     status, err = driver_in_process(monkeypatch, capsys, "check", *args, "--nsys", "/nonexistent/nsys")

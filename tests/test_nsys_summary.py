@@ -177,20 +177,12 @@ def test_a_side_file_of_another_format_is_refused(tmp_path):
 
 
 def test_summary_command_writes_md_and_csv_beside_the_capture(tmp_path, capsys, monkeypatch):
-    import importlib.util
-    import sys
-
-    from fusebench.cli import run_main
-    from fusebench.environment import ROOT
+    from fusebench import commands
 
     stem = write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": PROJ_2025, "g_nvtx_kern_sum.csv": KERN_2025,
                             "g.json": json.dumps(side_file())})
-    spec = importlib.util.spec_from_file_location("nsys_driver", ROOT / "scripts" / "nsys_driver.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(sys, "argv", ["nsys_driver.py", "summary", str(stem)])
     with pytest.raises(SystemExit) as exited:
-        run_main(module.main, module.PROG)
+        commands.main(["nsys", "summary", str(stem)])
     assert exited.value.code == 0
     out = capsys.readouterr()
     assert (tmp_path / "g.md").read_text() == out.out[:-1]

@@ -160,7 +160,7 @@ def test_gpu_only_modes_touch_every_backend_on_a_gpu_only(native):
 
 
 def bench(args, env, cwd=ROOT, timeout=120):
-    return subprocess.run([sys.executable, "scripts/bench.py", *args], cwd=cwd, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=env)
 
 
@@ -210,4 +210,4 @@ def test_make_dirty_passes_the_flag():
     out = subprocess.run(["make", "-n", "--no-print-directory", "bench-local", "DIRTY=1", "OP=gelu",
                           f"SYSTEM_PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True,
                          check=True)
-    assert out.stdout.strip().splitlines()[-1] == f"{sys.executable} scripts/bench.py --ops gelu --dirty"
+    assert out.stdout.strip().splitlines()[-1] == f"{sys.executable} -m fusebench bench --ops gelu --dirty"

@@ -19,25 +19,19 @@ CPU = torch.device("cpu")
 
 
 def in_process(name, *args, monkeypatch, capsys):
-    """Run ``scripts/<name>.py`` with ``args`` in this process (no torch import to wait for):
+    """Run ``fusebench <name>`` with ``args`` in this process (no torch import to wait for):
     returns ``(exit status, stdout, stderr)``."""
-    import importlib.util
+    from fusebench import commands
 
-    from fusebench.cli import run_main
-
-    spec = importlib.util.spec_from_file_location(f"script_{name}", ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    monkeypatch.setattr(sys, "argv", [name, *args])
     with pytest.raises(SystemExit) as exc:
-        run_main(module.main, name.removesuffix("_op"))
+        commands.main([name, *args])
     captured = capsys.readouterr()
     return exc.value.code, captured.out, captured.err
 
 
 def script(name, *args, tmp_path=None):
     env = {"FUSEBENCH_MACHINE": "testbox", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path or ROOT)}
-    return subprocess.run([sys.executable, f"scripts/{name}.py", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fusebench", name, *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env=env)
 
 
@@ -126,7 +120,7 @@ def test_profile_defaults_and_failures():
 
 
 def test_profile_script_stores_the_report(tmp_path):
-    out = script("profile_op", "--op", "matmul", "--shape", "64x64", "--calls", "2",
+    out = script("profile", "--op", "matmul", "--shape", "64x64", "--calls", "2",
                  "--reports", str(tmp_path), tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "aten::mm" in out.stdout and "| torch |" in out.stdout
@@ -145,7 +139,7 @@ def test_profile_script_stores_the_report(tmp_path):
     (["--op", "gelu", "--shape", "12xx"], "profile: error: bad shape '12xx'"),
 ])
 def test_profile_bad_input(args, message, monkeypatch, capsys):
-    code, out, err = in_process("profile_op", "--no-save", *args, monkeypatch=monkeypatch, capsys=capsys)
+    code, out, err = in_process("profile", "--no-save", *args, monkeypatch=monkeypatch, capsys=capsys)
     assert code == 2 and err.startswith(message), err
     assert len(err.strip().splitlines()) == 1 and out == ""
 

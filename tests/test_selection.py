@@ -70,7 +70,7 @@ def test_a_sweep_that_measured_nothing_is_refused(records, message):
 def bench(*args, tmp_path):
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, "scripts/bench.py", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=ROOT, capture_output=True,
                           text=True, timeout=300, env=env)
 
 

@@ -60,7 +60,7 @@ def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
     shutil.copytree(ROOT / "results", res)
     bad = next((res / "h200").glob("d0a40cb8-*.json"))
     bad.write_bytes(bad.read_bytes()[:1000])
-    out = subprocess.run([sys.executable, "scripts/plots.py", "--results", str(res), "--out",
+    out = subprocess.run([sys.executable, "-m", "fusebench", "plots", "--results", str(res), "--out",
                           str(tmp_path / "plots")], cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
     err = out.stderr.strip().splitlines()
@@ -88,7 +88,7 @@ def test_compare_names_an_unreadable_file_and_exits_2(tmp_path):
     write_result(tmp_path, "box", head, {T: {TORCH: 1e-3}}, AXES)
     broken = tmp_path / "box" / f"{head[:8]}-other-env.json"
     broken.write_text('{"version": 2, "commit_hash"')
-    cmd = [sys.executable, "scripts/compare.py", "--base", base, "--head", head, "--machine", "box",
+    cmd = [sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head, "--machine", "box",
            "--results", str(tmp_path)]
     out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
     assert out.returncode == 2, out.stderr

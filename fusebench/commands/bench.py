@@ -1,7 +1,14 @@
-"""``make bench``: measure every case on this machine, store it with asv, print the summary, publish.
+"""Measure every case on this machine, store it with asv, print the summary, publish (make bench).
 
-    python scripts/bench.py [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--quick] [--dirty]
-                            [--rounds 3] [--results DIR] [--html DIR] [--plots DIR] [--no-publish]
+    fusebench bench [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--shapes ...] [--quick]
+                    [--dirty] [--rounds 3] [--config FILE] [--results DIR] [--html DIR] [--plots DIR]
+                    [--no-publish] [--json FILE] [--csv FILE]
+
+The cases come from the case file (``fusebench.yaml``, or ``--config``; ``fusebench list`` prints
+them); a run with another case file, or of some shapes, is stored apart like a run of some
+backends. ``--json``/``--csv`` also write this run's record (every case; JSON: the format of
+``records/<machine>/<sha8>.json``) to a file. A progress bar with the elapsed and remaining time
+runs on stderr during the rounds when stderr is a terminal.
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
 skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results``, and a
@@ -20,19 +27,18 @@ that applies to none of the chosen ops included) or when nothing was measured (n
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import asvsuite, environment, plots, report, runrecord, site, store, sweep  # noqa: E402
-from fusebench.cli import positive_int, run_main  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
-from fusebench.provenance import DIRTY_RESULTS, before_sweep  # noqa: E402
-from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
-from fusebench.selection import choose, require_measured  # noqa: E402
-from kernels import OPS  # noqa: E402
+from fusebench import asvsuite, config, environment, plots, report, runrecord, site, store, sweep
+from fusebench.cli import add_config, positive_int
+from fusebench.errors import UsageError
+from fusebench.provenance import DIRTY_RESULTS, before_sweep
+from fusebench.registry import BACKENDS, PRECISIONS, Op
+from fusebench.selection import choose, narrow_shapes, require_measured
+from kernels import REGISTERED, configured
 
 
 def results_folder(quick: bool, partial: bool) -> str:
@@ -52,26 +58,57 @@ def results_reader(results: Path):
     return Reader(results)
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="bench", description=__doc__.splitlines()[0])
-    ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(OPS)}")
+def add_selection(ap: argparse.ArgumentParser) -> None:
+    """The options that select a run's cases (``fusebench bench`` and ``fusebench list``)."""
+    ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(REGISTERED)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)}")
+    ap.add_argument("--shapes", help="comma-separated shapes of the run's grid, e.g. 4096x4096,1x1048576")
     ap.add_argument("--quick", action="store_true", help="quick grid, results kept apart")
-    ap.add_argument("--rounds", type=positive_int, default=sweep.DEFAULT_ROUNDS,
-                    help=f"interleaved rounds per case (default {sweep.DEFAULT_ROUNDS}); noise: their spread")
+    add_config(ap)
+
+
+def selected(args: argparse.Namespace) -> tuple[list[Op], list[str], list[str], str, bool]:
+    """The run ``args`` select: ``(ops, backend names, dtype names, grid, partial)``; ``ops``
+    narrowed to the chosen shapes of this machine's ``grid``; ``partial`` when the run covers less
+    than the default case file's full grid (its results are then kept apart).
+
+    Raises:
+        UsageError: an unknown or inapplicable name or shape, or a case file that is not valid.
+    """
+    ops, backends, dtypes = choose(configured(args.config), args.ops, args.backends, args.dtypes)
+    grid = sweep.grid_name(environment.device(), args.quick)
+    narrowed = narrow_shapes(ops, grid, args.shapes)
+    # A run of some backends, dtypes or shapes would replace the others' stored values of this
+    # commit with n/a (asv stores a benchmark's whole parameter grid at once), and a run of
+    # another case file has other parameters: keep it apart, like --quick.
+    partial = (len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS) or bool(args.shapes)
+               or args.config is not None)
+    return narrowed, backends, dtypes, grid, partial
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench bench``."""
+    add_selection(ap)
+    ap.add_argument("--rounds", type=positive_int,
+                    help=f"interleaved rounds per case (default: the case file's settings.rounds, "
+                         f"{config.DEFAULT_ROUNDS} unless set); noise: their spread")
+    ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
+    ap.add_argument("--csv", type=Path, metavar="FILE", help="also write this run's cases as CSV")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
     ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
     ap.add_argument("--plots", type=Path, default=environment.ROOT / "plots", help="where plots go")
     ap.add_argument("--no-publish", action="store_true")
     ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
                     f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
-    args = ap.parse_args()
 
-    ops, backends, dtypes = choose(OPS, args.ops, args.backends, args.dtypes)
-    # A run of some backends or dtypes would replace the others' stored values of this commit
-    # with n/a (asv stores a benchmark's whole parameter grid at once): keep it apart, like --quick.
-    partial = len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS)
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench bench`` with the parsed options; returns the exit status."""
+    ops, backends, dtypes, _, partial = selected(args)
+    rounds = args.rounds or config.load(args.config).rounds
+    if args.config is not None:  # the asv suite's processes read the same case file
+        os.environ[config.CONFIG_ENV] = str(args.config.resolve())
     results = args.results or environment.ROOT / results_folder(args.quick, partial)
     commit = environment.git_commit()
     if commit is None:
@@ -80,13 +117,17 @@ def main() -> int:
 
     started = time.perf_counter()
     result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                       rounds=args.rounds)
+                       rounds=rounds)
     require_measured(result.records)
     results = checked.after(result.environment)
     machine = environment.machine_name()
     sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
     result.save(sweep_file)
     print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
+    for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):
+        if path is not None:
+            runrecord.write_text(path, render(result))
+            print(f"bench: run record written to {path}", file=sys.stderr)
 
     store.register_machine(store.machine_info(machine, result.environment))
     t = time.perf_counter()
@@ -108,7 +149,7 @@ def main() -> int:
                   file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
-        written = plots.write_plots(results, args.plots, list(OPS.values()), [machine],
+        written = plots.write_plots(results, args.plots, list(configured(args.config).values()), [machine],
                                     reader=results_reader(results))
         print(f"bench: {len(written)} plots refreshed in {args.plots}/{machine}/", file=sys.stderr)
         result.phases["publish"] = round(time.perf_counter() - t, 1)
@@ -120,6 +161,3 @@ def main() -> int:
         print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    run_main(main, "bench")

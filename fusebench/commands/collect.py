@@ -1,6 +1,6 @@
-"""``make collect``: merge the results folders of many hosts into ``results/`` (and ``records/``).
+"""Merge the results folders of many hosts into ``results/`` (and ``records/``).
 
-    python scripts/collect.py FROM [FROM ...] [--into DIR] [--dry-run]
+    fusebench collect FROM [FROM ...] [--into DIR] [--dry-run]
 
 Each FROM is a results folder (``<machine>/machine.json``, result files, ``benchmarks.json``;
 its run records in the sibling records folder) or a folder holding ``results/`` and
@@ -20,21 +20,21 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import collect, runrecord  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.environment import ROOT  # noqa: E402
+from fusebench import collect, runrecord
+from fusebench.environment import ROOT
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="collect", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench collect``."""
     ap.add_argument("sources", nargs="+", type=Path, metavar="FROM",
                     help="results folders of other hosts (or folders holding results/)")
     ap.add_argument("--into", type=Path, default=ROOT / "results",
                     help="destination results folder (default results/; records beside it)")
     ap.add_argument("--dry-run", action="store_true", help="say what would be copied, write nothing")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench collect`` with the parsed options; returns the exit status."""
 
     plan = collect.plan(args.sources, args.into)
     for line in plan.warnings:
@@ -65,6 +65,3 @@ def main() -> int:
           + f"; {len(plan.same)} file(s) already there, identical", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main, "collect")

@@ -1,7 +1,7 @@
-"""``make compare``: the regression gate between two commits' stored results on one machine.
+"""The regression gate between two commits' stored results on one machine.
 
-    python scripts/compare.py --base REV [--head REV] [--factor 1.04] [--machine NAME]
-                              [--results DIR] [--all]
+    fusebench compare --base REV [--head REV] [--factor 1.04] [--machine NAME]
+                      [--results DIR] [--all]
 
 Judges the gated metrics (hot and cold device time) of every case, from each run's record
 (``records/<machine>/<sha8>.json``: every round's figures) where there is one, else from asv's
@@ -21,12 +21,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import compare, metrictable, results, runrecord  # noqa: E402
-from fusebench.cli import report_unreadable, run_main  # noqa: E402
-from fusebench.environment import ROOT  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
+from fusebench import compare, config, results, runrecord
+from fusebench.cli import add_config, report_unreadable
+from fusebench.environment import ROOT
+from fusebench.errors import UsageError
 
 
 def resolve(rev: str) -> str:
@@ -56,18 +54,23 @@ def parse_factor(text: str) -> float:
     return value
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="compare", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench compare``."""
     ap.add_argument("--base", required=True, help="git revision compared against")
     ap.add_argument("--head", default="HEAD", help="git revision checked (default HEAD)")
-    ap.add_argument("--factor", default=str(metrictable.DEFAULT_FACTOR),
-                    help=f"allowed slowdown before noise (default {metrictable.DEFAULT_FACTOR})")
+    ap.add_argument("--factor", help="allowed slowdown before noise (default: the case file's "
+                                     f"settings.gate.factor, {config.DEFAULT_FACTOR} unless set)")
+    add_config(ap)
     ap.add_argument("--machine", help="asv machine (default: this host's, e.g. h200)")
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
     ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
-    args = ap.parse_args()
 
-    factor = parse_factor(args.factor)
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench compare`` with the parsed options; returns the exit status."""
+
+    settings = config.load(args.config)
+    factor = parse_factor(args.factor) if args.factor is not None else settings.factor
     base, head = resolve(args.base), resolve(args.head)
     if not args.machine:
         from fusebench.environment import machine_name
@@ -78,7 +81,7 @@ def main() -> int:
     records = runrecord.records_dir(args.results)
     base_rec = runrecord.load(records, args.machine, base)
     head_rec = runrecord.load(records, args.machine, head)
-    rows = compare.compare(before, after, factor, base_rec, head_rec)
+    rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha)
     print(compare.table(rows, show_all=args.all))
     failed = compare.failed_gate(rows)
     rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
@@ -87,6 +90,3 @@ def main() -> int:
           f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
     return 2 if report_unreadable(reader, "compare") else 1 if failed else 0
 
-
-if __name__ == "__main__":
-    run_main(main, "compare")

@@ -1,6 +1,6 @@
-"""``make mlp``: MLP training-step time over steps, layers and batch size (linear growth).
+"""MLP training-step time over steps, layers and batch size (linear growth).
 
-    python scripts/mlp.py [--dtype float32|tf32|bfloat16] [--reports DIR] [--no-save]
+    fusebench mlp [--dtype float32|tf32|bfloat16] [--reports DIR] [--no-save]
 
 Prints the report (markdown) and stores it with its environment in
 ``reports/<machine>/mlp-<commit>.json`` and ``.md``. The sizes are fixed per device (a few
@@ -13,21 +13,21 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import environment, mlp, reports  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.errors import SkipCase, UsageError  # noqa: E402
+from fusebench import environment, mlp, reports
+from fusebench.errors import SkipCase, UsageError
 
 DTYPES = ("float32", "tf32", "bfloat16")
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="mlp", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench mlp``."""
     ap.add_argument("--dtype", default="float32", help=f"one of: {', '.join(DTYPES)}")
     ap.add_argument("--reports", type=Path, default=reports.REPORTS_DIR, help="where reports are stored")
     ap.add_argument("--no-save", action="store_true", help="print only")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench mlp`` with the parsed options; returns the exit status."""
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
 
@@ -46,6 +46,3 @@ def main() -> int:
         print(f"mlp: stored {' and '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main, "mlp")

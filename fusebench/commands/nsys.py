@@ -1,11 +1,11 @@
-"""``make nsys`` / ``make trace``: profile every backend of one op, one named range per case.
+"""The steps of an Nsight Systems capture of one op, one named range per case (make nsys runs them).
 
-    python scripts/nsys_driver.py plan    --op gelu [--backends ..] [--shapes ..] [--dtypes ..]
-    python scripts/nsys_driver.py stem    gelu
-    python scripts/nsys_driver.py check   --op gelu [...] --nsys nsys
-    python scripts/nsys_driver.py run     --op gelu [...] --json nsys/<stem>.json    (under nsys)
-    python scripts/nsys_driver.py summary nsys/<stem>
-    python scripts/nsys_driver.py trace   --op gelu [...] --out nsys/<stem>.trace.json
+    fusebench nsys plan    --op gelu [--backends ..] [--shapes ..] [--dtypes ..]
+    fusebench nsys stem    gelu
+    fusebench nsys check   --op gelu [...] --nsys nsys
+    fusebench nsys run     --op gelu [...] --json nsys/<stem>.json    (under nsys)
+    fusebench nsys summary nsys/<stem>
+    fusebench trace        --op gelu [...] --out nsys/<stem>.trace.json
 
 ``plan`` prints the range names in run order; ``stem`` the capture's path without extension
 (``nsys/<op>-<machine>-<short sha>``); ``check`` validates the selection and the nsys version
@@ -27,16 +27,14 @@ import json
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from fusebench import environment, nsys, nsys_stats, profile_summary
+from fusebench.cli import add_config
+from fusebench.errors import UsageError
+from fusebench.profile_plan import CALLS, select
+from fusebench.registry import BACKENDS, PRECISIONS
+from kernels import REGISTERED, configured, get_op
 
-from fusebench import environment, nsys, nsys_stats, profile_summary  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
-from fusebench.profile_plan import CALLS, select  # noqa: E402
-from fusebench.registry import BACKENDS, PRECISIONS  # noqa: E402
-from kernels import OPS, get_op  # noqa: E402
-
-PROG = "nsys_driver"
+PROG = "nsys"
 
 
 class CannotRun(Exception):
@@ -44,17 +42,18 @@ class CannotRun(Exception):
 
 
 def _selection(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--op", required=True, help=f"one of: {', '.join(OPS)}")
+    ap.add_argument("--op", required=True, help=f"one of: {', '.join(REGISTERED)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
     ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)} (the op's)")
     ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per range (default {CALLS})")
+    add_config(ap)
 
 
 def _plan(args, device_type: str):
     if not args.op:
-        raise UsageError(f"OP= names the op to profile; valid ops: {', '.join(OPS)}")
-    op = get_op(args.op)
+        raise UsageError(f"OP= names the op to profile; valid ops: {', '.join(configured(args.config))}")
+    op = get_op(args.op, configured(args.config))
     return op, select(op, args.backends, args.shapes, args.dtypes, device_type, args.calls)
 
 
@@ -169,9 +168,9 @@ def cmd_trace(args) -> int:
     return 0
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog=PROG, description=__doc__.splitlines()[0])
-    sub = ap.add_subparsers(dest="command", required=True)
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The steps of ``fusebench nsys``, each a subcommand with its options."""
+    sub = ap.add_subparsers(dest="step", required=True, metavar="<step>", parser_class=type(ap))
     p = sub.add_parser("plan", help="print the range names in run order")
     _selection(p)
     p = sub.add_parser("stem", help="print nsys/<op>-<machine>-<short sha>")
@@ -184,18 +183,35 @@ def main() -> int:
     p.add_argument("--json", type=Path, required=True, help="side file to write")
     p = sub.add_parser("summary", help="write <stem>.md and <stem>.csv from the nsys stats CSVs")
     p.add_argument("stem", help="capture path without extension, e.g. nsys/gelu-h200-1a2b3c4")
-    p = sub.add_parser("trace", help="torch.profiler Chrome trace with the same range names")
-    _selection(p)
-    p.add_argument("--out", type=Path, required=True, help="trace file to write (.json)")
-    args = ap.parse_args()
-    command = {"plan": cmd_plan, "stem": cmd_stem, "check": cmd_check, "run": cmd_run,
-               "summary": cmd_summary, "trace": cmd_trace}[args.command]
+
+
+def add_trace_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench trace``."""
+    _selection(ap)
+    ap.add_argument("--out", type=Path, help="trace file to write (.json; default "
+                                             "nsys/<op>-<machine>-<short sha>.trace.json)")
+
+
+def _run(command, args, prog: str) -> int:
     try:
         return command(args)
     except (CannotRun, nsys.NsysUnavailable, nsys_stats.StatsError) as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)  # one line, no exception type: it says it all
+        print(f"{prog}: error: {exc}", file=sys.stderr)  # one line, no exception type: it says it all
         return 1
 
 
-if __name__ == "__main__":
-    run_main(main, PROG)
+def run(args: argparse.Namespace) -> int:
+    """Run the step ``args.step`` of ``fusebench nsys``; returns the exit status."""
+    command = {"plan": cmd_plan, "stem": cmd_stem, "check": cmd_check, "run": cmd_run,
+               "summary": cmd_summary}[args.step]
+    return _run(command, args, PROG)
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """Run ``fusebench trace``; returns the exit status."""
+    if args.out is None:
+        if not args.op:
+            raise UsageError(f"--op names the op to trace; valid ops: {', '.join(configured(args.config))}")
+        args.out = Path(nsys.report_stem(args.op, environment.machine_name(), environment.git_commit())
+                        + ".trace.json")
+    return _run(cmd_trace, args, "trace")

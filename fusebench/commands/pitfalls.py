@@ -1,7 +1,7 @@
-"""``make pitfalls``: the two classic GPU timing mistakes, measured side by side on one matmul.
+"""The two classic GPU timing mistakes, measured side by side on one matmul.
 
-    python scripts/pitfalls.py [--n N] [--dtype float32|tf32|bfloat16] [--launches 10] [--rounds 5]
-                               [--reports DIR] [--no-save]
+    fusebench pitfalls [--n N] [--dtype float32|tf32|bfloat16] [--launches 10] [--rounds 5]
+                       [--reports DIR] [--no-save]
 
 Prints the report (markdown) and stores it with its environment in
 ``reports/<machine>/pitfalls-<commit>.json`` and ``.md``. On the CPU the first-call pitfall is
@@ -15,24 +15,27 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import environment, pitfalls, reports  # noqa: E402
-from fusebench.cli import positive_int, run_main  # noqa: E402
-from fusebench.errors import SkipCase, UsageError  # noqa: E402
-from kernels import get_op  # noqa: E402
+from fusebench import environment, pitfalls, reports
+from fusebench.cli import add_config, positive_int
+from fusebench.errors import SkipCase, UsageError
+from kernels import configured, get_op
 
 
-def main() -> int:
-    dtypes = get_op("matmul").dtypes
-    ap = argparse.ArgumentParser(prog="pitfalls", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench pitfalls``."""
     ap.add_argument("--n", type=positive_int, help="matrix size (default 4096 on a GPU, 1024 on the CPU)")
-    ap.add_argument("--dtype", default="float32", help=f"one of: {', '.join(dtypes)}")
+    ap.add_argument("--dtype", default="float32",
+                    help="one of matmul's dtypes in the case file (float32, tf32, bfloat16)")
     ap.add_argument("--launches", type=positive_int, default=10, help="back-to-back launches timed")
     ap.add_argument("--rounds", type=positive_int, default=5, help="rounds per clock (median)")
     ap.add_argument("--reports", type=Path, default=reports.REPORTS_DIR, help="where reports are stored")
     ap.add_argument("--no-save", action="store_true", help="print only")
-    args = ap.parse_args()
+    add_config(ap)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench pitfalls`` with the parsed options; returns the exit status."""
+    dtypes = get_op("matmul", configured(args.config)).dtypes
     if args.dtype not in dtypes:
         raise UsageError(f"unknown dtype {args.dtype!r}; valid dtypes: {', '.join(dtypes)}")
 
@@ -50,6 +53,3 @@ def main() -> int:
         print(f"pitfalls: stored {' and '.join(str(p) for p in paths)}", file=sys.stderr)
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main, "pitfalls")

@@ -1,7 +1,7 @@
-"""``make profile OP=gelu``: a torch.profiler table per backend of one op (the first look before nsys).
+"""A torch.profiler table per backend of one op (the first look before nsys).
 
-    python scripts/profile_op.py --op gelu [--backends eager,torch] [--shape 4194304] [--dtype float32]
-                              [--calls 5] [--reports DIR] [--no-save]
+    fusebench profile --op gelu [--backends eager,torch] [--shape 4194304] [--dtype float32]
+                          [--calls 5] [--reports DIR] [--no-save]
 
 Prints, per backend, which operators and kernels ran, how many times and how long (sorted by
 GPU time on a GPU, CPU time on the CPU), and stores the report with its environment in
@@ -15,18 +15,16 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import environment, profiling, reports  # noqa: E402
-from fusebench.cli import pick, positive_int, run_main  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
-from fusebench.registry import BACKENDS, parse_shape  # noqa: E402
-from kernels import OPS, get_op  # noqa: E402
+from fusebench import environment, profiling, reports
+from fusebench.cli import add_config, pick, positive_int
+from fusebench.errors import UsageError
+from fusebench.registry import BACKENDS, parse_shape
+from kernels import REGISTERED, configured, get_op
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="profile", description=__doc__.splitlines()[0])
-    ap.add_argument("--op", default="gelu", help=f"one of: {', '.join(OPS)}")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench profile``."""
+    ap.add_argument("--op", default="gelu", help=f"one of: {', '.join(REGISTERED)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)} (default: the op's)")
     ap.add_argument("--shape", help="e.g. 16384x16384 (default: the op's largest quick-grid shape on a "
                                     "GPU, cpu-grid shape on the CPU)")
@@ -34,9 +32,13 @@ def main() -> int:
     ap.add_argument("--calls", type=positive_int, default=5, help="profiled calls per backend")
     ap.add_argument("--reports", type=Path, default=reports.REPORTS_DIR, help="where reports are stored")
     ap.add_argument("--no-save", action="store_true", help="print only")
-    args = ap.parse_args()
+    add_config(ap)
 
-    op = get_op(args.op)
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench profile`` with the parsed options; returns the exit status."""
+
+    op = get_op(args.op, configured(args.config))
     names = [b for b in pick("backend", args.backends, BACKENDS) if args.backends or b in op.backends]
     dtype = args.dtype or op.dtypes[0]
     if dtype not in op.dtypes:
@@ -62,6 +64,3 @@ def main() -> int:
         print(f"profile: {', '.join(failed)} failed (reason in the table)", file=sys.stderr)
     return 1 if failed else 0
 
-
-if __name__ == "__main__":
-    run_main(main, "profile")

@@ -1,6 +1,6 @@
-"""``make publish``: build the asv site in ``html/`` from every stored result, working offline.
+"""Build the asv site in ``html/`` from every stored result, working offline.
 
-    python scripts/publish.py [--results DIR] [--html DIR] [--cdn]
+    fusebench publish [--results DIR] [--html DIR] [--cdn]
 
 Runs ``asv publish``, serves jQuery/flot/bootstrap from ``html/vendor/`` (installed with
 ``npm ci`` from ``site/package-lock.json``) instead of CDNs, and adds the plots
@@ -16,22 +16,22 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import site  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.environment import ROOT  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
+from fusebench import site
+from fusebench.environment import ROOT
+from fusebench.errors import UsageError
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="publish", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench publish``."""
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
     ap.add_argument("--html", type=Path, default=ROOT / "html", help="where the site goes")
     ap.add_argument("--cdn", action="store_true", help="if npm is unavailable, keep the CDN URLs")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a stored result will not be drawn (commit off main's first parents)")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench publish`` with the parsed options; returns the exit status."""
     if not (args.results / "benchmarks.json").is_file():
         raise UsageError(f"no asv results in {args.results}/ (benchmarks.json missing): run make bench")
     status = site.publish(args.results, args.html, cdn=args.cdn, strict=args.strict)
@@ -39,6 +39,3 @@ def main() -> int:
         print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)
     return status
 
-
-if __name__ == "__main__":
-    run_main(main, "publish")

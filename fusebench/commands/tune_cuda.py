@@ -1,8 +1,7 @@
-#!/usr/bin/env python3
 """Time every applicable forced cuda softmax variant and config beside auto, triton and the references.
 
-    python3 scripts/tune_cuda.py [--dtypes float32,bfloat16,float16] [--budget 0.05] [--no-gelu]
-                                 [--shapes 256x262144,1x1048576] [--variants auto,tma,quack]
+    fusebench tune cuda [--dtypes float32,bfloat16,float16] [--budget 0.05] [--no-gelu]
+                          [--shapes 256x262144,1x1048576] [--variants auto,tma,quack]
 
 For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entry, and every tuned
 configuration (``coop:<chunk>``, ``cluster:<chunk>``, ``split:<chunk>[:nopdl]``, ``warp:<vecs>``,
@@ -24,19 +23,15 @@ vs triton vs torch at 2^22..2^26) unless ``--no-gelu``. Needs a CUDA GPU and nvc
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import torch
 
-import torch  # noqa: E402
-
-from fusebench import correctness, metrics, timing  # noqa: E402
-from fusebench.cli import pick, run_main  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
-from fusebench.inputs import make_input  # noqa: E402
-from fusebench.registry import DTYPES, shape_label  # noqa: E402
-from kernels import get_op  # noqa: E402
+from fusebench import correctness, metrics, timing
+from fusebench.cli import pick
+from fusebench.errors import UsageError
+from fusebench.inputs import make_input
+from fusebench.registry import DTYPES, shape_label
+from kernels import get_op
 
 GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
 
@@ -285,14 +280,17 @@ def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
     return ok
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="tune_cuda", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench tune cuda``."""
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)}")
     ap.add_argument("--budget", type=float, default=0.05, help="seconds of timing per callable")
     ap.add_argument("--no-gelu", action="store_true", help="skip the gelu table")
     ap.add_argument("--shapes", help="comma-separated softmax shapes (e.g. 65536x128); default all")
     ap.add_argument("--variants", help="comma-separated name prefixes to time (e.g. auto,tma,quack)")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench tune cuda`` with the parsed options; returns the exit status."""
     dtypes = pick("dtype", args.dtypes, DTYPES)
     if not args.budget > 0:
         raise UsageError(f"--budget must be > 0, got {args.budget}")
@@ -310,6 +308,3 @@ def main() -> int:
         ok &= gelu_table(dtypes, dev, args.budget)
     return 0 if ok else 1
 
-
-if __name__ == "__main__":
-    run_main(main, "tune_cuda")

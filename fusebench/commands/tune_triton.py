@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Time candidate launch configurations of the Triton GELU and softmax kernels on one GPU.
 
-Usage: scripts/tune_triton.py [--op softmax|gelu|all] [--only SUBSTRING] [--budget SECONDS]
+Usage: fusebench tune triton [--op softmax|gelu|all] [--only SUBSTRING] [--budget SECONDS]
 
 Softmax cases: every shape of the op's default grid in float32, bfloat16 and float16; GELU
 cases: 2^22, 2^24, 2^26 elements in float32 and bfloat16. For each case it checks every
@@ -20,17 +19,12 @@ device; the softmax run takes about three minutes on an H200 (most of it Triton 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
-from pathlib import Path
 from typing import Callable
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch
 
 from fusebench import timing
-from fusebench.cli import run_main
 from fusebench.correctness import check
 from fusebench.errors import SkipCase, UsageError
 from fusebench.inputs import make_input
@@ -265,8 +259,8 @@ def run_case(
     return best[False][0], best[False][1], peer[0], peer[1]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(prog="tune_triton.py", description=__doc__.splitlines()[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench tune triton``."""
     parser.add_argument("--op", choices=("softmax", "gelu", "all"), default="softmax",
                         help="which op's cases (default softmax)")  # fmt: skip
     parser.add_argument("--only", default="", help="run only cases whose label contains this")
@@ -276,7 +270,10 @@ def main() -> int:
         default=0.03,
         help="seconds of timed repeats per config (default 0.03; >= 20 repeats)",
     )
-    args = parser.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench tune triton`` with the parsed options; returns the exit status."""
     if not torch.cuda.is_available():
         raise UsageError("needs a CUDA device")
     if args.budget <= 0:
@@ -317,6 +314,3 @@ def main() -> int:
     print(f"\n{len(summary)} cases in {time.perf_counter() - start:.0f} s")
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main, "tune_triton.py")

@@ -1,0 +1,246 @@
+"""The case file, ``fusebench.yaml``: per op its shapes per grid, dtypes, backends and headline
+shape, and the run settings (rounds, the gate's factor and alpha).
+
+The ops themselves (reference, declared work, backends) are Python modules in ``kernels/``; this
+file says which of their cases a run measures, so adding a shape or a dtype edits only the YAML.
+The file at the repository root is the default (packaged as ``fusebench/fusebench.yaml``, a link
+to it, so that an installed fusebench has it too); ``--config PATH`` names another.
+
+Every error is one line naming the file, the key (``ops.softmax.grids.default[3]``) and the valid
+values: :class:`ConfigError`, a :class:`fusebench.errors.UsageError` (exit status 2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from fusebench import compare, metrictable, sweep
+from fusebench.errors import UsageError
+from fusebench.registry import PRECISIONS, Op, Shape, parse_shape, shape_label
+
+#: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.
+DEFAULT_PATH = Path(__file__).resolve().parent / "fusebench.yaml"
+#: Environment variable naming the case file used when no path is given (``fusebench bench
+#: --config`` sets it for the asv suite's processes).
+CONFIG_ENV = "FUSEBENCH_CONFIG"
+#: The grids every op declares (see :class:`fusebench.registry.Op`).
+GRIDS = ("default", "cpu", "quick", "cpu-quick", "nsys")
+#: Code defaults of the settings (the YAML documents the same values; a test checks).
+DEFAULT_ROUNDS = sweep.DEFAULT_ROUNDS
+DEFAULT_FACTOR = metrictable.DEFAULT_FACTOR
+DEFAULT_ALPHA = compare.ALPHA
+#: The plain dtypes: an op's dtype axis when its entry names none.
+DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
+
+_TOP_KEYS = ("settings", "ops")
+_SETTINGS_KEYS = ("rounds", "gate")
+_GATE_KEYS = ("factor", "alpha")
+_OP_KEYS = ("dtypes", "backends", "headline", "grids")
+
+
+class ConfigError(UsageError):
+    """The case file is missing, not YAML, or holds a value that is not valid (one line)."""
+
+
+@dataclass(frozen=True)
+class OpCases:
+    """One op's entry: ``grids`` (grid name -> shapes), ``dtypes``, ``headline``, and ``backends``
+    as written (None: every backend the op registers; checked by :meth:`Config.apply`)."""
+
+    grids: dict[str, list[Shape]]
+    dtypes: tuple[str, ...]
+    backends: Any
+    headline: Shape | None
+
+
+@dataclass(frozen=True)
+class Config:
+    """A read and checked case file.
+
+    Attributes:
+        path: the file it was read from.
+        rounds: interleaved rounds per case (>= 1).
+        factor: the gate's allowed slowdown before noise (>= 1; 1.04 = 4 %).
+        alpha: the gate's significance level, in (0, 1).
+        ops: op name -> its entry as written, in the file's order (checked by :meth:`apply`).
+    """
+
+    path: Path
+    rounds: int = DEFAULT_ROUNDS
+    factor: float = DEFAULT_FACTOR
+    alpha: float = DEFAULT_ALPHA
+    ops: dict[str, Any] = field(default_factory=dict)
+
+    def apply(self, registered: Mapping[str, Op]) -> dict[str, Op]:
+        """The ops of ``registered`` (name -> :class:`Op` as its module built it) that this file
+        names, in the file's order, each with its grids, dtypes, headline and backends from here.
+
+        Raises:
+            ConfigError: an op of the file is not registered, or a registered op is not in the
+                file (the key and the valid names).
+        """
+        for name in self.ops:
+            if name not in registered:
+                raise ConfigError(f"{_show(self.path)}: ops.{name}: no such op; valid ops: "
+                                  f"{', '.join(registered)}")
+        for name in registered:
+            if name not in self.ops:
+                raise ConfigError(f"{_show(self.path)}: ops: {name} is missing (every registered op "
+                                  f"needs an entry); valid ops: {', '.join(registered)}")
+        out = {}
+        for name, entry in self.ops.items():
+            op = registered[name]
+            cases = _op_cases(self.path, name, entry)
+            backends = _check_op(self.path, op, cases)
+            out[name] = dataclasses.replace(
+                op, grids={g: list(s) for g, s in cases.grids.items()}, dtypes=cases.dtypes,
+                headline=cases.headline, backends={b: op.backends[b] for b in backends})
+        return out
+
+
+def _show(path: Path) -> str:
+    """``path`` as the user would write it: relative to the working directory when inside it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def _fail(path: Path, key: str, problem: str) -> ConfigError:
+    return ConfigError(f"{_show(path)}: {key}: {problem}")
+
+
+def _mapping(path: Path, key: str, value: Any, valid: tuple[str, ...]) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise _fail(path, key, f"expected a mapping of {', '.join(valid)}, got {value!r}")
+    for k in value:
+        if k not in valid:
+            raise _fail(path, f"{key}.{k}" if key else str(k), f"unknown key; valid keys: {', '.join(valid)}")
+    return value
+
+
+def _names(path: Path, key: str, value: Any, valid, kind: str) -> tuple[str, ...]:
+    valid = list(valid)
+    if not isinstance(value, list) or not value:
+        raise _fail(path, key, f"expected a non-empty list of {kind}s; valid {kind}s: {', '.join(valid)}")
+    for i, name in enumerate(value):
+        if name not in valid:
+            raise _fail(path, f"{key}[{i}]", f"unknown {kind} {name!r}; valid {kind}s: {', '.join(valid)}")
+    if len(set(value)) != len(value):
+        raise _fail(path, key, f"a {kind} is listed twice: {value}")
+    return tuple(value)
+
+
+def _shape(path: Path, key: str, value: Any) -> Shape:
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise _fail(path, key, f"bad shape {value!r}; write dimensions joined by 'x', e.g. 4096x4096 "
+                               "(a number for 1-D)")
+    try:
+        shape = parse_shape(str(value))
+    except UsageError:
+        raise _fail(path, key, f"bad shape {value!r}; write dimensions joined by 'x', e.g. 4096x4096 "
+                               "(a number for 1-D)") from None
+    if math.prod(shape) == 0:
+        raise _fail(path, key, f"bad shape {value!r}: a dimension is 0")
+    return shape
+
+
+def _number(path: Path, key: str, value: Any, low: float, high: float, text: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise _fail(path, key, f"bad value {value!r}; valid: {text}")
+    return float(value)
+
+
+def _op_cases(path: Path, name: str, entry: Any) -> OpCases:
+    key = f"ops.{name}"
+    entry = _mapping(path, key, entry, _OP_KEYS)
+    dtypes = (_names(path, f"{key}.dtypes", entry["dtypes"], PRECISIONS, "dtype")
+              if "dtypes" in entry else DEFAULT_DTYPES)
+    raw_grids = _mapping(path, f"{key}.grids", entry.get("grids"), GRIDS)
+    grids: dict[str, list[Shape]] = {}
+    for grid in GRIDS:
+        shapes = raw_grids.get(grid)
+        if not isinstance(shapes, list) or not shapes:
+            raise _fail(path, f"{key}.grids.{grid}", "expected a non-empty list of shapes (every op "
+                                                     f"needs the grids {', '.join(GRIDS)})")
+        grids[grid] = [_shape(path, f"{key}.grids.{grid}[{i}]", s) for i, s in enumerate(shapes)]
+        labels = [shape_label(s) for s in grids[grid]]
+        if len(set(labels)) != len(labels):
+            raise _fail(path, f"{key}.grids.{grid}", f"a shape is listed twice: {', '.join(labels)}")
+    default = [shape_label(s) for s in grids["default"]]
+    for grid in GRIDS[1:]:
+        for i, s in enumerate(grids[grid]):
+            if shape_label(s) not in default:
+                raise _fail(path, f"{key}.grids.{grid}[{i}]", f"shape {shape_label(s)} is not in the "
+                            f"default grid (asv's parameters); valid shapes: {', '.join(default)}")
+    headline = None
+    if "headline" in entry:
+        headline = _shape(path, f"{key}.headline", entry["headline"])
+        if shape_label(headline) not in default:
+            raise _fail(path, f"{key}.headline", f"shape {shape_label(headline)} is not in the default "
+                                                 f"grid; valid shapes: {', '.join(default)}")
+    return OpCases(grids, dtypes, entry.get("backends"), headline)
+
+
+def _check_op(path: Path, op: Op, cases: OpCases) -> tuple[str, ...]:
+    """What needs the registered op: its backend names (returned), and the shapes its declared
+    work accepts."""
+    key = f"ops.{op.name}"
+    backends = tuple(op.backends) if cases.backends is None else _names(
+        path, f"{key}.backends", cases.backends, op.backends, "backend")
+    if op.flops is not None:
+        for grid, shapes in cases.grids.items():
+            for i, s in enumerate(shapes):
+                try:
+                    op.flops(s)
+                except ValueError as exc:
+                    raise _fail(path, f"{key}.grids.{grid}[{i}]", str(exc)) from None
+    return backends
+
+
+def load(path: Path | str | None = None) -> Config:
+    """Read the case file ``path`` (default: ``$FUSEBENCH_CONFIG``, else :data:`DEFAULT_PATH`) and
+    check its settings; the op entries are checked by :meth:`Config.apply`, against the ops the
+    modules register (their names and backends are the modules', not this file's).
+
+    Raises:
+        ConfigError: the file cannot be read or parsed, or a key or value is not valid: one line
+            with the file, the key and the valid values.
+    """
+    if path is None:
+        path = os.environ.get(CONFIG_ENV) or DEFAULT_PATH
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"{_show(path)}: cannot read the case file: {exc.strerror or exc}") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{_show(path)}: not valid YAML{where}: {problem}") from None
+    data = _mapping(path, "", data, _TOP_KEYS)
+    settings = _mapping(path, "settings", data.get("settings"), _SETTINGS_KEYS)
+    gate = _mapping(path, "settings.gate", settings.get("gate"), _GATE_KEYS)
+    rounds = settings.get("rounds", DEFAULT_ROUNDS)
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
+        raise _fail(path, "settings.rounds", f"bad value {rounds!r}; valid: an integer >= 1")
+    factor = _number(path, "settings.gate.factor", gate.get("factor", DEFAULT_FACTOR), 1.0, 100.0,
+                     "a number from 1 to 100 (1.04 allows 4 %)")
+    alpha = _number(path, "settings.gate.alpha", gate.get("alpha", DEFAULT_ALPHA), 1e-9, 0.5,
+                    "a number above 0 and at most 0.5")
+    ops = data.get("ops")
+    if not isinstance(ops, dict) or not ops:
+        raise _fail(path, "ops", "expected a mapping of op name to its cases")
+    return Config(path, rounds, factor, alpha, {str(n): e for n, e in ops.items()})

@@ -1,0 +1,168 @@
+"""The case file fusebench.yaml: its defaults are what runs today, and every bad value is one line
+naming the file, the key and the valid values (issue 16, item 2)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from fusebench import asvsuite, compare, config, metrictable, sweep
+from fusebench.environment import ROOT
+from fusebench.registry import shape_label
+from kernels import OPS, REGISTERED
+
+
+def test_the_asv_parameters_are_those_of_the_committed_h200_results():
+    stored = json.loads((ROOT / "results" / "benchmarks.json").read_text())
+    for op in OPS.values():
+        params = asvsuite.suite_class(op).params
+        committed = stored[f"suite.{asvsuite.class_name(op.name)}.track_device_time"]["params"]
+        assert [[repr(v) for v in axis] for axis in params] == committed, op.name
+
+
+def test_the_grids_dtypes_and_headlines_are_those_that_ran_before_the_yaml():
+    assert {g: [shape_label(s) for s in shapes] for g, shapes in OPS["softmax"].grids.items()} == {
+        "default": ["65536x128", "16384x1024", "4096x4096", "32768x4096", "8192x16384", "1024x32768",
+                    "4096x65536", "256x262144", "1x1048576"],
+        "cpu": ["65536x128", "1x1048576"], "quick": ["16384x1024", "1x1048576"],
+        "cpu-quick": ["1x1048576"], "nsys": ["4096x4096", "256x262144", "1x1048576"]}
+    assert OPS["gelu"].grids["cpu-quick"] == [(16384,)] and OPS["gelu"].headline == (16384, 16384)
+    assert OPS["matmul"].dtypes == ("float32", "tf32", "bfloat16") and OPS["matmul"].headline == (8192, 8192)
+    assert list(OPS["matmul"].backends) == ["torch"]
+    assert list(OPS["gelu"].backends) == ["eager", "torch", "compile", "triton", "cuda"]
+
+
+def test_the_settings_default_to_the_code_defaults():
+    cfg = config.load()
+    defaults = (sweep.DEFAULT_ROUNDS, metrictable.DEFAULT_FACTOR, compare.ALPHA)
+    assert (cfg.rounds, cfg.factor, cfg.alpha) == defaults
+    assert (cfg.rounds, cfg.factor, cfg.alpha) == (3, 1.04, 0.05)
+    assert metrictable.asv_regression_settings(cfg.factor) == metrictable.asv_regression_settings()
+
+
+def test_a_file_without_settings_takes_the_code_defaults(tmp_path):
+    data = yaml.safe_load((ROOT / "fusebench.yaml").read_text())
+    del data["settings"]
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(data))
+    cfg = config.load(path)
+    assert (cfg.rounds, cfg.factor, cfg.alpha) == (3, 1.04, 0.05)
+
+
+def mutated(tmp_path, change) -> Path:
+    data = yaml.safe_load((ROOT / "fusebench.yaml").read_text())
+    change(data)
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def _set(keys, value):
+    def change(data):
+        d = data
+        for k in keys[:-1]:
+            d = d[k]
+        if value is KeyError:
+            del d[keys[-1]]
+        else:
+            d[keys[-1]] = value
+    return change
+
+
+SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 1024x32768, 4096x65536, "
+                   "256x262144, 1x1048576")
+
+
+@pytest.mark.parametrize("change, message", [
+    (_set(["ops", "softmax", "grids", "default", 3], "32768xx"),
+     "ops.softmax.grids.default[3]: bad shape '32768xx'; write dimensions joined by 'x', e.g. 4096x4096 "
+     "(a number for 1-D)"),
+    (_set(["ops", "softmax", "grids", "quick", 0], "8x8"),
+     f"ops.softmax.grids.quick[0]: shape 8x8 is not in the default grid (asv's parameters); valid shapes: "
+     f"{SOFTMAX_DEFAULT}"),
+    (_set(["ops", "gelu", "dtypes", 1], "fp8"),
+     "ops.gelu.dtypes[1]: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16, tf32"),
+    (_set(["ops", "matmul", "backends", 0], "triton"),
+     "ops.matmul.backends[0]: unknown backend 'triton'; valid backends: torch"),
+    (_set(["ops", "gelu", "grids", "nsys"], KeyError),
+     "ops.gelu.grids.nsys: expected a non-empty list of shapes (every op needs the grids default, cpu, "
+     "quick, cpu-quick, nsys)"),
+    (_set(["ops", "gelu", "grids", "tiny"], [1024]),
+     "ops.gelu.grids.tiny: unknown key; valid keys: default, cpu, quick, cpu-quick, nsys"),
+    (_set(["ops", "gelu", "colour"], "red"),
+     "ops.gelu.colour: unknown key; valid keys: dtypes, backends, headline, grids"),
+    (_set(["ops", "relu"], {}), "ops.relu: no such op; valid ops: gelu, softmax, matmul"),
+    (_set(["ops", "matmul"], KeyError),
+     "ops: matmul is missing (every registered op needs an entry); valid ops: gelu, softmax, matmul"),
+    (_set(["ops", "softmax", "headline"], "3x3"),
+     f"ops.softmax.headline: shape 3x3 is not in the default grid; valid shapes: {SOFTMAX_DEFAULT}"),
+    (_set(["ops", "matmul", "grids", "cpu", 1], "64x128"),
+     "ops.matmul.grids.cpu[1]: shape 64x128 is not in the default grid (asv's parameters); valid shapes: "
+     "64x64, 128x128, 256x256, 512x512, 1024x1024, 2048x2048, 4096x4096, 8192x8192"),
+    (_set(["settings", "rounds"], 0), "settings.rounds: bad value 0; valid: an integer >= 1"),
+    (_set(["settings", "gate", "factor"], 0.9),
+     "settings.gate.factor: bad value 0.9; valid: a number from 1 to 100 (1.04 allows 4 %)"),
+    (_set(["settings", "gate", "alpha"], 2), "settings.gate.alpha: bad value 2; valid: a number above 0 and "
+                                             "at most 0.5"),
+    (_set(["settings", "seed"], 1), "settings.seed: unknown key; valid keys: rounds, gate"),
+])
+def test_each_bad_value_is_one_line_with_file_key_and_valid_values(tmp_path, change, message):
+    path = mutated(tmp_path, change)
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path).apply(REGISTERED)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_a_matmul_shape_its_flops_refuse_is_named(tmp_path):
+    def change(data):
+        data["ops"]["matmul"]["grids"]["default"].append("64x128")
+    path = mutated(tmp_path, change)
+    with pytest.raises(config.ConfigError, match=r"ops\.matmul\.grids\.default\[8\]: matmul takes a square"):
+        config.load(path).apply(REGISTERED)
+
+
+def test_a_missing_or_broken_file_is_one_line(tmp_path):
+    with pytest.raises(config.ConfigError, match=r"nope\.yaml: cannot read the case file: No such file"):
+        config.load(tmp_path / "nope.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("ops:\n  gelu: [\n")
+    with pytest.raises(config.ConfigError, match=r"bad\.yaml: not valid YAML \(line 3, column 1\)"):
+        config.load(bad)
+
+
+def test_adding_a_shape_and_a_dtype_edits_only_the_yaml(tmp_path):
+    def change(data):
+        data["ops"]["gelu"]["grids"]["default"].append("2048x2048")
+        data["ops"]["gelu"]["grids"]["cpu"].append("2048x2048")
+        data["ops"]["gelu"]["dtypes"].append("tf32")
+    ops = config.load(mutated(tmp_path, change)).apply(REGISTERED)
+    assert ops["gelu"].grids["cpu"][-1] == (2048, 2048) and ops["gelu"].dtypes[-1] == "tf32"
+    assert asvsuite.suite_class(ops["gelu"]).params[1][-1] == "2048x2048"
+
+
+def run(*args, cwd=ROOT):
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300)
+
+
+def test_a_bad_config_on_the_command_line_is_one_line_and_exit_2(tmp_path):
+    path = mutated(tmp_path, _set(["ops", "gelu", "dtypes", 0], "fp8"))
+    out = run("list", "--config", str(path))
+    assert out.returncode == 2
+    assert out.stderr == (f"list: error: {path}: ops.gelu.dtypes[0]: unknown dtype 'fp8'; valid dtypes: "
+                          "float32, bfloat16, float16, tf32\n")
+
+
+def test_list_reads_another_config(tmp_path):
+    def change(data):
+        data["ops"]["gelu"]["grids"]["default"] = [12345]
+        for grid in ("cpu", "quick", "cpu-quick", "nsys"):
+            data["ops"]["gelu"]["grids"][grid] = [12345]
+        del data["ops"]["gelu"]["headline"]
+    out = run("list", "--ops", "gelu", "--backends", "torch", "--dtypes", "float32", "--config",
+              str(mutated(tmp_path, change)))
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["op    backend  shape  dtype", "gelu  torch    12345  float32"]

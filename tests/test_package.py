@@ -1,0 +1,132 @@
+"""fusebench as a package: the wheel holds the harness, the kernels with their CUDA sources, the
+case file and the `fusebench` command; every command answers --help; bad input is one line
+(issue 16, items 1 and 3)."""
+
+import csv
+import io
+import shutil
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from fusebench import commands, runrecord, sweep
+from fusebench.environment import ROOT
+
+
+def fusebench(*args, **kw):
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=ROOT, capture_output=True,
+                          text=True, timeout=300, **kw)
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    """The wheel built from a copy of the checkout's tracked files (setuptools writes build/ and
+    *.egg-info beside the sources: not into the checkout)."""
+    src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    for rel in filter(None, files.decode().split("\0")):
+        if (ROOT / rel).exists() or (ROOT / rel).is_symlink():
+            (src / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / rel, src / rel, follow_symlinks=False)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
+                            "--wheel-dir", str(out), str(src)], capture_output=True, text=True, timeout=600)
+    assert built.returncode == 0, built.stderr[-2000:]
+    (path,) = out.glob("fusebench-*.whl")
+    return zipfile.ZipFile(path)
+
+
+def test_the_wheel_holds_the_packages_the_cuda_sources_and_the_case_file(wheel):
+    names = set(wheel.namelist())
+    assert {"fusebench/__main__.py", "fusebench/sweep.py", "fusebench/commands/bench.py",
+            "kernels/__init__.py", "kernels/gelu.py", "kernels/cuda/softmax.cu", "kernels/cuda/gelu.cu",
+            "kernels/cuda/binding.cpp", "kernels/cuda/common.cuh", "fusebench/fusebench.yaml"} <= names
+    assert not [n for n in names if n.startswith(("benchmarks/", "tests/", "scripts/"))]
+    # the packaged case file is the repository's (the link followed), not a stub
+    assert wheel.read("fusebench/fusebench.yaml") == (ROOT / "fusebench.yaml").read_bytes()
+
+
+def test_the_wheel_declares_the_command_and_the_dependencies(wheel):
+    meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
+    assert "[console_scripts]\nfusebench = fusebench.commands:main" in wheel.read(meta).decode()
+    metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
+    requires = {ln.split(":", 1)[1].strip().split(";")[0].strip() for ln in metadata.splitlines()
+                if ln.startswith("Requires-Dist:")}
+    assert {"torch", "triton", "asv", "asv-runner", "nvtx", "nvidia-ml-py", "numpy", "matplotlib", "pyyaml",
+            "tqdm"} <= requires
+
+
+def test_help_lists_every_command():
+    out = fusebench("--help")
+    assert out.returncode == 0
+    for name in commands.COMMANDS:
+        assert f"\n    {name} " in out.stdout, name
+    assert set(commands.COMMANDS) == {"bench", "list", "compare", "publish", "preview", "plots", "collect",
+                                      "nsys", "trace", "profile", "pitfalls", "mlp", "tune"}
+
+
+MORE_HELP = [["nsys", "run", "--help"], ["tune", "cuda", "--help"], ["tune", "triton", "--help"]]
+
+
+@pytest.mark.parametrize("argv", [[name, "--help"] for name in commands.COMMANDS] + MORE_HELP)
+def test_each_command_answers_help(argv, capsys):
+    with pytest.raises(SystemExit) as done:
+        commands.main(argv)
+    assert done.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: fusebench {' '.join(argv[:-1])}")
+
+
+def test_an_unknown_command_is_one_line_and_exit_2():
+    out = fusebench("benhc")
+    assert out.returncode == 2
+    assert out.stderr == ("fusebench: error: argument <command>: invalid choice: 'benhc' (choose from bench, "
+                          "list, compare, publish, preview, plots, collect, nsys, trace, profile, pitfalls, "
+                          "mlp, tune)\n") or out.stderr.count("\n") == 1
+    assert out.stderr.startswith("fusebench: error: argument <command>: invalid choice: 'benhc'")
+
+
+def test_an_unknown_option_is_one_line_and_exit_2(capsys):
+    with pytest.raises(SystemExit) as done:
+        commands.main(["bench", "--quik"])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == "bench: error: unrecognized arguments: --quik\n"
+
+
+def test_list_prints_the_cases_and_honours_the_selection(capsys):
+    with pytest.raises(SystemExit) as done:
+        commands.main(["list", "--ops", "softmax,matmul", "--backends", "torch", "--dtypes", "float32",
+                       "--shapes", "1x1048576,256x256", "--quick"])
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    import torch
+
+    if torch.cuda.is_available():  # the quick grid has both shapes
+        return
+    assert out.out.splitlines() == ["op       backend  shape      dtype",
+                                    "softmax  torch    1x1048576  float32",
+                                    "matmul   torch    256x256    float32"]
+    assert out.err == "list: 2 case(s) of the cpu-quick grid\n"
+
+
+def test_an_unknown_shape_names_the_valid_ones(capsys):
+    with pytest.raises(SystemExit) as done:
+        commands.main(["bench", "--ops", "softmax", "--shapes", "4096x4097"])
+    assert done.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("bench: error: unknown shape '4096x4097'; valid shapes: ") and "1x1048576" in err
+
+
+def test_the_run_record_as_csv_has_one_row_per_case():
+    recs = [sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=0.01, kernels=["a", "b"]),
+            sweep.Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")]
+    rows = list(csv.DictReader(io.StringIO(runrecord.to_csv(sweep.Sweep({}, 100.0, "cpu", recs)))))
+    assert [(r["backend"], r["status"], r["device_time_ms"], r["kernels"], r["reason"]) for r in rows] == [
+        ("torch", "ok", "0.01", "a; b", ""), ("cuda", "skipped", "", "", "needs a CUDA GPU")]
+    assert "rounds" not in rows[0]
+
+
+def test_no_sys_path_edits_in_the_code():
+    hits = subprocess.run(["git", "grep", "-n", "sys.path.insert", "--", "fusebench", "kernels", "scripts",
+                           "benchmarks"], cwd=ROOT, capture_output=True, text=True).stdout
+    assert hits == ""
