@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import sys
 
-from tqdm import tqdm
 
-
-def rounds_bar(total: int) -> tqdm:
+def rounds_bar(total: int):
     """A bar over ``total`` timed case-rounds (cases x rounds), e.g.
-    ``rounds  37%|███▋      | 95/255 [00:41<01:09, 2.3 case/s]``; ``update()`` after each."""
+    ``rounds  37%|███▋      | 95/255 [00:41<01:09, 2.3 case/s]``; ``update()`` after each.
+
+    Returns a ``tqdm.tqdm`` (imported here: only a run needs it)."""
+    from tqdm import tqdm
+
     return tqdm(total=total, desc="rounds", unit=" case", file=sys.stderr, leave=False,
                 disable=not sys.stderr.isatty(), dynamic_ncols=True)

@@ -24,6 +24,10 @@ def bench(*args):
      f"bench: error: unknown backend 'cudnn'; valid backends: {VALID_BACKENDS}"),
     (["--dtypes", "fp8"],
      "bench: error: unknown dtype 'fp8'; valid dtypes: float32, bfloat16, float16, tf32"),
+    (["--ops", "gelu", "--shapes", "16384,4096x4096"],
+     "bench: error: unknown shape '4096x4096'; valid shapes: " + ", ".join(
+         ["1024", "16384", "262144", "1048576"] if not __import__("torch").cuda.is_available() else
+         ["1024", "16384", "262144", "1048576", "4194304", "16777216", "67108864", "16384x16384"])),
 ])
 def test_unknown_names_are_one_line_and_exit_2(args, message):
     out = bench(*args)
@@ -36,7 +40,8 @@ def test_quick_bench_end_to_end(tmp_path):
     """A real quick run on this machine into a temporary results folder: sweep, asv, summary."""
     out = subprocess.run(
         [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
-         "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish"],
+         "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish",
+         "--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv")],
         cwd=ROOT, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
@@ -51,6 +56,16 @@ def test_quick_bench_end_to_end(tmp_path):
     assert "| shape | eager | torch |" in out.stdout
     stored = list((tmp_path / "results").rglob("*.json"))
     assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
+    # --json: the run's record (the stored record's format), --csv: one row per case
+    from fusebench.sweep import Sweep
+
+    record = Sweep.load(tmp_path / "run.json")
+    assert [(r.op, r.backend, r.dtype) for r in record.records] == [("gelu", "eager", "float32"),
+                                                                    ("gelu", "torch", "float32")] * (n // 2)
+    assert record.rounds == 3 and all(len(r.rounds) == 3 for r in record.records if r.status == "ok")
+    rows = (tmp_path / "run.csv").read_text().splitlines()
+    assert rows[0].startswith("op,backend,shape,dtype,status,") and len(rows) == 1 + n
+    assert "bench: run record written to" in out.stderr
 
 
 def test_only_a_full_default_run_stores_into_results():

@@ -4,10 +4,12 @@ case file and the `fusebench` command; every command answers --help; bad input i
 
 import csv
 import io
+import os
 import shutil
 import subprocess
 import sys
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -130,3 +132,53 @@ def test_no_sys_path_edits_in_the_code():
     hits = subprocess.run(["git", "grep", "-n", "sys.path.insert", "--", "fusebench", "kernels", "scripts",
                            "benchmarks"], cwd=ROOT, capture_output=True, text=True).stdout
     assert hits == ""
+
+
+def test_the_progress_bar_shows_elapsed_and_remaining_time_on_a_terminal_only(monkeypatch):
+    pytest.importorskip("tqdm")
+    from fusebench import progress
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    bar = progress.rounds_bar(4)
+    for _ in range(2):
+        bar.update()
+    bar.refresh()
+    text = term.getvalue()
+    bar.close()
+    assert "rounds" in text and "2/4 [00:00<00:00" in text, text
+    monkeypatch.setattr(sys, "stderr", io.StringIO())  # a log file or a pipe: no bar at all
+    quiet = progress.rounds_bar(4)
+    quiet.update()
+    quiet.close()
+    assert quiet.disable and sys.stderr.getvalue() == ""
+
+
+def test_pip_install_gives_a_fusebench_command_that_works_outside_the_checkout(tmp_path, wheel):
+    """A fresh venv that sees this interpreter's packages (a .pth file: no index needed), the wheel
+    installed into it: the console command, the packaged case file, run from outside the checkout."""
+    import site
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    ask = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    purelib = subprocess.run([str(venv / "bin" / "python"), "-c", ask], capture_output=True, text=True,
+                             check=True).stdout.strip()
+    ours = [p for p in (*site.getsitepackages(), sysconfig.get_path("purelib")) if p != str(ROOT)]
+    (Path(purelib) / "parent.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n")
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
+                           "--no-index", wheel.filename], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run([str(venv / "bin" / "fusebench"), "list", "--ops", "matmul", "--dtypes", "tf32",
+                          "--quick"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines()[1].split() == ["matmul", "torch", "256x256", "tf32"]
+    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import kernels; print(kernels.__file__)"],
+                           cwd=tmp_path, capture_output=True, text=True, env=env).stdout
+    assert where.startswith(str(venv)), where
