@@ -52,7 +52,7 @@ def profile_command(nsys: str, output: str, program: list[str]) -> list[str]:
     Args:
         nsys: the nsys executable (``NSYS=``).
         output: report path without extension, e.g. ``nsys/gelu-h200-1a2b3c4``.
-        program: the command to profile, e.g. ``["python3", "scripts/nsys_driver.py", "run", ...]``.
+        program: the command to profile, e.g. ``["python3", "-m", "fusebench", "nsys", "run", ...]``.
     """
     return [nsys, "profile", *PROFILE_OPTIONS, "-o", output, "-f", "true", *program]
 
@@ -68,7 +68,7 @@ def stats_command(nsys: str, prefix: str, report: str) -> list[str]:
 
 def driver_args(op: str, backends: str | None = None, shapes: str | None = None,
                 dtypes: str | None = None) -> list[str]:
-    """The selection options of ``scripts/nsys_driver.py``, as the Makefile passes them.
+    """The selection options of ``fusebench nsys``, as the Makefile passes them.
 
     ``--op=<op>`` in one word, so that an empty ``OP=`` reaches the driver (which names the valid
     ops) instead of argparse.

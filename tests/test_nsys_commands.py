@@ -203,3 +203,10 @@ def test_trace_writes_a_chrome_trace_with_the_nvtx_range_names(tmp_path):
     inside = [e for e in events if e.get("cat") == "cpu_op" and e.get("ph") == "X"
               and eager["ts"] <= e["ts"] <= eager["ts"] + eager["dur"]]
     assert sum(e["name"] in ("aten::mul", "aten::add", "aten::tanh") for e in inside) == 9 * 3
+
+
+def test_nsys_capture_runs_the_check_first_and_stops_there_without_nsys():
+    out = driver("nsys", "capture", "--op=gelu", "--nsys", "/nonexistent/nsys")
+    assert out.returncode == 1
+    assert out.stderr.startswith("nsys: error: nsys not found (NSYS=/nonexistent/nsys)")
+    assert out.stderr.count("\n") == 1 and "profile" not in out.stderr

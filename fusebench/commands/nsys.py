@@ -1,5 +1,6 @@
-"""The steps of an Nsight Systems capture of one op, one named range per case (make nsys runs them).
+"""An Nsight Systems capture of one op, one named range per case (fusebench nsys capture, make nsys).
 
+    fusebench nsys capture --op gelu [--backends ..] [--shapes ..] [--dtypes ..] [--nsys nsys]
     fusebench nsys plan    --op gelu [--backends ..] [--shapes ..] [--dtypes ..]
     fusebench nsys stem    gelu
     fusebench nsys check   --op gelu [...] --nsys nsys
@@ -7,14 +8,16 @@
     fusebench nsys summary nsys/<stem>
     fusebench trace        --op gelu [...] --out nsys/<stem>.trace.json
 
-``plan`` prints the range names in run order; ``stem`` the capture's path without extension
-(``nsys/<op>-<machine>-<short sha>``); ``check`` validates the selection and the nsys version
-and that a GPU is there; ``run`` is what ``nsys profile`` starts: it gates, warms up and times
-every case with the harness outside the capture window, then runs each case's calls inside one
-NVTX range between ``cudaProfilerStart`` and ``cudaProfilerStop``, and writes the side file the
-summary reads; ``summary`` reads the ``nsys stats`` CSVs and the side file and writes
-``<stem>.md`` and ``<stem>.csv``; ``trace`` writes a ``torch.profiler`` Chrome trace with the
-same range names (no nsys needed; on the CPU it traces CPU ops only).
+``capture`` runs the whole capture (``check``, ``nsys profile`` of ``run``, ``nsys stats``,
+``summary``: the commands ``make nsys`` spells out, each printed), into ``nsys/`` of the checkout;
+the other steps are its parts. ``plan`` prints the range names in run order; ``stem`` the
+capture's path without extension (``nsys/<op>-<machine>-<short sha>``); ``check`` validates the
+selection and the nsys version and that a GPU is there; ``run`` is what ``nsys profile`` starts:
+it gates, warms up and times every case with the harness outside the capture window, then runs
+each case's calls inside one NVTX range between ``cudaProfilerStart`` and ``cudaProfilerStop``,
+and writes the side file the summary reads; ``summary`` reads the ``nsys stats`` CSVs and the side
+file and writes ``<stem>.md`` and ``<stem>.csv``; ``trace`` writes a ``torch.profiler`` Chrome
+trace with the same range names (no nsys needed; on the CPU it traces CPU ops only).
 
 Exit status: 0 on success (cases that are skipped or fail the gate are reported, and the rest
 runs), 1 when nsys or a GPU is missing or nothing could run, 2 on bad input.
@@ -24,6 +27,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -95,6 +101,28 @@ def cmd_check(args) -> int:
     print(f"{PROG}: nsys {'.'.join(map(str, version))} ({nsys.locate(args.nsys)}); {len(cases)} "
           f"case(s) of {args.op}, {args.calls} calls per range", file=sys.stderr)
     return 0
+
+
+def cmd_capture(args) -> int:
+    """The whole capture, what ``make nsys`` spells out: check, ``nsys profile`` of ``fusebench
+    nsys run``, ``nsys stats``, the summary; its files in ``<checkout>/nsys/``."""
+    cmd_check(args)
+    os.chdir(environment.ROOT)
+    stem = nsys.report_stem(args.op, environment.machine_name(), environment.git_commit())
+    folder, name = Path(stem).parent, Path(stem).name
+    for old in (Path(f"{stem}.json"), Path(f"{stem}.sqlite"), *folder.glob(f"{name}_nvtx_*.csv")):
+        old.unlink(missing_ok=True)
+    selection = nsys.driver_args(args.op, args.backends, args.shapes, args.dtypes) + (
+        ["--calls", str(args.calls)] + (["--config", str(args.config)] if args.config else []))
+    program = [sys.executable, "-m", "fusebench", "nsys", "run", *selection, "--json", f"{stem}.json"]
+    for cmd in (nsys.profile_command(args.nsys, stem, program),
+                nsys.stats_command(args.nsys, stem, f"{stem}.nsys-rep")):
+        print(shlex.join(cmd), file=sys.stderr, flush=True)
+        status = subprocess.run(cmd).returncode
+        if status != 0:
+            raise CannotRun(f"`nsys {cmd[1]}` failed (exit {status}; its output is above)")
+    args.stem = stem
+    return cmd_summary(args)
 
 
 def cmd_run(args) -> int:
@@ -171,6 +199,10 @@ def cmd_trace(args) -> int:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The steps of ``fusebench nsys``, each a subcommand with its options."""
     sub = ap.add_subparsers(dest="step", required=True, metavar="<step>", parser_class=type(ap))
+    p = sub.add_parser("capture", help="the whole capture: check, nsys profile, nsys stats, summary "
+                                        "(what make nsys runs)")
+    _selection(p)
+    p.add_argument("--nsys", default="nsys", help="the nsys executable (default: nsys on PATH)")
     p = sub.add_parser("plan", help="print the range names in run order")
     _selection(p)
     p = sub.add_parser("stem", help="print nsys/<op>-<machine>-<short sha>")
@@ -202,7 +234,7 @@ def _run(command, args, prog: str) -> int:
 
 def run(args: argparse.Namespace) -> int:
     """Run the step ``args.step`` of ``fusebench nsys``; returns the exit status."""
-    command = {"plan": cmd_plan, "stem": cmd_stem, "check": cmd_check, "run": cmd_run,
+    command = {"capture": cmd_capture, "plan": cmd_plan, "stem": cmd_stem, "check": cmd_check, "run": cmd_run,
                "summary": cmd_summary}[args.step]
     return _run(command, args, PROG)
 
