@@ -11,6 +11,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 import yaml
@@ -26,7 +27,7 @@ K8S_VERSION = "1.31.0"
 
 
 @pytest.fixture(scope="module")
-def tools(tmp_path_factory) -> Path:
+def tools(tmp_path_factory) -> Iterator[Path]:
     """deploy/tools.lock installed (hashes checked, no dependency resolution) into a folder."""
     target = tmp_path_factory.mktemp("deploy-tools")
     lock = ROOT / "deploy" / "tools.lock"
@@ -38,8 +39,9 @@ def tools(tmp_path_factory) -> Path:
         if os.environ.get("CI"):
             pytest.fail(f"pip could not install deploy/tools.lock: {why}")
         pytest.skip(f"pip could not install deploy/tools.lock (PyPI unreachable?): {why}")
-    sys.path.insert(0, str(target))
-    return target
+    with pytest.MonkeyPatch.context() as mp:  # importable while this module's tests run, then not
+        mp.syspath_prepend(str(target))
+        yield target
 
 
 def _docs() -> list[dict]:
