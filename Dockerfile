@@ -141,7 +141,7 @@ RUN useradd --uid "${USER_ID}" --no-create-home --home-dir /home/fusebench --she
  && chmod 1777 /cache /cache/triton /cache/inductor /home/fusebench
 VOLUME ["/cache"]
 
-# The entry point runs in the mounted checkout: `python scripts/bench.py "$@"`, or a command.
+# The entry point runs in the mounted checkout: `python3 -m fusebench bench "$@"`, or a command.
 COPY scripts/entrypoint.sh /usr/local/bin/fusebench-entrypoint
 USER ${USER_ID}
 ENTRYPOINT ["/usr/local/bin/fusebench-entrypoint"]

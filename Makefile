@@ -27,10 +27,10 @@ PYTEST_ARGS   ?=
 # the optional group requirements-reference.lock, with --no-deps over requirements.lock.
 REFERENCE     ?=
 
-BENCH_ARGS    := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
+SELECT_ARGS   := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(SHAPES),--shapes $(SHAPES)) \
-                 $(if $(CONFIG),--config $(CONFIG)) $(if $(QUICK),--quick) $(if $(ROUNDS),--rounds $(ROUNDS)) \
-                 $(if $(DIRTY),--dirty))
+                 $(if $(CONFIG),--config $(CONFIG)) $(if $(QUICK),--quick))
+BENCH_ARGS    := $(strip $(SELECT_ARGS) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(DIRTY),--dirty))
 
 # --- the pinned image (Dockerfile), with docker, podman or buildah --------------------------------
 # CONTAINER: the engine, docker, podman or buildah (or a path to one); by default the first of them
@@ -103,7 +103,7 @@ bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in 
 	$(FUSEBENCH) bench $(BENCH_ARGS)
 
 list: $(DEPS) ## print the cases make bench would measure here (same variables)
-	$(FUSEBENCH) list $(filter-out --rounds% --dirty,$(BENCH_ARGS))
+	$(FUSEBENCH) list $(SELECT_ARGS)
 
 bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
 	$(IN_IMAGE) $(IMAGE) $(BENCH_ARGS)

@@ -2,7 +2,7 @@
 
 asv files a result under a commit and a backend name. Two ways a run could store figures that
 are not that commit's or not that backend's, both checked before anything is measured
-(``scripts/bench.py`` calls :func:`before_sweep` right after its arguments are parsed):
+(``fusebench bench`` calls :func:`before_sweep` right after its arguments are parsed):
 
 1. **The commit.** A working tree whose measured files (:data:`MEASURED`) differ from HEAD
    would be stored under a commit that never produced those figures. Such a run is refused for
