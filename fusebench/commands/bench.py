@@ -83,7 +83,7 @@ def selected(args: argparse.Namespace) -> tuple[list[Op], list[str], list[str], 
     # commit with n/a (asv stores a benchmark's whole parameter grid at once), and a run of
     # another case file has other parameters: keep it apart, like --quick.
     partial = (len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS) or bool(args.shapes)
-               or args.config is not None)
+               or args.config is not None or bool(os.environ.get(config.CONFIG_ENV)))
     return narrowed, backends, dtypes, grid, partial
 
 
@@ -96,9 +96,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
     ap.add_argument("--csv", type=Path, metavar="FILE", help="also write this run's cases as CSV")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
-    ap.add_argument("--html", type=Path, default=environment.ROOT / "html")
+    ap.add_argument("--html", type=Path, default=environment.ROOT / "html", help="where the site goes")
     ap.add_argument("--plots", type=Path, default=environment.ROOT / "plots", help="where plots go")
-    ap.add_argument("--no-publish", action="store_true")
+    ap.add_argument("--no-publish", action="store_true", help="store only: no site, no plots")
     ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
                     f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
 
