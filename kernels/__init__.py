@@ -38,7 +38,8 @@ def op_module(name: str, path: Path | str) -> Op:
         except ModuleNotFoundError as exc:
             if exc.name != f"kernels.{name}":
                 raise
-            raise config.ConfigError(f"{path}: ops.{name}: no module kernels/{name}.py builds this op") from None
+            raise config.ConfigError(
+                f"{path}: ops.{name}: no module kernels/{name}.py builds this op") from None
         op = getattr(module, "OP", None)
         if not isinstance(op, Op) or op.name != name:
             raise config.ConfigError(f"{path}: ops.{name}: kernels/{name}.py has no OP named {name!r}")

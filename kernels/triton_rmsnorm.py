@@ -117,7 +117,9 @@ def _sm_count(device: torch.device) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, _plan: RmsNormPlan | None = None) -> torch.Tensor:
+def rmsnorm(
+    x: torch.Tensor, weight: torch.Tensor, eps: float, *, _plan: RmsNormPlan | None = None
+) -> torch.Tensor:
     """RMSNorm of ``x`` over its last dimension, scaled by ``weight``.
 
     Args:
@@ -137,7 +139,8 @@ def rmsnorm(x: torch.Tensor, weight: torch.Tensor, eps: float, *, _plan: RmsNorm
         raise ValueError(f"rmsnorm: dtype {x.dtype} is not one of {_DTYPES}")
     cols = x.shape[-1] if x.dim() else 1
     if weight.shape != (cols,) or weight.dtype != x.dtype:
-        raise ValueError(f"rmsnorm: weight {tuple(weight.shape)} {weight.dtype} does not match ({cols},) {x.dtype}")
+        raise ValueError(
+            f"rmsnorm: weight {tuple(weight.shape)} {weight.dtype} does not match ({cols},) {x.dtype}")
     x = x.contiguous()
     weight = weight.contiguous()
     y = torch.empty_like(x)

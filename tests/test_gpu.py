@@ -322,7 +322,8 @@ def test_another_process_on_the_gpu_is_seen_and_contaminates():
         sample = environment.gpu_sample(dev)
         assert sample["sm_clock_mhz"] > 0 and len(sample["other_processes"]) == 1
         # (a shared host may also report a power cap: the other process must be among the reasons)
-        assert any(r.startswith("another process on the GPU: pid") for r in environment.contamination([sample]))
+        reasons = environment.contamination([sample])
+        assert any(r.startswith("another process on the GPU: pid") for r in reasons), reasons
     finally:
         neighbour.kill()
         neighbour.wait()
@@ -401,7 +402,8 @@ def test_tma_refusals_are_clear_and_fall_back_in_auto():
     from kernels import cuda_ext
 
     x = torch.randn(4, 40001, device="cuda")
-    with pytest.raises(ValueError, match="softmax_tma: tma: needs 16-byte aligned rows and cols a multiple of 4"):
+    with pytest.raises(ValueError,
+                       match="softmax_tma: tma: needs 16-byte aligned rows and cols a multiple of 4"):
         cuda_ext.softmax_tma(x)
     with pytest.raises(ValueError, match="softmax_tma: threads must be"):
         cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), threads=100)

@@ -15,9 +15,7 @@ from fusebench.errors import SkipCase
 from fusebench.registry import BACKENDS
 from fusebench.sweep import Record, Sweep
 from kernels import get_op, reference_libs
-
-sys.path.insert(0, str(ROOT / "scripts"))
-import lock  # noqa: E402
+from scripts import lock  # noqa: E402
 
 REFERENCE = ("liger", "quack", "flaggems")
 

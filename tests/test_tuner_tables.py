@@ -1,16 +1,10 @@
-"""CPU tests of the CUDA softmax tuning tables (scripts/tune_cuda.py) and the variant table."""
-
-import sys
-from pathlib import Path
+"""CPU tests of the CUDA softmax tuning tables (fusebench tune cuda) and the variant table."""
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "scripts"))
 pytest.importorskip("torch")
 
-import tune_cuda  # noqa: E402
-
+from fusebench.commands import tune_cuda  # noqa: E402
 from kernels import cuda_ext  # noqa: E402
 from kernels.cuda_check import CUDA_DIR  # noqa: E402
 

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "publish": "publish",
     "preview": "preview",
     "plots": "plots",
+    "table": "table",
     "collect": "collect",
     "nsys": "nsys",
     "trace": "trace",

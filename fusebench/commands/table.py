@@ -1,6 +1,6 @@
 """The % of the copy ceiling of every backend side by side, per (shape, dtype), from a run record.
 
-    python scripts/ceiling_table.py [RECORD] [--op softmax]
+    fusebench table [RECORD] [--op softmax]
 
 RECORD: a run record, ``records/<machine>/<sha8>.json`` (default: the newest one under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
@@ -12,23 +12,22 @@ an unreadable one, an op the record has no timed case of).
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-
-from fusebench import report, runrecord  # noqa: E402
-from fusebench.cli import run_main  # noqa: E402
-from fusebench.environment import ROOT  # noqa: E402
-from fusebench.errors import UsageError  # noqa: E402
-from fusebench.sweep import Sweep  # noqa: E402
+from fusebench import report, runrecord
+from fusebench.environment import ROOT
+from fusebench.errors import UsageError
+from fusebench.sweep import Sweep
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(prog="ceiling_table", description=__doc__.splitlines()[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench table``."""
     ap.add_argument("record", nargs="?", type=Path, help="a run record (default: the newest in records/)")
     ap.add_argument("--op", help="one op (default: every memory-bound op of the record)")
-    args = ap.parse_args()
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print the tables; returns 0."""
     path = args.record
     if path is None:
         stored = runrecord.all_records(ROOT / "records")
@@ -46,6 +45,3 @@ def main() -> int:
     print("\n\n".join("\n".join([t.title, "", *t.markdown()]) for t in tables))
     return 0
 
-
-if __name__ == "__main__":
-    run_main(main, "ceiling_table")
