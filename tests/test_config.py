@@ -12,6 +12,7 @@ import yaml
 from fusebench import asvsuite, compare, config, metrictable, sweep
 from fusebench.environment import ROOT
 from fusebench.registry import shape_label
+import kernels
 from kernels import OPS, REGISTERED
 
 
@@ -32,7 +33,7 @@ def test_the_grids_dtypes_and_headlines_are_those_that_ran_before_the_yaml():
     assert OPS["gelu"].grids["cpu-quick"] == [(16384,)] and OPS["gelu"].headline == (16384, 16384)
     assert OPS["matmul"].dtypes == ("float32", "tf32", "bfloat16") and OPS["matmul"].headline == (8192, 8192)
     assert list(OPS["matmul"].backends) == ["torch"]
-    assert list(OPS["gelu"].backends) == ["eager", "torch", "compile", "triton", "cuda"]
+    assert list(OPS["gelu"].backends) == ["eager", "torch", "compile", "triton", "cuda", "flaggems"]
 
 
 def test_the_settings_default_to_the_code_defaults():
@@ -94,9 +95,9 @@ SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 10
      "ops.gelu.grids.tiny: unknown key; valid keys: default, cpu, quick, cpu-quick, nsys"),
     (_set(["ops", "gelu", "colour"], "red"),
      "ops.gelu.colour: unknown key; valid keys: dtypes, backends, headline, grids"),
-    (_set(["ops", "relu"], {}), "ops.relu: no such op; valid ops: gelu, softmax, matmul"),
+    (_set(["ops", "relu"], {}), f"ops.relu: no such op; valid ops: {', '.join(REGISTERED)}"),
     (_set(["ops", "matmul"], KeyError),
-     "ops: matmul is missing (every registered op needs an entry); valid ops: gelu, softmax, matmul"),
+     f"ops: matmul is missing (every registered op needs an entry); valid ops: {', '.join(REGISTERED)}"),
     (_set(["ops", "softmax", "headline"], "3x3"),
      f"ops.softmax.headline: shape 3x3 is not in the default grid; valid shapes: {SOFTMAX_DEFAULT}"),
     (_set(["ops", "matmul", "grids", "cpu", 1], "64x128"),
@@ -114,6 +115,15 @@ def test_each_bad_value_is_one_line_with_file_key_and_valid_values(tmp_path, cha
     with pytest.raises(config.ConfigError) as err:
         config.load(path).apply(REGISTERED)
     assert str(err.value) == f"{path}: {message}"
+
+
+def test_an_op_is_its_module_named_by_the_yaml(tmp_path):
+    # adding an op is kernels/<name>.py and its YAML entry: the entry names the module
+    assert list(REGISTERED) == list(config.load().ops)
+    path = mutated(tmp_path, _set(["ops", "relu"], {}))
+    with pytest.raises(config.ConfigError) as err:
+        kernels.configured(path)
+    assert str(err.value) == f"{path}: ops.relu: no module kernels/relu.py builds this op"
 
 
 def test_a_matmul_shape_its_flops_refuse_is_named(tmp_path):

@@ -141,7 +141,7 @@ def _pypi() -> bool:
 
 @pytest.mark.skipif(not _pypi(), reason="needs PyPI (pypi.org does not resolve)")
 def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
-    out = subprocess.run([sys.executable, str(ROOT / "scripts" / "lock.py"), "reference", "--check"],
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", "reference", "--check"], cwd=ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert ("lock check: reference group, Python 3.11, 3.12, 3.13: 13 packages, all pinned and hashed"
