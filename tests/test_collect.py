@@ -85,7 +85,7 @@ def test_collect_merges_the_h200_and_a_cpu_host_side_by_side(tmp_path, h200, cpu
         for src in host.glob("*/*.json"):
             assert (records / src.relative_to(host)).read_bytes() == src.read_bytes()
     n_h200 = len(results.result_files(h200 / "results", "h200"))
-    n_records = len(list((h200 / "records").glob("*/*.json"))) + len(list((cpu_run / "records").glob("*/*.json")))
+    n_records = sum(len(list((host / "records").glob("*/*.json"))) for host in (h200, cpu_run))
     assert f"copied {n_h200 + 1} result file(s), {n_records} run record(s), 2 machine.json" in out.stderr
     # the merged folder reads as both hosts' stored results, figures unchanged
     reader = results.Reader(dest)
