@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+import kernels
 from fusebench import asvsuite, compare, config, metrictable, sweep
 from fusebench.environment import ROOT
 from fusebench.registry import shape_label
-import kernels
 from kernels import OPS, REGISTERED
 
 
