@@ -30,12 +30,14 @@ def test_ceiling_is_derived_from_bandwidth_and_pct(h200):
     ceiling = plots.ceiling_gbps(h200, OPS["gelu"])
     assert ceiling == pytest.approx(bw / (pct / 100), rel=1e-6)
     assert 3000 < ceiling < 5000  # an H200's HBM3e copy bandwidth, GB/s
-    assert plots.ceiling_gbps(h200, OPS["softmax"]) == pytest.approx(ceiling, rel=1e-6)  # one per run
+    # one per run: the stored commit was measured in two runs of some ops (softmax, then the
+    # rest), each with its own copy ceiling, the same within the run-to-run spread
+    assert plots.ceiling_gbps(h200, OPS["softmax"]) == pytest.approx(ceiling, rel=0.01)
 
 
 def test_bandwidth_series_by_bytes_moved(h200):
     series = plots.bandwidth_series(h200, OPS["softmax"], "bfloat16")
-    assert set(series) == {"eager", "torch", "compile", "triton", "cuda"}
+    assert set(series) == {"eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems"}
     sizes = [p[0] for p in series["eager"]]
     assert sizes == sorted(sizes) and len(sizes) == len(OPS["softmax"].grids["default"])
     assert (2 * 8192 * 16384 * 2, h200.values["suite.Softmax.track_bandwidth"][
