@@ -101,13 +101,14 @@ def test_the_first_view_opens_at_the_headline_shape_with_units_and_every_bar(pub
     code, report = _check(base, "--benchmark", benchmark)
     assert code == 0, report
     assert report["hash"] == f"#{benchmark}?machine=h200&p-shape='{headline}'"
-    # every series of the backend axis (8 values since the reference backends) is drawn
-    assert report["series"] == report["drawn"] >= len(BACKENDS), report
+    # the bars of fusebench's five backends at least (orderbars once drew only one series); the
+    # reference backends' series are empty where a library lacks the op, so not every series draws
+    assert report["drawn"] >= 5 and report["series"] >= len(BACKENDS), report
     assert "Gelu.track_bandwidth [GB/s]" in report["titles"]
     assert "Softmax.track_device_time [seconds]" in report["titles"]
     code, report = _check(base, "--benchmark", benchmark, "--x-axis", "shape")
     assert code == 0, report
-    assert report["series"] == report["drawn"] >= len(BACKENDS), report  # every backend's bars
+    assert report["drawn"] >= 5 and report["series"] >= len(BACKENDS), report  # the backends' bars
 
 
 def test_the_plots_page_and_its_images_load(published, serve):
