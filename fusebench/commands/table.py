@@ -1,4 +1,4 @@
-"""The % of the copy ceiling of every backend side by side, per (shape, dtype), from a run record.
+"""The share of the copy ceiling (percent) of every backend side by side, per (shape, dtype), from a run record.
 
     fusebench table [RECORD] [--op softmax]
 
