@@ -1,4 +1,4 @@
-"""The share of the copy ceiling (percent) of every backend side by side, per (shape, dtype), from a run record.
+"""Every backend's share of the copy ceiling side by side, per shape and dtype, from a run record.
 
     fusebench table [RECORD] [--op softmax]
 
