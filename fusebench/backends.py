@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import time
 import types
 from typing import Callable
@@ -85,7 +86,17 @@ def require_cuda_extension(x: torch.Tensor):
     return cuda_ext
 
 
+#: Terminal colour codes (ECMA-48 SGR) that some libraries put in their errors (QuACK's CuTe DSL).
+ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def plain(text: str) -> str:
+    """``text`` without terminal colour codes: a reason stored in a record or shown in a table."""
+    return ANSI_ESCAPE.sub("", text)
+
+
 def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, prefixed by its type."""
-    text = str(exc).strip().splitlines()
+    """The first non-empty line of an exception's message, prefixed by its type, colour codes
+    removed."""
+    text = plain(str(exc)).strip().splitlines()
     return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -5,15 +5,12 @@ texts of its figures (significant digits, the noise flag in words)."""
 from __future__ import annotations
 
 import math
-import re
 from collections import defaultdict
 from dataclasses import dataclass
 
+from fusebench.backends import plain
 from fusebench.registry import BACKENDS, no_backend_reason
 from fusebench.sweep import Record, Sweep
-
-#: Terminal colour codes some libraries put in their errors (QuACK's CuTe DSL): not for a table.
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 
 #: Above this relative spread (IQR / median, 10 %) a case's figure is called noisy in words: a
 #: regression gate of 5 % (``make compare``'s default factor) cannot see a change through it.
@@ -213,7 +210,7 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
             elif r.status == "ok" and r.pct_of_ceiling is not None:
                 cells.append(Cell(f"{r.pct_of_ceiling:.0f}", best=round(r.pct_of_ceiling) == best))
             else:
-                note = ANSI_ESCAPE.sub("", r.reason or r.status)  # a library's colours
+                note = plain(r.reason or r.status)  # records stored before first_line removed colours
                 if note not in notes:
                     notes.append(note)
                 cells.append(Cell("error" if r.status == "failed" else "—", note=note))

@@ -10,6 +10,7 @@ a dtype edits only the YAML.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 from pathlib import Path
@@ -47,10 +48,15 @@ def op_module(name: str, path: Path | str) -> Op:
     return _modules[name]
 
 
-def registered(path: Path | str | None = None) -> dict[str, Op]:
+@functools.cache
+def registered(path: Path | str = config.DEFAULT_PATH) -> dict[str, Op]:
     """The ops the case file ``path`` names (default: ``fusebench.yaml``), as their modules build
-    them (reference, declared work, backends), in the file's order."""
-    cfg = config.load(path if path is not None else config.DEFAULT_PATH)
+    them (reference, declared work, backends), in the file's order; read once per path.
+
+    Raises:
+        fusebench.config.ConfigError: the file is not valid, or names an op no module builds.
+    """
+    cfg = config.load(path)
     return {name: op_module(name, cfg.path) for name in cfg.ops}
 
 

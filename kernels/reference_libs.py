@@ -35,7 +35,6 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
-import re
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Callable
@@ -104,11 +103,6 @@ def load(backend: str, x: torch.Tensor, module: str) -> ModuleType:
         raise SkipCase(f"{lib.label()} cannot be imported ({first_line(exc)}); {INSTALL}") from exc
 
 
-def _plain(text: str) -> str:
-    """``text`` without terminal colour codes (QuACK's CuTe DSL colours its errors)."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", text)
-
-
 def ready(backend: str, x: torch.Tensor, call: Callable[[], torch.Tensor]) -> Callable[[], torch.Tensor]:
     """``call`` after one call of it on ``x`` went through (compiled, launched, synchronized).
 
@@ -124,7 +118,7 @@ def ready(backend: str, x: torch.Tensor, call: Callable[[], torch.Tensor]) -> Ca
     except Exception as exc:  # the library's refusal of this shape or dtype, in its own words
         shape = "x".join(str(d) for d in x.shape)
         dtype = str(x.dtype).removeprefix("torch.")
-        raise SkipCase(f"{lib.label()} refuses {shape} {dtype}: {_plain(first_line(exc))}") from exc
+        raise SkipCase(f"{lib.label()} refuses {shape} {dtype}: {first_line(exc)}") from exc
     return call
 
 

@@ -66,3 +66,10 @@ def test_cuda_backend_is_skipped_with_a_reason_on_the_cpu(op):
         pytest.skip("no cuda backend registered")
     with pytest.raises(SkipCase, match=r"\w"):
         op.backends["cuda"].factory(torch.ones(4))
+
+
+def test_first_line_drops_a_librarys_terminal_colours():
+    from fusebench.backends import first_line
+
+    exc = RuntimeError("\x1b[91m\x1b[1merror\x1b[0m[CUDA_LAUNCH_INVALID_CONFIG]: launch failed\nmore")
+    assert first_line(exc) == "RuntimeError: error[CUDA_LAUNCH_INVALID_CONFIG]: launch failed"

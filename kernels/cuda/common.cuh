@@ -58,6 +58,14 @@ __device__ __forceinline__ void store_vec(T* p, const float (&in)[N]) {
 
 inline bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15u) == 0; }
 
+// ceil(a / b) for a >= 0, b > 0 (host side: grid and chunk sizes).
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Thread-block cluster sizes of an H100/H200 (CUDA C++ Programming Guide, "Thread Block
+// Clusters"): 8 CTAs portably, 16 with cudaFuncAttributeNonPortableClusterSizeAllowed.
+constexpr int kMaxPortableCluster = 8;
+constexpr int kMaxCluster = 16;
+
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
   __host__ __device__ static constexpr float identity() { return -__builtin_huge_valf(); }

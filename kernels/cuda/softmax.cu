@@ -548,7 +548,6 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 }
 
 // ------------------------------------------------------------------- host side
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
 // every vector width): kSplitChunkElems, halved while the grid would have fewer

@@ -30,8 +30,6 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kMaxPortableCluster = 8;
-constexpr int kMaxCluster = 16;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // used only by the sm_90+ kernel body
 // RAW storage: a 16-byte vector of 8 16-bit values as 4 words; word j holds elements 2j (low
@@ -163,13 +161,11 @@ __global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T*
 #endif
 }
 
-int64_t cluster_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 template <typename T, int THREADS, int NV, bool RAW = false>
 cudaError_t cluster_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
   constexpr int VEC = vec16<T>();
   constexpr int64_t kChunk = int64_t{THREADS} * NV * VEC;
-  const int64_t csize = cluster_ceil_div(cols, kChunk);
+  const int64_t csize = ceil_div(cols, kChunk);
   if (csize > kMaxCluster || rows * csize > 0x7fffffff) return cudaErrorInvalidValue;
   const auto kernel = softmax_cluster_kernel<T, NV, VEC, THREADS, RAW>;
   if (csize > kMaxPortableCluster) {
@@ -230,7 +226,7 @@ int softmax_cluster_chunk(int64_t cols, int elem_size) {
   // values, 4 CTAs per SM (scripts/tune_cuda.py at 83e2ce1, us, chunk 16384 / 32768 / 65536):
   // 4096 x 65536 bf16 386 / 398 / 402; 256 x 262144 bf16 110 / 115 / 122.
   const int64_t chunk = elem_size == 2 ? 16384 : 32768;
-  return cluster_ceil_div(cols, chunk) <= kMaxCluster ? static_cast<int>(chunk) : 0;
+  return ceil_div(cols, chunk) <= kMaxCluster ? static_cast<int>(chunk) : 0;
 }
 
 cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,

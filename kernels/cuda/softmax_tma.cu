@@ -51,8 +51,6 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTmaMaxPieces = 8;
-constexpr int kTmaMaxCluster = 16;
-constexpr int kTmaMaxPortableCluster = 8;
 constexpr int kTmaMaxDevices = 64;
 // Dynamic shared memory a CTA may take: an H100/H200 allows 227 KB per block (opt-in); the
 // static part (mbarriers, reduction scratch) stays below 1 KB.
@@ -285,8 +283,6 @@ __global__ void __launch_bounds__(THREADS)
 #endif
 }
 
-int64_t tma_ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 struct TmaPlan {
   int groups = 0;  // CTAs per row
   int chunk = 0;   // elements per CTA
@@ -304,11 +300,11 @@ TmaPlan tma_plan(int64_t rows, int64_t cols, int elem_size, const TmaConfig& cfg
     const int64_t total = static_cast<int64_t>(cfg.ctas_per_sm) * sm_count;
     groups = rows > 0 && total / rows > 0 ? total / rows : 1;
   } else {
-    groups = tma_ceil_div(cols, cfg.chunk_bytes / elem_size);
+    groups = ceil_div(cols, cfg.chunk_bytes / elem_size);
   }
   if (groups > 0x7fffffff) return plan;
-  int64_t chunk = tma_ceil_div(tma_ceil_div(cols, groups), vec) * vec;
-  groups = tma_ceil_div(cols, chunk);
+  int64_t chunk = ceil_div(ceil_div(cols, groups), vec) * vec;
+  groups = ceil_div(cols, chunk);
   if (chunk > 0x7fffffff) return plan;
   plan.groups = static_cast<int>(groups);
   plan.chunk = static_cast<int>(chunk);
@@ -343,7 +339,7 @@ cudaError_t tma_launch(const T* x, T* y, int64_t rows, int64_t cols, const TmaPl
     attr[0].val.cooperative = 1;
     lc.numAttrs = 1;
   } else if (plan.groups > 1) {
-    if (plan.groups > kTmaMaxPortableCluster) {
+    if (plan.groups > kMaxPortableCluster) {
       err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
       if (err != cudaSuccess) return err;
     }
@@ -444,8 +440,8 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
       if (!softmax_coop_chunk_supported(ch))
         return FB_REFUSE("chunk must be 0 or one of (2048, 4096, 8192, 16384, 32768), got %d", chunk_elems);
       // One CTA per SM is always co-resident; more is checked by the cooperative launch.
-      if (sm_count > 0 && tma_ceil_div(cols, ch) > sm_count)
-        return FB_REFUSE("%lld co-resident blocks of %d needed, %d SMs", (long long)tma_ceil_div(cols, ch), ch, sm_count);
+      if (sm_count > 0 && ceil_div(cols, ch) > sm_count)
+        return FB_REFUSE("%lld co-resident blocks of %d needed, %d SMs", (long long)ceil_div(cols, ch), ch, sm_count);
       return 0;
     }
     case SoftmaxVariant::Cluster: {
@@ -456,7 +452,7 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
         return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768, 65536) (at most %d for "
                       "%d-byte elements), got %d", max_chunk, elem_size, chunk_elems);
       if (cc_major < 9) return FB_REFUSE("thread-block clusters need sm_90 or newer");
-      if (!sixteen || ch == 0 || tma_ceil_div(cols, ch) > 16)
+      if (!sixteen || ch == 0 || ceil_div(cols, ch) > kMaxCluster)
         return FB_REFUSE("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
                       "per row, got cols %lld", vec, ch == 0 ? max_chunk : ch, c);
       return 0;
@@ -488,7 +484,7 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
       if (plan.groups == 0 || bytes > kTmaMaxChunkBytes)
         return FB_REFUSE("%s: a CTA's share of a row is %lld bytes, at most %d fit in shared memory",
                       name, bytes, kTmaMaxChunkBytes);
-      if (!grid && plan.groups > kTmaMaxCluster)
+      if (!grid && plan.groups > kMaxCluster)
         return FB_REFUSE("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use tma_grid or "
                       "a larger chunk_kb", name, plan.groups, cfg.chunk_bytes / 1024);
       if (rows * static_cast<int64_t>(plan.groups) > 0x7fffffff)
