@@ -55,7 +55,11 @@ BUILD_OPTS    ?=
 RESULTS       ?= $(CURDIR)/results
 HTML          ?= $(CURDIR)/html
 CACHE_VOLUME  ?= fusebench-cache
-GPUS          ?= all
+# GPUS: empty (default): the engine gets every GPU and the suite uses one (GPU 0, one process);
+# GPUS=all: every GPU, one worker process each (fusebench/workers.py); GPUS=0,1: those GPUs (the
+# engine gets only them, the suite in the image then uses all it sees). RESULTS: another results
+# folder than results/ (records beside it, RESULTS-name with records), e.g. an A/A run's.
+GPUS          ?=
 RUN_AS        ?= $(shell id -u):$(shell id -g)
 ROOTLESS      ?= $(filter-out 0,$(shell id -u))
 ARCHIVE       ?= fusebench-$(IMAGE_TAG).oci.tar
@@ -71,7 +75,13 @@ BUILD_FORMAT   = $(if $(filter podman buildah,$(ENGINE_KIND)), --format docker)
 
 # The GPUs: docker's NVIDIA runtime (--gpus) or podman's CDI devices. Rootless podman maps the
 # caller's uid to itself (--userns=keep-id), so the files it writes are the caller's.
-GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),--device nvidia.com/gpu=$(GPUS)$(if $(ROOTLESS), --userns=keep-id),--gpus $(GPUS))
+GPU_LIST       = $(filter-out all,$(subst $(comma), ,$(GPUS)))
+comma         := ,
+GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),$(if $(GPU_LIST),$(foreach g,$(GPU_LIST),--device nvidia.com/gpu=$(g)),--device nvidia.com/gpu=all)$(if $(ROOTLESS), --userns=keep-id),--gpus $(if $(GPU_LIST),'"device=$(GPUS)"',all))
+# The suite's own --gpus: here GPUS as given; in the image every GPU the engine gave it.
+RESULTS_ARG    = $(if $(filter-out $(CURDIR)/results,$(abspath $(RESULTS))),--results $(abspath $(RESULTS)))
+LOCAL_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus $(GPUS)) $(RESULTS_ARG))
+IMAGE_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus all))
 ENGINE_RUN     = $(ENGINE) run --rm $(GPU_FLAGS) --user $(RUN_AS) \
                  --volume $(CURDIR):/workspace --volume $(RESULTS):/workspace/results \
                  --volume $(HTML):/workspace/html --volume $(CACHE_VOLUME):/cache \
@@ -91,6 +101,7 @@ help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: OP=gelu|softmax|rmsnorm|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
 	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
+	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
@@ -100,13 +111,13 @@ bench-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
-	$(FUSEBENCH) bench $(BENCH_ARGS)
+	$(FUSEBENCH) bench $(LOCAL_ARGS)
 
 list: $(DEPS) ## print the cases make bench would measure here (same variables)
 	$(FUSEBENCH) list $(SELECT_ARGS)
 
 bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
-	$(IN_IMAGE) $(IMAGE) $(BENCH_ARGS)
+	$(IN_IMAGE) $(IMAGE) $(IMAGE_ARGS)
 
 image: ## build the pinned image (docker, podman or buildah), tagged fusebench:<git short sha>
 	@$(if $(BUILD_WHY),echo "image: $(BUILD_WHY)" >&2; exit 2,true)
@@ -198,7 +209,9 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 # compare: exits 1 when a case of MACHINE (default: this host's) regressed (slower than FACTOR, its
 # A/A allowance and its noise between rounds, rounds separated) or newly fails between BASE and
 # HEAD; 2 on an unknown rev or no results. publish: STRICT=1 exits 1 when a stored result will not
-# be drawn (its commit off main's first-parent line).
+# be drawn (its commit off main's first-parent line). BASE_RESULTS / HEAD_RESULTS: the results
+# folders of each side (default results/): the A/A check of a one-GPU and a GPUS=all run of one
+# commit is make compare BASE=HEAD HEAD_RESULTS=<the second run's RESULTS>.
 
 PORT          ?= 8080
 BASE          ?=
@@ -207,6 +220,8 @@ FACTOR        ?=
 MACHINE       ?=
 CDN           ?=
 STRICT        ?=
+BASE_RESULTS  ?=
+HEAD_RESULTS  ?=
 
 .PHONY: publish preview compare plots
 
@@ -216,9 +231,10 @@ publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 i
 preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
 	$(FUSEBENCH) preview --port $(PORT)
 
-compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200]
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir]
 	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
-	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
+	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
+	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS))
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
 	$(FUSEBENCH) plots

@@ -104,6 +104,29 @@ def clocks(dev: torch.device) -> dict:
     return out
 
 
+def gpu_identity(dev: torch.device) -> dict:
+    """Which physical GPU ``dev`` is: ``{"gpu_index": int, "gpu_serial": str | None}``, NVML's
+    index (of the GPUs NVML sees: inside a container, of the container's) and the board serial
+    (None where NVML does not give one, e.g. GeForce boards). Found through the UUID torch
+    reports, so it is right under ``CUDA_VISIBLE_DEVICES``. Empty on the CPU or without NVML.
+    """
+    if dev.type != "cuda" or (h := _nvml_handle(dev.index or 0)) is None:
+        return {}
+    import pynvml
+
+    out: dict = {"gpu_index": None, "gpu_serial": None}
+    try:
+        out["gpu_index"] = int(pynvml.nvmlDeviceGetIndex(h))
+    except Exception:  # noqa: BLE001 - unknown stays None
+        pass
+    try:
+        serial = pynvml.nvmlDeviceGetSerial(h)
+        out["gpu_serial"] = (serial.decode() if isinstance(serial, bytes) else str(serial)) or None
+    except Exception:  # noqa: BLE001 - not supported on every board
+        pass
+    return out
+
+
 #: Clock-event reasons that mean the GPU ran slower than it could (power or thermal capping, a
 #: hardware slowdown): a case measured under one is contaminated. ``gpu_idle``,
 #: ``applications_clocks_setting``, ``sync_boost`` and ``display_clock_setting`` are not.

@@ -77,6 +77,8 @@ class Record:
     ``kernel_by_timing`` says the backend picks its kernel by timing at first use (Inductor), so
     that a different ``kernel_id`` between two runs is the compiler's choice, not the code's.
     ``hot_calls`` is the hot batch size (calls between one event pair), fixed across rounds.
+    ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
+    cannot say) name the one GPU that timed every round of the case.
     """
 
     op: str
@@ -117,6 +119,8 @@ class Record:
     contamination: list[str] = field(default_factory=list)
     dropped_rounds: list[int] = field(default_factory=list)
     rounds: list[dict] = field(default_factory=list)
+    gpu_index: int | None = None
+    gpu_serial: str | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -428,7 +432,7 @@ def _loud(message: str, out, warnings: list[str]) -> None:
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
         dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS, out=sys.stderr) -> Sweep:
     """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
-    doc), printing progress to ``out``.
+    doc), printing progress to ``out``. (All GPUs of a host at once: ``fusebench.workers``.)
 
     Raises:
         ValueError: ``rounds`` < 1.
@@ -438,7 +442,33 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     dev = environment.device()
     grid = grid_name(dev, quick)
     todo = cases(ops, grid, backend_names, dtype_names)
-    env = environment.capture(dev)
+    return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds,
+                   peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev), out=out)
+
+
+def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, grid: str,
+            dev: torch.device, *, rounds: int, peak: bool, identity: dict | None = None,
+            before_rounds: Callable[[int], None] | None = None, out=sys.stderr) -> Sweep:
+    """The two phases of a run (module doc) over the cases ``todo`` on ``dev``.
+
+    Args:
+        todo: ``(position in the grid, case)`` pairs, consumed once during the build phase (a
+            worker of ``fusebench.workers`` pulls them from a shared queue); the rounds then go
+            over the cases built here, in grid order (:func:`round_order`).
+        total: the number of cases of the whole grid (progress lines say ``[position/total]``).
+        grid: the grid's name (:func:`grid_name`).
+        rounds: rounds per case (>= 1).
+        peak: measure the matrix peak first (some op of the run declares flops).
+        identity: the GPU's ``gpu_index``, ``gpu_serial`` (``environment.gpu_identity``): put in
+            the environment and in every record.
+        before_rounds: called with the number of cases built, between the phases (a worker waits
+            there for the others to finish building, so that no GPU is timed beside a compile).
+
+    Returns:
+        The sweep of these cases, records in grid order.
+    """
+    identity = identity or {}
+    env = dict(environment.capture(dev), **identity)
     warnings: list[str] = []
     if dev.type == "cuda":
         torch.zeros(1, device=dev)  # this process's context first, so NVML lists it as ours
@@ -448,34 +478,41 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
               + "): their work slows the cases, which will be marked contaminated", out, warnings)
     phases: dict[str, float] = {}
     start = time.perf_counter()
-    peak = metrics.measure_matrix_peak(dev) if any(op.flops for op, *_ in todo) else None
-    peak_tflops = peak.tflops if peak else None
-    print(f"fusebench: {len(todo)} cases on {env.get('gpu', 'the CPU')} ({grid} grid), {rounds} round"
-          f"{'s' if rounds != 1 else ''}" + (f"; matrix peak {peak.tflops:.3g} TFLOP/s ({peak.dtype} "
-                                             f"{peak.n}^3)" if peak else ""), file=out, flush=True)
+    peak_run = metrics.measure_matrix_peak(dev) if peak else None
+    peak_tflops = peak_run.tflops if peak_run else None
+    print(f"fusebench: {total} cases on {env.get('gpu', 'the CPU')} ({grid} grid), {rounds} round"
+          f"{'s' if rounds != 1 else ''}" + (f"; matrix peak {peak_run.tflops:.3g} TFLOP/s ({peak_run.dtype} "
+                                             f"{peak_run.n}^3)" if peak_run else ""), file=out, flush=True)
 
     # Phase 1: build, gate, profile; the callables are kept for the rounds.
-    records, fns = [], []
+    built_cases: list[tuple[int, Record, Callable[[], object] | None]] = []
     for k in ("build", "gate", "profile"):
         phases[k] = 0.0
-    for i, (op, backend, shape, dtype) in enumerate(todo, 1):
+    for pos, (op, backend, shape, dtype) in todo:
         rec = new_record(op, backend, shape, dtype)
+        rec.gpu_index, rec.gpu_serial = identity.get("gpu_index"), identity.get("gpu_serial")
         built = build_and_gate(op, backend, shape, dtype, dev)
         phases["build"] += built.build_s
         phases["gate"] += built.gate_s
         t = time.perf_counter()
         prepare(rec, built, dev)
         phases["profile"] += time.perf_counter() - t
-        records.append(rec)
-        fns.append(built.fn if rec.status == "ok" else None)
+        built_cases.append((pos, rec, built.fn if rec.status == "ok" else None))
         if rec.status != "ok":
-            print(progress_line(i, len(todo), rec), file=out, flush=True)
+            print(progress_line(pos + 1, total, rec), file=out, flush=True)
             if dev.type == "cuda" and rec.status == "failed":
                 torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
+    built_cases.sort(key=lambda c: c[0])
+    positions = [c[0] for c in built_cases]
+    records = [c[1] for c in built_cases]
+    fns = [c[2] for c in built_cases]
     built_n = sum(f is not None for f in fns)
-    print(f"fusebench: built and gated {built_n} of {len(todo)} cases in {time.perf_counter() - start:.0f} s "
+    print(f"fusebench: built and gated {built_n} of {len(records)} cases in "
+          f"{time.perf_counter() - start:.0f} s "
           f"(build {phases['build']:.0f} s, gate {phases['gate']:.0f} s, profile {phases['profile']:.0f} s)",
           file=out, flush=True)
+    if before_rounds is not None:
+        before_rounds(built_n)
 
     # Phase 2: the rounds, interleaved over the built cases.
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
@@ -484,7 +521,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     for r in range(rounds):
         t = time.perf_counter()
         ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
-        for idx in round_order(len(todo), r):
+        for idx in round_order(len(records), r):
             fn, rec = fns[idx], records[idx]
             if fn is None or rec.status != "ok":
                 continue
@@ -493,7 +530,7 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
             except Exception as exc:
                 rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
                 fns[idx] = None
-                print(progress_line(idx + 1, len(todo), rec), file=out, flush=True)
+                print(progress_line(positions[idx] + 1, total, rec), file=out, flush=True)
                 continue
             bar.update()
             if r == rounds - 1:
@@ -506,10 +543,10 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
               f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
     bar.close()
     ceiling = statistics.median(ceilings)
-    for i, rec in enumerate(records, 1):
+    for pos, rec in zip(positions, records):
         finish(rec, ceiling, peak_tflops)
         if rec.status == "ok":
-            print(progress_line(i, len(todo), rec), file=out, flush=True)
+            print(progress_line(pos + 1, total, rec), file=out, flush=True)
     del fns
     inputs.clear()
     env["clocks_after"] = environment.clocks(dev)

@@ -131,3 +131,19 @@ def test_the_command_line_exit_status(tmp_path, commits):
                           "--machine", "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True,
                          text=True)
     assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr
+
+
+def test_two_runs_of_one_commit_from_two_results_folders(tmp_path, commits, gate):
+    """The A/A check of a sharded run: one commit, a one-GPU run and a GPUS=all run in two folders."""
+    base, _ = commits
+    one, two = tmp_path / "one", tmp_path / "two"
+    write_result(one, "box", base, {T: {EAGER: 1.0e-3, TORCH: 2.0e-4}}, AXES)
+    write_result(two, "box", base, {T: {EAGER: 1.01e-3, TORCH: 2.0e-4}}, AXES)
+    code, out, err = gate(base, base, "--results", str(one), "--head-results", str(two))
+    assert code == 0, out + err
+    assert "0 regression" in err and "-> ok" in err
+    write_result(two, "box", base, {T: {EAGER: 1.0e-3, TORCH: 2.4e-4}}, AXES)  # a planted slowdown
+    code, out, err = gate(base, base, "--results", str(one), "--head-results", str(two))
+    assert code == 1 and "1 regression" in err
+    code, out, err = gate(base, base, "--head-results", str(tmp_path / "none"))
+    assert code == 2 and "no results for machine 'box'" in err

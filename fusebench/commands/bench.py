@@ -1,7 +1,7 @@
 """Measure every case on this machine, store it with asv, print the summary, publish (make bench).
 
     fusebench bench [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--shapes ...] [--quick]
-                    [--dirty] [--rounds 3] [--config FILE] [--results DIR] [--html DIR] [--plots DIR]
+                    [--dirty] [--rounds 3] [--gpus all|0,1] [--config FILE] [--results DIR] [--html DIR] [--plots DIR]
                     [--no-publish] [--json FILE] [--csv FILE]
 
 The cases come from the case file (``fusebench.yaml``, or ``--config``; ``fusebench list`` prints
@@ -17,7 +17,9 @@ with ``--quick``; never where the full runs are stored: asv would store n/a over
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
 interleaved rounds (default 3); beside the asv results the run's full record (every round) is
 kept in ``records/<machine>/<sha8>.json`` (``fusebench.runrecord``), written only once asv has
-stored the results. The output ends with the time of each phase. A tree whose measured files
+stored the results. ``--gpus`` measures on several GPUs of the host at once, one worker process
+per GPU (``fusebench/workers.py``); each GPU model is stored as its own asv machine. The output
+ends with the time of each phase. A tree whose measured files
 differ from HEAD, or a backend run emulated, is refused before measuring
 (``fusebench/provenance.py``; ``--dirty`` measures a dirty tree into ``.asv/dirty-results``).
 Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input (a selection
@@ -32,7 +34,9 @@ import sys
 import time
 from pathlib import Path
 
-from fusebench import asvsuite, config, environment, plots, report, runrecord, site, store, sweep
+import torch
+
+from fusebench import asvsuite, config, environment, plots, report, runrecord, site, store, sweep, workers
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
 from fusebench.provenance import DIRTY_RESULTS, before_sweep
@@ -56,6 +60,38 @@ def results_reader(results: Path):
     from fusebench.results import Reader
 
     return Reader(results)
+
+
+def build_cuda_extension() -> None:
+    """Build the CUDA extension once, here, before the GPU workers start (each then only loads it);
+    a failure is one line (each cuda case then says why it is skipped)."""
+    from kernels import cuda_ext
+
+    try:
+        cuda_ext.build()
+    except RuntimeError as exc:
+        print(f"bench: {exc}; the cuda cases will say why", file=sys.stderr)
+
+
+def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops) -> int:
+    """Store one machine's sweep: the sweep file, the asv machine, a staged asv run, the summary,
+    then the run record. Returns 0 when stored, 1 when asv failed (``results`` then untouched)."""
+    sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
+    result.save(sweep_file)
+    print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
+    store.register_machine(store.machine_info(machine, result.environment))
+    t = time.perf_counter()
+    status = store.run_asv(sweep_file, machine, commit, results,
+                           classes=[asvsuite.class_name(op.name) for op in ops])
+    result.phases["asv"] = round(time.perf_counter() - t, 1)
+    print(report.summary(result))
+    if status != 0:
+        print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
+        return 1
+    record = runrecord.save(result, runrecord.records_dir(results), machine, commit)
+    print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}; its record "
+          f"(every round) in {record}", file=sys.stderr)
+    return 0
 
 
 def add_selection(ap: argparse.ArgumentParser) -> None:
@@ -93,6 +129,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--rounds", type=positive_int,
                     help=f"interleaved rounds per case (default: the case file's settings.rounds, "
                          f"{config.DEFAULT_ROUNDS} unless set); noise: their spread")
+    ap.add_argument("--gpus", help="all, or comma-separated GPU indices (0,1): one worker per GPU, "
+                    "pulling cases from one queue (default: one GPU, in this process)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
     ap.add_argument("--csv", type=Path, metavar="FILE", help="also write this run's cases as CSV")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
@@ -113,34 +151,39 @@ def run(args: argparse.Namespace) -> int:
     commit = environment.git_commit()
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
-    checked = before_sweep(results, backends, dirty=args.dirty)
+    slots = workers.parse_gpus(args.gpus, workers.visible_gpus()) if args.gpus else None
+    checked = before_sweep(results, backends, dirty=args.dirty, gpu=True if slots else None)
 
     started = time.perf_counter()
-    result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                       rounds=rounds)
-    require_measured(result.records)
-    results = checked.after(result.environment)
-    machine = environment.machine_name()
-    sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
-    result.save(sweep_file)
-    print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
+    lost: list[str] = []
+    if slots:
+        job = workers.Job("kernels:OPS", tuple(op.name for op in ops), tuple(backends), tuple(dtypes),
+                          sweep.grid_name(torch.device("cuda"), args.quick), rounds)
+        outcome = workers.run(job, slots, prebuild=build_cuda_extension if "cuda" in backends else None)
+        measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
+    else:
+        result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
+                           rounds=rounds)
+        measured = [(environment.machine_name(), result)]
+    require_measured([r for _, result in measured for r in result.records])
     for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):
         if path is not None:
-            runrecord.write_text(path, render(result))
-            print(f"bench: run record written to {path}", file=sys.stderr)
-
-    store.register_machine(store.machine_info(machine, result.environment))
-    t = time.perf_counter()
-    status = store.run_asv(sweep_file, machine, commit, results,
-                           classes=[asvsuite.class_name(op.name) for op in ops])
-    result.phases["asv"] = round(time.perf_counter() - t, 1)
-    print(report.summary(result))
-    if status != 0:
-        print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
+            for machine, result in measured:
+                target = path if len(measured) == 1 else path.with_name(f"{path.stem}-{machine}{path.suffix}")
+                runrecord.write_text(target, render(result))
+                print(f"bench: run record written to {target}", file=sys.stderr)
+    stored, asv_failed = [], 0
+    for machine, result in measured:
+        results = checked.after(result.environment)
+        if not any(r.status == "ok" for r in result.records):
+            print(f"bench: nothing measured on {machine}; nothing of it stored", file=sys.stderr)
+            continue
+        if store_run(result, machine, commit, results, ops) == 0:
+            stored.append(machine)
+        else:
+            asv_failed += 1
+    if asv_failed:
         return 1
-    record = runrecord.save(result, runrecord.records_dir(results), machine, commit)
-    print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}; its record "
-          f"(every round) in {record}", file=sys.stderr)
     if not args.no_publish and results == environment.ROOT / "results":
         t = time.perf_counter()
         # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
@@ -149,15 +192,22 @@ def run(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
-        written = plots.write_plots(results, args.plots, list(configured(args.config).values()), [machine],
+        written = plots.write_plots(results, args.plots, list(configured(args.config).values()), stored,
                                     reader=results_reader(results))
-        print(f"bench: {len(written)} plots refreshed in {args.plots}/{machine}/", file=sys.stderr)
-        result.phases["publish"] = round(time.perf_counter() - t, 1)
+        print(f"bench: {len(written)} plots refreshed in {args.plots}/{', '.join(stored)}/", file=sys.stderr)
+        for _, result in measured:
+            result.phases["publish"] = round(time.perf_counter() - t, 1)
     total = time.perf_counter() - started
-    print("bench: phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in result.phases.items())
-          + f"; total {total // 60:.0f} min {total % 60:.0f} s", file=sys.stderr)
-    failed = sum(r.status == "failed" for r in result.records)
+    for machine, result in measured:
+        for line in workers.gpu_lines(result):
+            print(f"bench: {machine}: {line}", file=sys.stderr)
+        print(f"bench: phases{f' ({machine})' if len(measured) > 1 else ''}: "
+              + ", ".join(f"{k} {v:.0f} s" for k, v in result.phases.items())
+              + f"; total {total // 60:.0f} min {total % 60:.0f} s", file=sys.stderr)
+    failed = sum(r.status == "failed" for _, result in measured for r in result.records)
     if failed:
         print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)
-    return 1 if failed else 0
+    for line in lost:
+        print(f"bench: {line}", file=sys.stderr)
+    return 1 if failed or lost else 0
 

@@ -1,7 +1,7 @@
 """The regression gate between two commits' stored results on one machine.
 
     fusebench compare --base REV [--head REV] [--factor 1.04] [--machine NAME]
-                      [--results DIR] [--all]
+                      [--results DIR] [--base-results DIR] [--head-results DIR] [--all]
 
 Judges the gated metrics (hot and cold device time) of every case, from each run's record
 (``records/<machine>/<sha8>.json``: every round's figures) where there is one, else from asv's
@@ -12,6 +12,10 @@ held to, and a summary line. Exit status: 0 when nothing regressed, 1 when a cas
 newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine) or
 when a stored result file of either commit could not be read (named; the rest is compared).
 The rule and the A/A data behind its constants are in ``fusebench/compare.py``.
+``--base-results`` / ``--head-results`` read each side from its own results folder (and the
+records folder beside it): two runs of the same commit, e.g. a one-GPU run in ``results/`` and a
+``make bench GPUS=all RESULTS=<dir>`` run, compared with ``--base HEAD --head-results <dir>``
+(the A/A check of a sharded run).
 """
 
 from __future__ import annotations
@@ -63,6 +67,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add_config(ap)
     ap.add_argument("--machine", help="asv machine (default: this host's, e.g. h200)")
     ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
+    ap.add_argument("--base-results", type=Path, help="results folder of the base side (default --results)")
+    ap.add_argument("--head-results", type=Path, help="results folder of the head side (default --results)")
     ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
 
 
@@ -76,11 +82,15 @@ def run(args: argparse.Namespace) -> int:
         from fusebench.environment import machine_name
 
         args.machine = machine_name()
-    reader = results.Reader(args.results)  # an unreadable file is named, the rest compared, exit 2
-    before, after = reader.commit(args.machine, base), reader.commit(args.machine, head)
-    records = runrecord.records_dir(args.results)
-    base_rec = runrecord.load(records, args.machine, base)
-    head_rec = runrecord.load(records, args.machine, head)
+    base_dir, head_dir = args.base_results or args.results, args.head_results or args.results
+    if base == head and base_dir.resolve() == head_dir.resolve():
+        print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
+              "for an A/A check of two runs", file=sys.stderr)
+    base_reader = results.Reader(base_dir)  # an unreadable file is named, the rest compared, exit 2
+    head_reader = base_reader if head_dir.resolve() == base_dir.resolve() else results.Reader(head_dir)
+    before, after = base_reader.commit(args.machine, base), head_reader.commit(args.machine, head)
+    base_rec = runrecord.load(runrecord.records_dir(base_dir), args.machine, base)
+    head_rec = runrecord.load(runrecord.records_dir(head_dir), args.machine, head)
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha)
     print(compare.table(rows, show_all=args.all))
     failed = compare.failed_gate(rows)
@@ -88,5 +98,8 @@ def run(args: argparse.Namespace) -> int:
                       for r in (base_rec, head_rec))
     print(f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
           f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
-    return 2 if report_unreadable(reader, "compare") else 1 if failed else 0
+    unreadable = report_unreadable(base_reader, "compare")
+    if head_reader is not base_reader:
+        unreadable |= report_unreadable(head_reader, "compare")
+    return 2 if unreadable else 1 if failed else 0
 

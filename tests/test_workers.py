@@ -1,0 +1,154 @@
+"""All GPUs of a host (``fusebench.workers``): the GPU choice, and the workers emulated on the CPU.
+
+The emulation spawns real worker processes on the CPU, each pinned (``CUDA_VISIBLE_DEVICES``) to a
+fake GPU whose index, serial and model come from ``tests/workerops.py``.
+"""
+
+import subprocess
+
+import pytest
+import workerops
+
+from fusebench import runrecord, sweep, workers
+from fusebench.environment import ROOT
+from fusebench.errors import UsageError
+
+SLOTS = [workers.Slot(0, "0"), workers.Slot(1, "1")]
+
+
+def _job(ops=("toy",), identify=workerops.identify, rounds=2, backends=("eager", "torch")):
+    return workers.Job("workerops:OPS", ops, backends, ("float32",), "cpu", rounds, "cpu", identify)
+
+
+def test_gpus_all_or_a_list_each_gpu_once():
+    assert workers.parse_gpus("all", ["0", "1"]) == SLOTS
+    assert workers.parse_gpus("1", ["0", "1"]) == [workers.Slot(0, "1")]
+    # indices into what this process may use: a Slurm allocation's CUDA_VISIBLE_DEVICES=4,6
+    assert workers.parse_gpus("1,0", ["4", "6"]) == [workers.Slot(0, "6"), workers.Slot(1, "4")]
+    for text, why in [("0,0", "GPU 0 named twice"), ("2", "no GPU 2 here"), ("one", "give all or"),
+                      (",", "give all or")]:
+        with pytest.raises(UsageError, match=why):
+            workers.parse_gpus(text, ["0", "1"])
+    with pytest.raises(UsageError, match="no GPU visible"):
+        workers.parse_gpus("all", [])
+
+
+def test_visible_gpus_follow_cuda_visible_devices(monkeypatch):
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-aaa, GPU-bbb")
+    assert workers.visible_gpus() == ["GPU-aaa", "GPU-bbb"]
+
+
+@pytest.fixture(scope="module")
+def two_workers():
+    """One emulated run of two workers over the toy op (6 cases, 2 rounds)."""
+    return workers.run(_job(), SLOTS)
+
+
+def test_each_case_timed_by_one_worker_in_all_rounds(two_workers):
+    assert two_workers.failures == [] and list(two_workers.machines) == ["fake-h200"]
+    result = two_workers.machines["fake-h200"]
+    keys = [r.key for r in result.records]
+    expected = [sweep.new_record(*c).key for c in _job().cases()]
+    assert keys == expected  # every case once, in grid order, none measured twice
+    for rec in result.records:
+        assert rec.status == "ok", rec.reason
+        assert len(rec.rounds) == 2 and rec.wall_time_ms > 0
+        assert rec.gpu_index in (0, 1) and rec.gpu_serial == f"SN{rec.gpu_index}"
+    gpus = result.environment["gpus"]
+    # two workers, each its own GPU, each its own copy ceiling per round
+    assert sorted(g["worker"]["visible"] for g in gpus) == ["0", "1"]
+    assert sorted(g["gpu_index"] for g in gpus) == [0, 1]
+    assert all(len(g["ceilings_gbps"]) == 2 and min(g["ceilings_gbps"]) > 0 for g in gpus)
+    assert sum(g["cases"] for g in gpus) == 6
+    for g in gpus:  # a worker's records are its GPU's
+        assert sum(r.gpu_index == g["gpu_index"] for r in result.records) == g["cases"]
+    assert "gpu_index" not in result.environment  # per GPU, not for the machine
+    assert result.rounds == 2 and len(result.ceilings_gbps) == 4
+    assert {"build, gate, profile (all GPUs)", "rounds (all GPUs)"} <= set(result.phases)
+
+
+def test_the_merged_record_keeps_gpu_index_and_serial(two_workers, tmp_path):
+    result = two_workers.machines["fake-h200"]
+    path = runrecord.save(result, tmp_path, "fake-h200", "a" * 40)
+    back = sweep.Sweep.load(path)
+    assert [(r.gpu_index, r.gpu_serial) for r in back.records] == \
+        [(r.gpu_index, r.gpu_serial) for r in result.records]
+    assert len(back.environment["gpus"]) == 2
+    assert workers.gpu_lines(back)[0].startswith("GPU ")
+
+
+def test_gpus_of_two_models_are_two_machines():
+    outcome = workers.run(_job(identify=workerops.identify_two_models), SLOTS)
+    assert sorted(outcome.machines) == ["fake-b200", "fake-h200"]
+    h200, b200 = outcome.machines["fake-h200"], outcome.machines["fake-b200"]
+    assert {r.gpu_index for r in h200.records} <= {0} and {r.gpu_index for r in b200.records} <= {1}
+    assert len(h200.records) + len(b200.records) == 6
+    assert [g["gpu_index"] for g in h200.environment["gpus"]] == [0]
+    assert b200.environment["gpu"] == "NVIDIA Fake B200"
+
+
+def test_a_dead_worker_is_reported_and_the_rest_stored(tmp_path, monkeypatch):
+    monkeypatch.setenv(workerops.DIR_ENV, str(tmp_path))
+    outcome = workers.run(_job(ops=("fragile",), backends=("eager",)), SLOTS)
+    [line] = outcome.failures
+    assert "worker of GPU 1 failed: died (exit code 3)" in line and "1 case(s)" in line
+    result = outcome.machines["fake-h200"]
+    assert len(result.records) == 3
+    lost = [r for r in result.records if r.status == "failed"]
+    assert len(lost) == 1 and lost[0].reason == "its worker on GPU 1 failed: died (exit code 3)"
+    ok = [r for r in result.records if r.status == "ok"]
+    assert len(ok) == 2 and {r.gpu_index for r in ok} == {0} and all(len(r.rounds) == 2 for r in ok)
+    path = runrecord.save(result, tmp_path / "records", "fake-h200", "b" * 40)
+    assert [r.status for r in sweep.Sweep.load(path).records].count("ok") == 2
+
+
+def _state(machine, gpu, records):
+    env = {"gpu": gpu, "gpu_index": records[0].gpu_index, "worker": {"visible": str(records[0].gpu_index)}}
+    result = sweep.Sweep(env, 100.0, "cpu", records, rounds=2, ceilings_gbps=[100.0, 100.0])
+    return workers._State(workers.Slot(0, "0"), None, None, machine, gpu, [], True, result)
+
+
+def test_one_machine_name_for_two_models_is_refused():
+    job = _job()
+    a, b = [sweep.new_record(*c) for c in job.cases()[:2]]
+    a.gpu_index, b.gpu_index = 0, 1
+    states = [_state("box", "NVIDIA H200", [a]), _state("box", "NVIDIA B200", [b])]
+    with pytest.raises(UsageError, match="machine box would hold GPUs of 2 models"):
+        workers.merge(job, states, {})
+
+
+def _make_n(*args):
+    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_make_bench_gpus():
+    assert "py -m fusebench bench --ops gelu\n" in _make_n("bench", "LOCAL=1", "OP=gelu")  # one GPU
+    assert "fusebench bench --gpus all\n" in _make_n("bench", "LOCAL=1", "GPUS=all")
+    assert "fusebench bench --gpus 0,1 --results /tmp/aa\n" in _make_n("bench", "LOCAL=1", "GPUS=0,1",
+                                                                      "RESULTS=/tmp/aa")
+    image = _make_n("bench", "CONTAINER=docker", "ENGINE_OK=1", "GPUS=0,1", "IMAGE_TAG=t")
+    assert "--gpus '\"device=0,1\"'" in image and image.rstrip().endswith("fusebench:t --gpus all")
+    podman = _make_n("bench", "CONTAINER=podman", "ENGINE_OK=1", "GPUS=1", "ROOTLESS=", "IMAGE_TAG=t")
+    assert "--device nvidia.com/gpu=1 " in podman
+    plain = _make_n("bench", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=t")
+    assert "--gpus all " in plain and plain.rstrip().endswith("fusebench:t")
+
+
+@pytest.mark.gpu
+def test_two_real_gpus_quick_gelu():
+    """On a host with 2 GPUs or more: GPU 0 and 1 each time some cases, each case on one GPU."""
+    import torch
+
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs 2 GPUs")
+    job = workers.Job("kernels:OPS", ("gelu",), ("eager", "torch"), ("float32",), "quick", 2)
+    outcome = workers.run(job, workers.parse_gpus("0,1", workers.visible_gpus()))
+    assert outcome.failures == []
+    [result] = outcome.machines.values()
+    assert all(r.status == "ok" and len(r.rounds) == 2 for r in result.records)
+    assert {r.gpu_index for r in result.records} <= {0, 1}
+    assert all(r.gpu_serial is not None or r.gpu_index is not None for r in result.records)
+    assert len({g["gpu_uuid"] for g in result.environment["gpus"]}) == 2
