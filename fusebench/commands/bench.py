@@ -1,8 +1,8 @@
 """Measure every case on this machine, store it with asv, print the summary, publish (make bench).
 
     fusebench bench [--ops gelu,softmax] [--backends ...] [--dtypes ...] [--shapes ...] [--quick]
-                    [--dirty] [--rounds 3] [--gpus all|0,1] [--config FILE] [--results DIR] [--html DIR] [--plots DIR]
-                    [--no-publish] [--json FILE] [--csv FILE]
+                    [--dirty] [--rounds 3] [--gpus all|0,1] [--config FILE] [--results DIR]
+                    [--html DIR] [--plots DIR] [--no-publish] [--json FILE] [--csv FILE]
 
 The cases come from the case file (``fusebench.yaml``, or ``--config``; ``fusebench list`` prints
 them); a run with another case file, or of some shapes, is stored apart like a run of some
