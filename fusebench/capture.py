@@ -81,10 +81,11 @@ def prepare(op: Op, case: Case, dev: torch.device) -> Prepared:
         return p
     fn = built.fn
     try:
-        estimate = timing.warm_up(fn, dev)
         if dev.type == "cuda":
-            p.device_time = timing.hot_device_time(fn, timing.repeats_for(estimate))
+            p.device_time = timing.measure(fn, dev)
             p.launch_ms = timing.enqueue_ms(fn)
+        else:
+            timing.warm_up(fn, dev)
     except Exception as exc:
         p.status, p.reason = "failed", f"warm-up or timing: {backends.first_line(exc)}"
         return p

@@ -70,12 +70,7 @@ def measure_copy_ceiling(device: torch.device, nbytes: int | None = None) -> Cop
     def copy():
         return dst.copy_(src)
 
-    est = timing.warm_up(copy, device)
-    reps = timing.repeats_for(est)
-    if device.type == "cuda":
-        t = timing.hot_device_time(copy, reps)
-    else:
-        t = timing.wall_time(copy, reps, device)
+    t = timing.measure(copy, device)
     return CopyCeiling(effective_bandwidth_gbps(2 * src.numel() * 4, t.median_ms), src.numel() * 4, t)
 
 
@@ -131,8 +126,7 @@ def measure_matrix_peak(device: torch.device, n: int | None = None,
         b = torch.randn(n, n, generator=g, device=device).to(dtype)
         out = torch.empty(n, n, dtype=dtype, device=device)
         mm = functools.partial(torch.matmul, a, b, out=out)
-        reps = timing.repeats_for(timing.warm_up(mm, device))
-        t = timing.hot_device_time(mm, reps) if cuda else timing.wall_time(mm, reps, device)
+        t = timing.measure(mm, device)
         peak = MatrixPeak(tflops(2 * n ** 3, t.median_ms), n, str(dtype).removeprefix("torch."), t)
         if best is None or peak.tflops > best.tflops:
             best = peak

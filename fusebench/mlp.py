@@ -82,9 +82,7 @@ def time_run(cfg: MLPConfig, device: torch.device, dtype: str = "float32", budge
     precision = PRECISIONS[dtype]
     x = torch.empty(0, device=device)  # only its device matters to bind
     fn = precision.bind(lambda _: make_run(cfg, device, precision.dtype), x)
-    est = timing.warm_up(fn, device, calls=2)
-    reps = max(3, min(max_repeats, int(budget_s / est) if est > 0 else max_repeats))
-    return timing.wall_time(fn, reps, device)
+    return timing.measure(fn, device, budget_s, clock="wall", warm_up_calls=2, bounds=(3, max_repeats))
 
 
 @dataclass(frozen=True)

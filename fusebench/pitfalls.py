@@ -115,9 +115,7 @@ def measure(dev: torch.device, n: int | None = None, dtype: str = "float32", lau
     fn = precision.bind(get_op("matmul").get_backend("torch").factory, x)
 
     first = _first_call_ms(fn, dev)
-    est = timing.warm_up(fn, dev)
-    reps = max(5, min(50, int(warm_budget_s / est) if est > 0 else 50))
-    warm = timing.wall_time(fn, reps, dev)
+    warm = timing.measure(fn, dev, warm_budget_s, clock="wall", bounds=(5, 50))
     res = PitfallsResult(dev.type, n, dtype, launches, rounds, first, warm.median_ms, warm.iqr_ms,
                          warm.repeats, first / warm.median_ms)
     if dev.type != "cuda":

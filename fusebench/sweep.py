@@ -47,7 +47,7 @@ FORMAT_VERSION = 2
 #: Rounds of a run unless ``ROUNDS=`` says otherwise.
 DEFAULT_ROUNDS = 3
 #: Seconds each timing mode (hot, cold, wall) of one case should take in one round: repeats are
-#: chosen to fill it (``timing.repeats_for``, at least ``timing.MIN_REPEATS``).
+#: chosen to fill it (``timing.planned_repeats``, at least ``timing.MIN_REPEATS``).
 ROUND_BUDGET_S = 0.04
 #: The per-round figures of a record (ms), aggregated as the median over rounds.
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
@@ -289,12 +289,11 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
     it means for the case).
     """
     before = environment.gpu_sample(dev)
-    reps = timing.repeats_for(timing.warm_up(fn, dev), budget_s)
+    reps = timing.planned_repeats(fn, dev, budget_s)
     fig: dict = {"repeats": reps}
     samples = [before]
     if dev.type == "cuda":
-        calls = rec.hot_calls or 1
-        hot = timing.device_time(fn, max(timing.MIN_REPEATS, reps // calls), calls=calls)
+        hot = timing.hot_device_time(fn, reps, calls=rec.hot_calls or 1)
         samples.append(environment.gpu_sample(dev))
         cold = timing.device_time(fn, reps, flush)
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,

@@ -17,7 +17,9 @@ Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
   caller sees, launch overhead and Python included;
 * on the CPU, host clocks only (there is no asynchronous device to wait for).
 
-Every summary is the median and the interquartile range of the repeats.
+Every summary is the median and the interquartile range of the repeats. :func:`measure` is the
+sequence every caller uses (warm up, repeats from the estimate and a time budget, time);
+the sweep, which times three ways per round, shares its first step (:func:`planned_repeats`).
 """
 
 from __future__ import annotations
@@ -95,11 +97,24 @@ def warm_up(fn: Callable[[], object], device: torch.device, calls: int = 3) -> f
     return time.perf_counter() - start
 
 
-def repeats_for(estimate_s: float, budget_s: float = BUDGET_S) -> int:
-    """Repeats that fill ``budget_s`` at ``estimate_s`` per call, clamped to the bounds above."""
+def repeats_for(estimate_s: float, budget_s: float = BUDGET_S, lo: int = MIN_REPEATS,
+                hi: int = MAX_REPEATS) -> int:
+    """Repeats that fill ``budget_s`` seconds at ``estimate_s`` seconds per call, within [lo, hi]
+    (default [MIN_REPEATS, MAX_REPEATS]); ``hi`` when there is no estimate (``estimate_s <= 0``)."""
     if estimate_s <= 0:
-        return MAX_REPEATS
-    return max(MIN_REPEATS, min(MAX_REPEATS, int(budget_s / estimate_s)))
+        return hi
+    return max(lo, min(hi, int(budget_s / estimate_s)))
+
+
+def planned_repeats(fn: Callable[[], object], device: torch.device, budget_s: float = BUDGET_S,
+                    warm_up_calls: int = 3, bounds: tuple[int, int] = (MIN_REPEATS, MAX_REPEATS)) -> int:
+    """Warm ``fn`` up (:func:`warm_up`, ``warm_up_calls`` calls), then the repeats that fill
+    ``budget_s`` seconds at the time of one warmed-up call, within ``bounds`` (:func:`repeats_for`).
+
+    The first step of every measurement; :func:`measure` times with one clock after it, the sweep
+    with three (hot, cold and wall).
+    """
+    return repeats_for(warm_up(fn, device, warm_up_calls), budget_s, *bounds)
 
 
 def l2_flush_buffer(device: torch.device) -> torch.Tensor:
@@ -202,11 +217,55 @@ def wall_time(fn: Callable[[], object], repeats: int, device: torch.device) -> T
     return Timing.from_samples(samples, "wall" if device.type == "cuda" else "host")
 
 
-def hot_device_time(fn: Callable[[], object], repeats: int) -> Timing:
-    """Hot device time of one call of ``fn``: batches of :func:`hot_calls` back-to-back calls.
+def hot_device_time(fn: Callable[[], object], repeats: int, calls: int | None = None) -> Timing:
+    """Hot device time of one call of ``fn``: batches of ``calls`` back-to-back calls.
 
-    ``repeats`` is the number of calls the caller budgets for; it is divided among the batches
-    (at least ``MIN_REPEATS`` of them). Returns the median and IQR per call, ms.
+    ``calls`` defaults to :func:`hot_calls` (measured now); a caller that fixed it before (the
+    sweep, once per case) passes it. ``repeats`` is the number of calls the caller budgets for;
+    it is divided among the batches (at least ``MIN_REPEATS`` of them). Returns the median and
+    IQR per call, ms.
     """
-    calls = hot_calls(fn)
+    if calls is None:
+        calls = hot_calls(fn)
     return device_time(fn, max(MIN_REPEATS, repeats // calls), calls=calls)
+
+
+#: What :func:`measure` times: ``"hot"``, hot device time on a GPU and the host clock on the CPU;
+#: ``"wall"``, wall time on any device.
+CLOCKS = ("hot", "wall")
+
+
+def measure(fn: Callable[[], object], device: torch.device, budget_s: float = BUDGET_S, *,
+            clock: str = "hot", warm_up_calls: int = 3,
+            bounds: tuple[int, int] = (MIN_REPEATS, MAX_REPEATS)) -> Timing:
+    """Time ``fn`` the one way every caller does: warm up, choose the repeats, time.
+
+    Method: ``warm_up_calls`` untimed calls (compilation, autotuning, lazy loading), one more
+    timed with the host clock as the estimate; repeats that fill ``budget_s`` seconds at that
+    estimate, within ``bounds`` (:func:`planned_repeats`); then, with ``clock="hot"``, hot device
+    time on a CUDA device (:func:`hot_device_time`: CUDA events around batches of back-to-back
+    calls, behind a blocking kernel; the method of ``triton.testing.do_bench`` and NVIDIA
+    nvbench) or the host clock on the CPU (:func:`wall_time`); with ``clock="wall"``, wall time
+    (synchronize, ``perf_counter``, call, synchronize) on any device.
+
+    Args:
+        fn: zero-argument callable (a ready backend closure).
+        device: where ``fn`` runs (``cuda`` or ``cpu``).
+        budget_s: seconds the timed repeats should take, about.
+        clock: one of :data:`CLOCKS`.
+        warm_up_calls: untimed calls before the estimate, >= 0.
+        bounds: (fewest, most) repeats.
+
+    Returns:
+        Median and interquartile range per call, milliseconds, with the repeats and the clock
+        (``"cuda-events"``, ``"wall"`` or ``"host"``).
+
+    Raises:
+        ValueError: ``clock`` not one of :data:`CLOCKS`.
+    """
+    if clock not in CLOCKS:
+        raise ValueError(f"measure: clock must be one of {', '.join(CLOCKS)}, got {clock!r}")
+    reps = planned_repeats(fn, device, budget_s, warm_up_calls, bounds)
+    if clock == "hot" and device.type == "cuda":
+        return hot_device_time(fn, reps)
+    return wall_time(fn, reps, device)

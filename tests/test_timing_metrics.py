@@ -1,3 +1,5 @@
+import time
+
 import pytest
 import torch
 
@@ -21,6 +23,54 @@ def test_timing_needs_samples():
                                                 (0.001, 100), (0.0, timing.MAX_REPEATS)])
 def test_repeats_fill_the_budget_within_bounds(estimate, expected):
     assert timing.repeats_for(estimate, budget_s=0.1) == expected
+
+
+@pytest.mark.parametrize("estimate, lo, hi, expected", [(1.0, 3, 20, 3), (1e-9, 5, 50, 50), (0.01, 3, 20, 10),
+                                                        (0.0, 5, 50, 50)])
+def test_repeats_take_other_bounds(estimate, lo, hi, expected):
+    assert timing.repeats_for(estimate, 0.1, lo, hi) == expected
+
+
+def _sleeper(seconds: float, calls: list):
+    """A CPU callable that takes at least ``seconds`` and counts its calls in ``calls``."""
+    def fn():
+        calls.append(1)
+        time.sleep(seconds)
+    return fn
+
+
+@pytest.mark.parametrize("clock", timing.CLOCKS)
+def test_measure_warms_up_then_times_the_budgeted_repeats_on_the_host_clock(clock):
+    calls: list = []
+    # 2 ms a call and 20 ms of budget: at most 10 repeats, at least the lower bound 3.
+    t = timing.measure(_sleeper(0.002, calls), torch.device("cpu"), 0.02, clock=clock,
+                       warm_up_calls=2, bounds=(3, 50))
+    assert t.clock == "host" and 3 <= t.repeats <= 10
+    assert len(calls) == 2 + 1 + t.repeats  # warm-up, the estimate, the timed repeats
+    assert t.median_ms >= 2.0
+
+
+def test_measure_keeps_the_lower_bound_when_one_call_exceeds_the_budget():
+    calls: list = []
+    t = timing.measure(_sleeper(0.005, calls), torch.device("cpu"), 0.001, bounds=(4, 50))
+    assert t.repeats == 4 and len(calls) == 3 + 1 + 4  # three warm-up calls by default
+    assert timing.planned_repeats(_sleeper(0.005, calls), torch.device("cpu"), 0.001) == timing.MIN_REPEATS
+
+
+def test_measure_refuses_an_unknown_clock():
+    with pytest.raises(ValueError, match="clock must be one of hot, wall, got 'cold'"):
+        timing.measure(lambda: None, torch.device("cpu"), clock="cold")
+
+
+@pytest.mark.gpu
+def test_measure_hot_on_a_gpu_is_device_time():
+    torch.cuda._sleep(1000)
+    dev = torch.device("cuda")
+    t = timing.measure(lambda: torch.cuda._sleep(1_000_000), dev, 0.05)
+    wall = timing.measure(lambda: torch.cuda._sleep(1_000_000), dev, 0.05, clock="wall")
+    ref = timing.device_time(lambda: torch.cuda._sleep(1_000_000), 10)
+    assert (t.clock, wall.clock) == ("cuda-events", "wall")
+    assert 0.9 < t.median_ms / ref.median_ms < 1.1 and wall.median_ms >= 0.9 * t.median_ms
 
 
 def test_bandwidth_arithmetic():

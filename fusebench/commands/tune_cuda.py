@@ -12,8 +12,8 @@ rules; tuned configurations are further limited to the shapes they are meant for
 registry has them (skipped silently otherwise; a reference that raises for the shape shows its
 reason). ``--variants`` keeps the names starting with one of its comma-separated prefixes. Each
 callable passes the correctness gate first (a failure prints FAIL and is not timed), is warmed
-up, and timed hot with ``fusebench.timing.hot_device_time`` (batches of calls between CUDA events,
-behind a blocking kernel; repeats from ``repeats_for(estimate, budget)``). Per case it prints every
+up and timed hot with ``fusebench.timing.measure`` (repeats from the warm-up's estimate and the
+budget; batches of calls between CUDA events, behind a blocking kernel). Per case it prints every
 timed callable, fastest first, in µs and % of the copy ceiling (``fusebench.metrics.
 measure_copy_ceiling``, measured once at the start), then a summary table: auto, the best cuda
 variant or config, triton and the references, and best cuda minus QuACK in points. Then gelu (cuda
@@ -160,8 +160,7 @@ def time_us(op, fn, x, dev: torch.device, budget_s: float) -> float | None:
     if not gate.passed:
         print(f"    FAIL {gate.reason}")
         return None
-    est = timing.warm_up(fn, dev)
-    return timing.hot_device_time(fn, timing.repeats_for(est, budget_s)).median_ms * 1e3
+    return timing.measure(fn, dev, budget_s).median_ms * 1e3
 
 
 def fmt(us: float | None) -> str:

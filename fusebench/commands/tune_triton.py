@@ -196,8 +196,7 @@ GELU_CASES: list[tuple[str, tuple[int, ...], torch.dtype, Callable[[torch.Tensor
 
 def _time_us(fn: Callable[[], object], dev: torch.device, budget_s: float) -> tuple[float, float]:
     """Hot device time of ``fn``: (median µs, noise = iqr / median)."""
-    est = timing.warm_up(fn, dev)
-    t = timing.hot_device_time(fn, timing.repeats_for(est, budget_s))
+    t = timing.measure(fn, dev, budget_s)
     return t.median_ms * 1e3, t.noise
 
 
