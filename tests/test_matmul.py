@@ -143,6 +143,24 @@ def test_matrix_peak_on_the_cpu():
     assert metrics.tflops(2e12, 1000.0) == 2.0 and metrics.pct_of_peak(1.0, 4.0) == 25.0
 
 
+@pytest.mark.gpu
+def test_tf32_matmul_really_runs_in_tf32_and_float32_does_not():
+    dev = torch.device("cuda")
+    op = get_op("matmul")
+    fp32 = sweep.run_case(op, "torch", (1024, 1024), "float32", dev, 4000.0, None, 500.0)
+    tf32 = sweep.run_case(op, "torch", (1024, 1024), "tf32", dev, 4000.0, None, 500.0)
+    assert fp32.status == tf32.status == "ok", (fp32.reason, tf32.reason)
+    assert fp32.max_rel_error < 1e-5 < 1e-4 < tf32.max_rel_error  # TF32's 10-bit mantissa shows
+    assert tf32.tflops > 2 * fp32.tflops  # tensor cores
+    assert fp32.launches >= 1 and 0 < tf32.pct_of_peak
+
+
+@pytest.mark.gpu
+def test_matrix_peak_is_a_tensor_core_figure():
+    peak = metrics.measure_matrix_peak(torch.device("cuda"))
+    assert peak.dtype == "bfloat16" and peak.n == 8192 and peak.tflops > 100
+
+
 def test_report_cell_for_a_compute_bound_case():
     rec = sweep.Record("matmul", "torch", "8192x8192", "bfloat16", roofline="compute",
                        device_time_ms=2.0, flops=2 * 8192 ** 3, tflops=549.755813888, pct_of_peak=98.6)

@@ -66,6 +66,12 @@ def test_pitfalls_refuse_bad_sizes():
         pitfalls.measure(CPU, n=0)
 
 
+@pytest.mark.gpu
+def test_pitfalls_on_the_gpu_show_both_mistakes():
+    res = pitfalls.measure(torch.device("cuda"), n=2048, rounds=2)
+    assert res.understatement > 5 and res.events_ms == pytest.approx(res.synced_ms, rel=0.5)
+
+
 def test_pitfalls_script_stores_the_report(tmp_path):
     out = script("pitfalls", "--n", "32", "--rounds", "1", "--reports", str(tmp_path), tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -117,6 +123,15 @@ def test_profile_defaults_and_failures():
     toy.backend("eager")(lambda x: (lambda: x * 3))
     (bad,) = profiling.profile_op(toy, CPU, (8,), "float32", ["eager"])
     assert bad.status == "failed" and bad.reason.startswith("correctness gate: relative error")
+
+
+@pytest.mark.gpu
+def test_profile_counts_the_eager_gelu_kernels():
+    eager, fused = profiling.profile_op(get_op("gelu"), torch.device("cuda"), (1 << 20,), "float32",
+                                        ["eager", "torch"], calls=4)
+    assert eager.gpu_ops_per_call == 9 and fused.gpu_ops_per_call == 1
+    assert 0 < fused.gpu_ms_per_call < eager.gpu_ms_per_call
+    assert "Self CUDA" in eager.table or "Self Device" in eager.table or "CUDA total" in eager.table
 
 
 def test_profile_script_stores_the_report(tmp_path):

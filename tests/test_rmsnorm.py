@@ -13,23 +13,18 @@ import torch.nn.functional as F
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from kernelcheck import DEVICE, DTYPES, randn
+
 from fusebench import correctness
 from fusebench.errors import SkipCase
 from fusebench.inputs import make_input
 from kernels import get_op, rmsnorm
 
-DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
-DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 OP = get_op("rmsnorm")
 
 
-def _randn(shape, dtype, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(shape, generator=g) * 2.0).to(dtype).to(DEVICE)
-
-
 def test_reference_is_the_papers_formula():
-    x = _randn((5, 300), torch.float64)
+    x = randn((5, 300), torch.float64, scale=2.0)
     w = rmsnorm.weight_for(x)
     expect = F.rms_norm(x, (300,), w, rmsnorm.EPS)
     torch.testing.assert_close(OP.reference(x), expect, rtol=1e-12, atol=1e-12)
@@ -83,7 +78,7 @@ from kernels import triton_rmsnorm as tr  # noqa: E402
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (9, 1000), (2, 3, 64), (4, 4099)])
 def test_triton_matches_reference(shape, dtype):
-    x = _randn(shape, dtype)
+    x = randn(shape, dtype, scale=2.0)
     y = tr.rmsnorm(x, rmsnorm.weight_for(x), rmsnorm.EPS)
     assert y.dtype == dtype and y.shape == x.shape and y.is_contiguous()
     tol = correctness.TOLERANCE[dtype]
@@ -92,7 +87,7 @@ def test_triton_matches_reference(shape, dtype):
 
 @pytest.mark.parametrize("forced", [tr.RmsNormPlan(True, 64, 1, 4), tr.RmsNormPlan(False, 256, 4, 4)])
 def test_triton_plans_agree(forced):
-    x = _randn((6, 200), torch.float32)
+    x = randn((6, 200), torch.float32, scale=2.0)
     y = tr.rmsnorm(x, rmsnorm.weight_for(x), rmsnorm.EPS, _plan=forced)
     assert correctness.relative_error(y, OP.reference(x)) <= 1e-5
 
@@ -108,7 +103,7 @@ def test_triton_plan_rules():
 
 
 def test_triton_refuses_a_mismatched_weight():
-    x = _randn((2, 16), torch.float32)
+    x = randn((2, 16), torch.float32, scale=2.0)
     with pytest.raises(ValueError, match="does not match"):
         tr.rmsnorm(x, torch.ones(8, device=DEVICE), rmsnorm.EPS)
 

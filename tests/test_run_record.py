@@ -1,12 +1,18 @@
-"""Run records, contamination readings, kernel identities, and the results the site will not draw."""
+"""Run records, contamination readings (and another process on the GPU), kernel identities and
+launch counts, and the results the site will not draw."""
 
 import json
 import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from fusebench import environment, history, launches, runrecord, sweep
+from fusebench.environment import ROOT
+from kernels import get_op
 
 
 def test_records_live_beside_their_results_folder():
@@ -82,6 +88,41 @@ def test_kernel_identity_from_a_profiler_trace():
     assert launches.identity(full) == launches.identity(list(full)) and launches.identity([]) is None
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("op, backend, expected", [
+    ("gelu", "eager", 9), ("gelu", "torch", 1), ("gelu", "triton", 1), ("gelu", "cuda", 1),
+    ("softmax", "eager", 5), ("softmax", "torch", 1), ("softmax", "compile", 1),
+])
+def test_launches_per_call(op, backend, expected):
+    o = get_op(op)
+    x = torch.randn(4096, 512, device="cuda")
+    fn = o.backends[backend].factory(x)
+    fn()
+    assert launches.launches_per_call(fn, torch.device("cuda")) == expected
+
+
+@pytest.mark.gpu
+def test_another_process_on_the_gpu_is_seen_and_contaminates():
+    """A matmul loop in another process (scripts/neighbour.py) shows in NVML's process list."""
+    dev = torch.device("cuda")
+    torch.empty(1, device=dev)  # this process's context
+    assert environment.other_processes(dev) == []
+    neighbour = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "neighbour.py"), "--seconds", "60"],
+                                 stdout=subprocess.PIPE, text=True)
+    try:
+        line = neighbour.stdout.readline()
+        assert line.startswith("neighbour: pid"), line
+        time.sleep(2)
+        sample = environment.gpu_sample(dev)
+        assert sample["sm_clock_mhz"] > 0 and len(sample["other_processes"]) == 1
+        # (a shared host may also report a power cap: the other process must be among the reasons)
+        reasons = environment.contamination([sample])
+        assert any(r.startswith("another process on the GPU: pid") for r in reasons), reasons
+    finally:
+        neighbour.kill()
+        neighbour.wait()
+
+
 def git(repo: Path, *args: str) -> str:
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin"}
@@ -131,6 +172,4 @@ def test_every_result_says_where_it_ran():
     assert store.machine_info("h200", image)["where"] == "in image sha256:0123456789ab"
     s = sweep.Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
     assert runrecord.summary_lines(s)[0].endswith("; in image sha256:0123456789ab")
-    import torch
-
     assert environment.capture(torch.device("cpu"))["where"].startswith("on host (python ")

@@ -1,6 +1,7 @@
+import pytest
 import torch
 
-from fusebench import report, sweep
+from fusebench import report, sweep, timing
 from fusebench.registry import Op
 from kernels import get_op
 
@@ -15,6 +16,30 @@ def test_ok_case_has_every_cpu_figure():
     assert rec.device_time_ms is None and rec.launches is None  # no GPU figure on the CPU
     assert rec.bandwidth_gbps == rec.bytes_moved / (rec.wall_time_ms * 1e-3) / 1e9
     assert rec.pct_of_ceiling == 100 * rec.bandwidth_gbps / 10.0
+
+
+@pytest.mark.gpu
+def test_a_gpu_case_has_every_figure():
+    op = get_op("gelu")
+    dev = torch.device("cuda")
+    rec = sweep.run_case(op, "triton", (1 << 24,), "float32", dev, 4000.0, timing.l2_flush_buffer(dev))
+    assert rec.status == "ok", rec.reason
+    assert rec.clock == "cuda-events" and rec.launches == 1
+    assert 0 < rec.device_time_ms <= rec.device_time_cold_ms * 1.5
+    assert rec.wall_time_ms >= rec.device_time_ms * 0.5
+    assert rec.clocks.get("sm_clock_mhz", 0) > 0
+
+
+@pytest.mark.gpu
+def test_a_gpu_case_records_its_kernels_and_rounds():
+    dev = torch.device("cuda")
+    rec = sweep.run_case(get_op("softmax"), "compile", (4096, 4096), "float16", dev, 4000.0,
+                         timing.l2_flush_buffer(dev), rounds=3)
+    assert rec.status == "ok", rec.reason
+    assert len(rec.rounds) == 3 and rec.kernel_by_timing and rec.launches == 1
+    assert len(rec.kernels) == 1 and "grid=" in rec.kernels[0] and "block=" in rec.kernels[0]
+    assert len(rec.kernel_id) == 12 and rec.hot_calls >= 1
+    assert rec.contamination == [] and 0 <= rec.noise < 0.2
 
 
 def test_triton_without_gpu_or_interpreter_is_skipped(monkeypatch):

@@ -1,0 +1,114 @@
+"""The Triton softmax plan (kernels.triton_softmax.plan): which kind, block, warps and programs
+each shape gets on an H200 (132 SMs), and that every kind is reachable."""
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from kernels import triton_softmax as ts
+from kernels.triton_softmax import plan
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
+
+H200_SMS = 132
+
+#: The benchmark's default grid (plus short rows and few long rows) and the kind each gets.
+TARGETS = {
+    (65536, 128): "row",
+    (16384, 1024): "row",
+    (4096, 4096): "row",
+    (32768, 4096): "row",
+    (8192, 16384): "row",
+    (1024, 32768): "row",
+    (4096, 65536): "online",
+    (256, 262144): "split",
+    (8, 262144): "split",
+    (1, 1048576): "split",  # "coop" on a GPU: test_plan_coop_only_where_programs_run_concurrently
+}
+
+
+@pytest.mark.parametrize("element_size", (4, 2))
+@pytest.mark.parametrize("shape", sorted(TARGETS))
+def test_plan_targets(shape, element_size):
+    n_rows, n_cols = shape
+    p = plan(n_rows, n_cols, element_size, H200_SMS)
+    assert p.kind == TARGETS[shape]
+    tile = p.block * p.rows_per_program
+    assert tile <= 2**20  # Triton's largest tensor
+    assert tile // (32 * p.num_warps) <= 32  # values per thread: no spilling
+    assert p.num_warps <= 32  # Triton's largest program
+    if p.kind == "row":
+        assert p.block >= n_cols and p.block < 2 * max(n_cols, 16)
+        programs = triton.cdiv(n_rows, p.rows_per_program)
+        assert programs >= min(n_rows, ts.ROW_MIN_PROGRAMS_PER_SM * H200_SMS)
+    if p.kind == "split":
+        n_chunks = triton.cdiv(n_cols, p.chunk)
+        assert n_chunks <= ts.SPLIT_MAX_CHUNKS
+        assert n_rows * n_chunks >= ts.SPLIT_MIN_PROGRAMS_PER_SM * H200_SMS
+
+
+def test_plan_short_rows_are_packed():
+    p = plan(65536, 128, 4, H200_SMS)
+    assert p.rows_per_program == 32 and triton.cdiv(65536, p.rows_per_program) == 2048
+
+
+def test_plan_every_kind_reachable_and_thresholds():
+    sms = H200_SMS
+    assert plan(10, ts.ROW_MAX_COLS, 4, sms).kind == "row"
+    rows_split = ts.SPLIT_MAX_ROWS_PER_SM * sms
+    assert plan(rows_split - 1, ts.ROW_MAX_COLS + 1, 4, sms).kind == "split"
+    assert plan(rows_split, ts.ROW_MAX_COLS + 1, 4, sms).kind == "online"
+    huge = plan(1, 2**31 - 2**20, 2, sms)  # chunks capped; programs loop
+    assert huge.kind == "split" and triton.cdiv(2**31 - 2**20, huge.chunk) <= ts.SPLIT_MAX_CHUNKS
+    with pytest.raises(ValueError):
+        plan(1, 10, 8, sms)
+
+
+def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
+    long_rows = ((256, 262144), (4096, 65536), (1, 1048576))
+    assert all(plan(*shape, 4, H200_SMS, cooperative=True).kind != "coop" for shape in long_rows)  # off
+    monkeypatch.setattr(ts, "COOP_MAX_CHUNKS_PER_SM", 1)
+    monkeypatch.setattr(ts, "GRID_PROGRAMS_PER_SM", 0)  # "grid" would take the few-row shapes
+    ts.plan.cache_clear()
+    try:
+        for shape in long_rows:
+            for item in (4, 2):
+                p = plan(*shape, item, H200_SMS, cooperative=True)
+                assert p.kind == "coop" and p.block * item == ts.COOP_BLOCK_BYTES
+                assert p.block // (32 * p.num_warps) <= 32  # values per thread: no spilling
+                assert plan(*shape, item, H200_SMS).kind != "coop"  # the interpreter
+        assert plan(1024, 32768, 4, H200_SMS, cooperative=True).kind == "row"
+        # A row of more blocks than SMs could wait on a program that is not resident: never coop.
+        too_long = H200_SMS * (ts.COOP_BLOCK_BYTES // 4) + 1
+        assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
+    finally:
+        ts.plan.cache_clear()
+
+
+def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
+    for item in (4, 2):
+        # default: split with kernel B as a PDL launch (measured ahead of grid, GRID_DEFAULT off)
+        p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
+        assert p.kind == "split" and p.pdl and p.chunk == p.block == ts.SPLIT_BLOCK // 2
+        assert not plan(1, 1 << 20, item, H200_SMS).pdl  # the interpreter: no PDL
+        online = plan(4096, 65536, item, H200_SMS, cooperative=True)
+        assert online.kind == "online" and online.tail == ts.ONLINE_TAIL[item]
+        assert online.tail < 65536 and online.l2_hints == ts.ONLINE_L2_HINTS
+    monkeypatch.setattr(ts, "GRID_DEFAULT", True)
+    plan.cache_clear()
+    try:
+        for item in (4, 2):
+            p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
+            assert p.kind == "grid" and p.block == ts.GRID_BLOCK and p.num_warps == ts._warps(p.block)
+            assert triton.cdiv(1 << 20, p.block) <= ts.GRID_PROGRAMS_PER_SM * H200_SMS
+            eight = plan(8, 262144, item, H200_SMS, cooperative=True)  # 512 blocks of 4096: doubled once
+            assert eight.kind == "grid" and eight.block == 2 * ts.GRID_BLOCK
+            assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
+    finally:
+        plan.cache_clear()
+
+
+def test_sixteen_bit_row_tiles_take_fewer_warps():
+    assert plan(16384, 1024, 2, H200_SMS).num_warps == 8  # a 16 KB tile of 8 rows
+    assert plan(8192, 16384, 2, H200_SMS).num_warps == 32
+    assert plan(16384, 1024, 4, H200_SMS).num_warps == 8  # float32: unchanged
