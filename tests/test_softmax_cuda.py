@@ -268,11 +268,11 @@ def test_tma_refusals_are_clear_and_fall_back_in_auto():
     with pytest.raises(ValueError,
                        match="softmax_tma: tma: needs 16-byte aligned rows and cols a multiple of 4"):
         cuda_ext.softmax_tma(x)
-    with pytest.raises(ValueError, match="softmax_tma: threads must be"):
+    with pytest.raises(ValueError, match="softmax_tma: tma: threads must be"):
         cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), threads=100)
-    with pytest.raises(ValueError, match="softmax_tma: chunk_kb must be"):
+    with pytest.raises(ValueError, match="softmax_tma: tma: chunk_kb must be"):
         cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), chunk_kb=40)
-    with pytest.raises(ValueError, match="softmax_tma: needs 64 CTAs"):
+    with pytest.raises(ValueError, match="softmax_tma: tma: needs 64 CTAs"):
         cuda_ext.softmax_tma(torch.randn(1, 1 << 20, device="cuda"), chunk_kb=64)
     with pytest.raises(ValueError, match="softmax_tma_grid: .*shared memory"):
         cuda_ext.softmax_tma_grid(torch.randn(1, 1 << 26, device="cuda"))
