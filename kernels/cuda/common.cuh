@@ -1,5 +1,5 @@
-// Device helpers shared by the fusebench CUDA kernels: dtype <-> fp32
-// conversions, 16-byte vector types, warp/block reductions, dispatch macro.
+// Helpers shared by the fusebench CUDA kernels: dtype <-> fp32 conversions,
+// 16-byte vector types, warp/block reductions, and the host-side launch helper.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "fusebench_cuda.h"
 
@@ -65,6 +66,85 @@ inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // Clusters"): 8 CTAs portably, 16 with cudaFuncAttributeNonPortableClusterSizeAllowed.
 constexpr int kMaxPortableCluster = 8;
 constexpr int kMaxCluster = 16;
+
+// The launch attribute of one cudaLaunchKernelEx launch (CUDA Runtime API, "cudaLaunchAttributeID";
+// CUDA C++ Programming Guide, "Programmatic Dependent Launch and Synchronization", "Thread Block
+// Clusters", "Grid Synchronization"); a launch sets at most one.
+struct LaunchAttr {
+  enum class Kind { Plain, Pdl, Cooperative, Cluster };
+  Kind kind = Kind::Plain;
+  int cluster = 1;  // Cluster: CTAs per cluster along x
+
+  // No attribute: the same launch as kernel<<<grid, block, smem, stream>>>.
+  static LaunchAttr plain() { return {}; }
+  // Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization) when `on`
+  // and the current device is sm_90+ (queried per launch); a plain launch otherwise.
+  static LaunchAttr pdl(bool on) { return {on ? Kind::Pdl : Kind::Plain, 1}; }
+  // Cooperative launch (cudaLaunchAttributeCooperative): every CTA co-resident, or the launch
+  // fails (cudaErrorCooperativeLaunchTooLarge).
+  static LaunchAttr cooperative() { return {Kind::Cooperative, 1}; }
+  // Thread-block clusters of `ctas` CTAs along x (cudaLaunchAttributeClusterDimension); above
+  // kMaxPortableCluster the kernel is first allowed non-portable sizes (sm_90: up to kMaxCluster).
+  static LaunchAttr clusters(int ctas) { return {Kind::Cluster, ctas}; }
+};
+
+// Max devices of the per-device caches the launchers keep (occupancy, shared-memory opt-in);
+// a device index beyond it is served uncached.
+constexpr int kMaxDevices = 64;
+
+// kernel(args...) on `stream` with `grid` x `block` threads, `smem` bytes of dynamic shared
+// memory and the attribute `attr`, through cudaLaunchKernelEx (arguments converted to the
+// kernel's parameter types). Returns the first error: device query, cudaFuncSetAttribute or the
+// launch; a refused launch is cleared (cudaGetLastError) so it is not reported again by a later
+// call.
+template <typename... Params, typename... Args>
+cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                   cudaStream_t stream, LaunchAttr attr, Args&&... args) {
+  cudaLaunchAttribute a[1];
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cfg.attrs = a;
+  cfg.numAttrs = 0;
+  cudaError_t err = cudaSuccess;
+  switch (attr.kind) {
+    case LaunchAttr::Kind::Plain: break;
+    case LaunchAttr::Kind::Pdl: {
+      int device = 0, major = 0;
+      err = cudaGetDevice(&device);
+      if (err == cudaSuccess)
+        err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
+      if (err != cudaSuccess) return err;
+      if (major >= 9) {
+        a[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        a[0].val.programmaticStreamSerializationAllowed = 1;
+        cfg.numAttrs = 1;
+      }
+      break;
+    }
+    case LaunchAttr::Kind::Cooperative:
+      a[0].id = cudaLaunchAttributeCooperative;
+      a[0].val.cooperative = 1;
+      cfg.numAttrs = 1;
+      break;
+    case LaunchAttr::Kind::Cluster:
+      if (attr.cluster > kMaxPortableCluster) {
+        err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+        if (err != cudaSuccess) return err;
+      }
+      a[0].id = cudaLaunchAttributeClusterDimension;
+      a[0].val.clusterDim.x = static_cast<unsigned>(attr.cluster);
+      a[0].val.clusterDim.y = 1;
+      a[0].val.clusterDim.z = 1;
+      cfg.numAttrs = 1;
+      break;
+  }
+  err = cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+  if (err != cudaSuccess) (void)cudaGetLastError();
+  return err;
+}
 
 struct MaxOp {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }

@@ -90,35 +90,18 @@ __global__ void __launch_bounds__(kThreads) gelu_kernel(const T* x, T* y, int64_
 }
 
 template <typename T>
-cudaError_t launch(const void* x, void* y, int64_t n, bool pdl, cudaStream_t stream) {
+cudaError_t gelu_launch(const void* x, void* y, int64_t n, bool pdl, cudaStream_t stream) {
   const T* xt = static_cast<const T*>(x);
   T* yt = static_cast<T*>(y);
   constexpr int kVec = vec16<T>();
   const bool vec = aligned16(x) && aligned16(y);
   const int64_t nvec = vec ? n / kVec : n;
   const int64_t per_block = int64_t{kThreads} * kUnroll;
-  const int64_t blocks = nvec > 0 ? (nvec + per_block - 1) / per_block : 1;
+  const int64_t blocks = nvec > 0 ? ceil_div(nvec, per_block) : 1;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  int major = 0;
-  if (pdl) {
-    int device = 0;
-    cudaError_t err = cudaGetDevice(&device);
-    if (err == cudaSuccess)
-      err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-    if (err != cudaSuccess) return err;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(blocks));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = pdl && major >= 9 ? 1 : 0;
-  if (vec) return cudaLaunchKernelEx(&cfg, gelu_kernel<T, kVec>, xt, yt, n);
-  return cudaLaunchKernelEx(&cfg, gelu_kernel<T, 1>, xt, yt, n);
+  const auto kernel = vec ? gelu_kernel<T, kVec> : gelu_kernel<T, 1>;
+  return launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
+                LaunchAttr::pdl(pdl), xt, yt, n);
 }
 
 }  // namespace
@@ -128,9 +111,9 @@ cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t st
   if (n == 0) return cudaSuccess;
   const bool use_pdl = pdl < 0 ? kGeluPdlDefault : pdl != 0;
   switch (dtype) {
-    case DType::Float32: return launch<float>(x, y, n, use_pdl, stream);
-    case DType::BFloat16: return launch<__nv_bfloat16>(x, y, n, use_pdl, stream);
-    case DType::Float16: return launch<__half>(x, y, n, use_pdl, stream);
+    case DType::Float32: return gelu_launch<float>(x, y, n, use_pdl, stream);
+    case DType::BFloat16: return gelu_launch<__nv_bfloat16>(x, y, n, use_pdl, stream);
+    case DType::Float16: return gelu_launch<__half>(x, y, n, use_pdl, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -75,7 +75,6 @@ constexpr int64_t kSplitMaxChunks = 1024;    // SplitRow: chunks per row at most
 constexpr int kUnroll = 4;               // Online/SplitRow: vectors in flight per thread
 constexpr int64_t kSplitChunkQuantum = 1024;  // SplitRow chunk granule (elements)
 constexpr int64_t kSplitMinRowBytes = 64 * 1024;
-constexpr int kMaxDevices = 64;          // Coop: per-device occupancy cache slots
 
 template <typename T, int N>
 __device__ __forceinline__ void load_or_fill(const T* p, bool valid, float (&v)[N]) {
@@ -683,25 +682,8 @@ cudaError_t launch_split(const T* x, T* y, MaxSum* partial, int64_t rows, int64_
   cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) return err;
   // Kernel 2 as a programmatic dependent launch where the GPU supports it.
-  int device = 0, major = 0;
-  err = cudaGetDevice(&device);
-  if (err == cudaSuccess)
-    err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (err != cudaSuccess) return err;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = grid;
-  cfg.blockDim = dim3(kSplitThreads);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = major >= 9 && pdl ? 1 : 0;
-  const T* xc = x;
-  const MaxSum* pc = partial;
-  const int64_t chunk_vecs = chunk / VEC;
-  return cudaLaunchKernelEx(&cfg, softmax_split_norm_kernel<T, VEC>, xc, y, pc, cols, chunk_vecs);
+  return launch(softmax_split_norm_kernel<T, VEC>, grid, dim3(kSplitThreads), 0, s,
+                LaunchAttr::pdl(pdl), x, y, partial, cols, chunk / VEC);
 }
 
 // chunk 0: split_chunk_elems; pdl: kernel 2 as a programmatic dependent launch (sm_90+).
@@ -757,20 +739,9 @@ cudaError_t launch_coop(const T* x, T* y, MaxSum* partial, int* counters, int64_
   const int64_t chunks = ceil_div(cols, int64_t{THREADS} * ITEMS);
   if (chunks > capacity || capacity > 0x7fffffff) return cudaErrorInvalidValue;
   const int64_t groups = capacity / chunks < rows ? capacity / chunks : rows;
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeCooperative;
-  attr[0].val.cooperative = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(groups * chunks));
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
   const int nchunks = static_cast<int>(chunks), ngroups = static_cast<int>(groups);
-  err = cudaLaunchKernelEx(&cfg, kernel, x, y, partial, counters, rows, cols, nchunks, ngroups);
-  if (err != cudaSuccess) (void)cudaGetLastError();  // a refused launch is not left pending
-  return err;
+  return launch(kernel, dim3(static_cast<unsigned>(groups * chunks)), dim3(THREADS), 0, s,
+                LaunchAttr::cooperative(), x, y, partial, counters, rows, cols, nchunks, ngroups);
 }
 
 template <typename T, int THREADS, int ITEMS, int MIN_BLOCKS>

@@ -168,26 +168,8 @@ cudaError_t cluster_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaStr
   const int64_t csize = ceil_div(cols, kChunk);
   if (csize > kMaxCluster || rows * csize > 0x7fffffff) return cudaErrorInvalidValue;
   const auto kernel = softmax_cluster_kernel<T, NV, VEC, THREADS, RAW>;
-  if (csize > kMaxPortableCluster) {
-    const cudaError_t err =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    if (err != cudaSuccess) return err;
-  }
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeClusterDimension;
-  attr[0].val.clusterDim.x = static_cast<unsigned>(csize);
-  attr[0].val.clusterDim.y = 1;
-  attr[0].val.clusterDim.z = 1;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(static_cast<unsigned>(rows * csize));
-  cfg.blockDim = dim3(THREADS);
-  cfg.dynamicSmemBytes = 0;
-  cfg.stream = s;
-  cfg.attrs = attr;
-  cfg.numAttrs = 1;
-  const cudaError_t err = cudaLaunchKernelEx(&cfg, kernel, x, y, cols);
-  if (err != cudaSuccess) (void)cudaGetLastError();  // a refused launch is not left pending
-  return err;
+  return launch(kernel, dim3(static_cast<unsigned>(rows * csize)), dim3(THREADS), 0, s,
+                LaunchAttr::clusters(static_cast<int>(csize)), x, y, cols);
 }
 
 // CTA chunk (elements) -> launch. float32: 16 values per thread up to 1024 threads, then 32.

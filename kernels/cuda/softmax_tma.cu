@@ -51,7 +51,6 @@ namespace {
 namespace cg = cooperative_groups;
 
 constexpr int kTmaMaxPieces = 8;
-constexpr int kTmaMaxDevices = 64;
 // Dynamic shared memory a CTA may take: an H100/H200 allows 227 KB per block (opt-in); the
 // static part (mbarriers, reduction scratch) stays below 1 KB.
 constexpr int kTmaMaxChunkBytes = 226 * 1024;
@@ -320,40 +319,19 @@ cudaError_t tma_launch(const T* x, T* y, int64_t rows, int64_t cols, const TmaPl
   cudaError_t err = cudaGetDevice(&device);
   if (err != cudaSuccess) return err;
   // The opt-in above 48 KB, raised (never lowered) once per device and kernel.
-  static std::atomic<int> smem_set[kTmaMaxDevices] = {};
-  if (device >= kTmaMaxDevices || smem_set[device].load(std::memory_order_relaxed) < smem) {
+  static std::atomic<int> smem_set[kMaxDevices] = {};
+  if (device >= kMaxDevices || smem_set[device].load(std::memory_order_relaxed) < smem) {
     err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
     if (err != cudaSuccess) return err;
-    if (device < kTmaMaxDevices) smem_set[device].store(smem, std::memory_order_relaxed);
+    if (device < kMaxDevices) smem_set[device].store(smem, std::memory_order_relaxed);
   }
-  cudaLaunchAttribute attr[1];
-  cudaLaunchConfig_t lc = {};
-  lc.gridDim = dim3(static_cast<unsigned>(rows * plan.groups));
-  lc.blockDim = dim3(THREADS);
-  lc.dynamicSmemBytes = static_cast<size_t>(smem);
-  lc.stream = s;
-  lc.attrs = attr;
-  lc.numAttrs = 0;
-  if (GRID) {
-    attr[0].id = cudaLaunchAttributeCooperative;
-    attr[0].val.cooperative = 1;
-    lc.numAttrs = 1;
-  } else if (plan.groups > 1) {
-    if (plan.groups > kMaxPortableCluster) {
-      err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-      if (err != cudaSuccess) return err;
-    }
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = static_cast<unsigned>(plan.groups);
-    attr[0].val.clusterDim.y = 1;
-    attr[0].val.clusterDim.z = 1;
-    lc.numAttrs = 1;
-  }
+  const LaunchAttr attr = GRID              ? LaunchAttr::cooperative()
+                          : plan.groups > 1 ? LaunchAttr::clusters(plan.groups)
+                                            : LaunchAttr::plain();
   MaxSum* partial = static_cast<MaxSum*>(ws);
-  err = cudaLaunchKernelEx(&lc, kernel, x, y, cols, plan.chunk, plan.groups, cfg.pieces,
-                           cfg.bulk_store, partial, counters);
-  if (err != cudaSuccess) (void)cudaGetLastError();  // a refused launch is not left pending
-  return err;
+  return launch(kernel, dim3(static_cast<unsigned>(rows * plan.groups)), dim3(THREADS),
+                static_cast<size_t>(smem), s, attr, x, y, cols, plan.chunk, plan.groups,
+                cfg.pieces, cfg.bulk_store, partial, counters);
 }
 
 template <typename T, bool GRID>
