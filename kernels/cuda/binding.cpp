@@ -1,9 +1,9 @@
-// PyTorch binding for the fusebench CUDA kernels (gelu.cu, softmax.cu).
+// PyTorch binding for the fusebench CUDA kernels (gelu.cu, softmax*.cu).
 //
-// Every op checks the device (CUDA) and dtype (float32, bfloat16, float16),
-// makes the input contiguous (a copy for non-contiguous inputs; the result
-// is always a new contiguous tensor of the input's shape), returns an empty
-// result for empty inputs, and launches on the current CUDA stream of the
+// Every op (through OpIO) checks the device (CUDA) and dtype (float32, bfloat16,
+// float16), makes the input contiguous (a copy for non-contiguous inputs; the
+// result is always a new contiguous tensor of the input's shape), returns an
+// empty result for empty inputs, and launches on the current CUDA stream of the
 // input's device (c10::cuda::getCurrentCUDAStream, which at::cuda re-exports).
 // Only c10/cuda headers are used (not ATen/cuda/CUDAContext.h, which pulls in
 // cuBLAS/cuSPARSE headers), so the file also compiles against a CUDA toolkit
@@ -25,11 +25,9 @@ namespace fc = fusebench::cuda;
 
 namespace {
 
-void check_input(const at::Tensor& x, const char* op) {
+// x's dtype, after checking x is a CUDA tensor of float32, bfloat16 or float16.
+fc::DType checked_dtype(const at::Tensor& x, const char* op) {
   TORCH_CHECK(x.is_cuda(), op, ": expected a CUDA tensor, got device ", x.device());
-}
-
-fc::DType to_dtype(const at::Tensor& x, const char* op) {
   switch (x.scalar_type()) {
     case at::kFloat: return fc::DType::Float32;
     case at::kBFloat16: return fc::DType::BFloat16;
@@ -42,6 +40,31 @@ fc::DType to_dtype(const at::Tensor& x, const char* op) {
 void check_launch(cudaError_t err, const char* op) {
   TORCH_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
 }
+
+// The preamble every op shares: `x` checked (a CUDA tensor of float32, bfloat16 or float16, else
+// RuntimeError "<op>: ..."), its device made current while this lives, made contiguous (a copy
+// when it is not) as `x`, a new tensor of its shape and dtype for the result as `y`, and x viewed
+// as rows x cols for softmax: cols the last dimension (1 for a 0-d tensor), rows 0 when x is
+// empty (nothing to launch: return `y`).
+struct OpIO {
+  OpIO(const at::Tensor& input, const char* op)
+      : dtype(checked_dtype(input, op)),
+        guard(input.device()),
+        x(input.contiguous()),
+        y(at::empty(x.sizes(), x.options())),
+        cols(x.dim() == 0 ? 1 : x.size(-1)),
+        rows(x.numel() == 0 ? 0 : x.numel() / cols),
+        stream(c10::cuda::getCurrentCUDAStream()) {}
+
+  bool empty() const { return x.numel() == 0; }
+
+  const fc::DType dtype;
+  const c10::cuda::CUDAGuard guard;
+  const at::Tensor x;
+  const at::Tensor y;
+  const int64_t cols, rows;
+  const c10::cuda::CUDAStream stream;  // the current stream of x's device
+};
 
 // SM count of `device`, queried once per device.
 int sm_count(c10::DeviceIndex device) {
@@ -58,17 +81,13 @@ int sm_count(c10::DeviceIndex device) {
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
 at::Tensor gelu(const at::Tensor& x, int64_t pdl) {
-  check_input(x, "gelu");
+  const OpIO io(x, "gelu");
   TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
-  const fc::DType dtype = to_dtype(x, "gelu");
-  const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(xc.sizes(), xc.options());
-  if (xc.numel() == 0) return y;
-  check_launch(fc::gelu(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel(), dtype,
-                        c10::cuda::getCurrentCUDAStream(), static_cast<int>(pdl)),
+  if (io.empty()) return io.y;
+  check_launch(fc::gelu(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.x.numel(), io.dtype,
+                        io.stream, static_cast<int>(pdl)),
                "gelu");
-  return y;
+  return io.y;
 }
 
 // Coop's counters (fc::softmax_counter_ints): at least `ints` zeroed int32s on the device of
@@ -91,35 +110,29 @@ int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
 // Softmax over the last dimension (a 0-d tensor is one row of one element). coop_chunk: Coop's
 // chunk (0 = default), ignored by the other variants.
 at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
-  check_input(x, op);
-  const fc::DType dtype = to_dtype(x, op);
+  const OpIO io(x, op);
+  const int64_t cols = io.cols, rows = io.rows;
   TORCH_CHECK(variant >= 0 && variant <= 9, op, ": variant must be 0..9, got ", variant);
   TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
               ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
               ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
-  const int64_t cols = x.dim() == 0 ? 1 : x.size(-1);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
               ": variant 1 (warp per row) needs cols <= ", fc::kWarpPerRowMaxCols, ", got ", cols);
   TORCH_CHECK(v != fc::SoftmaxVariant::BlockPerRow || cols <= fc::kBlockPerRowMaxCols, op,
               ": variant 2 (block per row) needs cols <= ", fc::kBlockPerRowMaxCols, ", got ",
               cols);
-  const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(xc.sizes(), xc.options());
-  if (xc.numel() == 0) return y;
-  const int64_t rows = xc.numel() / cols;
+  if (io.empty()) return io.y;
   const int sms = sm_count(x.device().index());
   const int cc = static_cast<int>(coop_chunk);
-  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, dtype, sms, v, cc);
+  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v, cc);
   at::Tensor ws;
-  if (ws_bytes > 0) ws = at::empty({ws_bytes}, xc.options().dtype(at::kByte));
-  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
-  const int64_t counter_ints = fc::softmax_counter_ints(rows, cols, dtype, sms, v);
-  int* counters = counter_ints > 0 ? coop_counters(counter_ints, stream) : nullptr;
+  if (ws_bytes > 0) ws = at::empty({ws_bytes}, io.x.options().dtype(at::kByte));
+  const int64_t counter_ints = fc::softmax_counter_ints(rows, cols, io.dtype, sms, v);
+  int* counters = counter_ints > 0 ? coop_counters(counter_ints, io.stream) : nullptr;
   const cudaError_t err =
-      fc::softmax(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v, sms,
-                  ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, stream, cc);
+      fc::softmax(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols, io.dtype, v, sms,
+                  ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, io.stream, cc);
   if (err != cudaSuccess && counter_ints > 0 && v == fc::SoftmaxVariant::Coop) {
     const int64_t chunk = cc > 0 ? cc : fc::kCoopDefaultChunkElems;
     TORCH_CHECK(false, op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
@@ -127,7 +140,7 @@ at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk
                 " elements, at most CTAs per SM x ", sms, " SMs)");
   }
   check_launch(err, op);
-  return y;
+  return io.y;
 }
 
 at::Tensor softmax(const at::Tensor& x) { return softmax_impl(x, 0, 0, "softmax"); }
@@ -145,47 +158,37 @@ at::Tensor softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
 // thread (fc::softmax_tuned); the Python wrapper validates the arguments first.
 at::Tensor softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, int64_t flag) {
   const char* op = "softmax_tuned";
-  check_input(x, op);
-  const fc::DType dtype = to_dtype(x, op);
-  const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(xc.sizes(), xc.options());
-  if (xc.numel() == 0) return y;
-  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1), rows = xc.numel() / cols;
+  const OpIO io(x, op);
+  if (io.empty()) return io.y;
+  const int64_t cols = io.cols, rows = io.rows;
   const int sms = sm_count(x.device().index());
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   at::Tensor ws;
   if (v == fc::SoftmaxVariant::SplitRow) {
     const int64_t bytes = param > 0 ? rows * ((cols + param - 1) / param) * 8
-                                    : fc::softmax_workspace_bytes(rows, cols, dtype, sms, v);
-    ws = at::empty({bytes}, xc.options().dtype(at::kByte));
+                                    : fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v);
+    ws = at::empty({bytes}, io.x.options().dtype(at::kByte));
   }
-  check_launch(fc::softmax_tuned(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, v,
-                                 param, static_cast<int>(flag), sms,
-                                 ws.defined() ? ws.mutable_data_ptr() : nullptr,
-                                 c10::cuda::getCurrentCUDAStream()),
+  check_launch(fc::softmax_tuned(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols,
+                                 io.dtype, v, param, static_cast<int>(flag), sms,
+                                 ws.defined() ? ws.mutable_data_ptr() : nullptr, io.stream),
                op);
-  return y;
+  return io.y;
 }
 
 // Variant 7 (cluster) with a given chunk per CTA (0: softmax_cluster_chunk), for tuning.
 at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
   const char* op = "softmax_cluster";
-  check_input(x, op);
-  const fc::DType dtype = to_dtype(x, op);
-  const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(xc.sizes(), xc.options());
-  if (xc.numel() == 0) return y;
-  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1);
+  const OpIO io(x, op);
+  if (io.empty()) return io.y;
   const cudaError_t err =
-      fc::softmax_cluster(xc.const_data_ptr(), y.mutable_data_ptr(), xc.numel() / cols, cols, dtype,
-                          static_cast<int>(chunk_elems), c10::cuda::getCurrentCUDAStream());
+      fc::softmax_cluster(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.rows, io.cols,
+                          io.dtype, static_cast<int>(chunk_elems), io.stream);
   TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
               " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
               "8192, 16384, 32768 or (16-bit) 65536, and at most 16 CTAs per row; got cols ",
-              cols, ", chunk_elems ", chunk_elems, ")");
-  return y;
+              io.cols, ", chunk_elems ", chunk_elems, ")");
+  return io.y;
 }
 
 fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
@@ -204,29 +207,24 @@ fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads,
 at::Tensor softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t ctas_per_sm,
                        int64_t threads, int64_t pieces, int64_t bulk_store) {
   const char* op = "softmax_tma";
-  check_input(x, op);
-  const fc::DType dtype = to_dtype(x, op);
-  const c10::cuda::CUDAGuard guard(x.device());
-  const at::Tensor xc = x.contiguous();
-  at::Tensor y = at::empty(xc.sizes(), xc.options());
-  if (xc.numel() == 0) return y;
-  const int64_t cols = xc.dim() == 0 ? 1 : xc.size(-1), rows = xc.numel() / cols;
+  const OpIO io(x, op);
+  if (io.empty()) return io.y;
+  const int64_t cols = io.cols, rows = io.rows;
   const int sms = sm_count(x.device().index());
   const fc::TmaConfig cfg = tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store);
-  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   at::Tensor ws;
   int* counters = nullptr;
   if (grid) {
     const int groups =
-        fc::softmax_tma_groups(rows, cols, static_cast<int>(xc.element_size()), cfg, true, sms);
-    ws = at::empty({rows * groups * 8}, xc.options().dtype(at::kByte));
-    counters = coop_counters(2 * rows, stream);
+        fc::softmax_tma_groups(rows, cols, static_cast<int>(io.x.element_size()), cfg, true, sms);
+    ws = at::empty({rows * groups * 8}, io.x.options().dtype(at::kByte));
+    counters = coop_counters(2 * rows, io.stream);
   }
-  check_launch(fc::softmax_tma(xc.const_data_ptr(), y.mutable_data_ptr(), rows, cols, dtype, grid,
-                               cfg, sms, ws.defined() ? ws.mutable_data_ptr() : nullptr, counters,
-                               stream),
+  check_launch(fc::softmax_tma(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols, io.dtype,
+                               grid, cfg, sms, ws.defined() ? ws.mutable_data_ptr() : nullptr,
+                               counters, io.stream),
                op);
-  return y;
+  return io.y;
 }
 
 // fc::softmax_refusal: "" when the variant accepts the problem, else why (one line, no prefix).
