@@ -17,14 +17,17 @@ from __future__ import annotations
 import json
 import os
 import platform
+import re
 import shutil
+import site
 import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fusebench import environment
+from fusebench import environment, metrictable
 from fusebench.asvsuite import SWEEP_ENV
 from fusebench.environment import ROOT
 
@@ -87,19 +90,61 @@ def staged_config(staging: Path, results_dir: Path) -> Path:
     return path
 
 
+def bench_pattern(classes: list[str] | None = None, metrics: list[str] | None = None) -> str | None:
+    """The ``asv run --bench`` regular expression selecting the ``track_*`` methods ``metrics`` of
+    the asv classes ``classes`` (None: all of either); None when both are None (everything).
+
+    asv matches it against ``suite.<Class>.<method>(<params>)`` for each parameter combination
+    (asv docs, "asv run": ``--bench``), so a metric name is closed by ``(`` and
+    ``track_device_time`` does not select ``track_device_time_cold``.
+    """
+    if not classes and not metrics:
+        return None
+    owners = rf"^suite\.({'|'.join(classes)})\." if classes else r"^suite\.[A-Za-z0-9_]+\."
+    return owners + (rf"({'|'.join(metrics)})(\(|$)" if metrics else "")
+
+
 def asv_command(config: Path, machine: str, commit: str, python: str,
-                classes: list[str] | None = None) -> list[str]:
+                classes: list[str] | None = None, metrics: list[str] | None = None) -> list[str]:
     """The exact ``asv run`` command line (tests check it); its environment is ``python`` under
     the name ``existing-py<X.Y>`` (:data:`ENV_TYPE`, loaded by :func:`staged_config`).
 
     ``classes``: run only these asv classes (``["Gelu"]``); the stored results of the others
-    are kept (see :func:`run_asv`).
+    are kept (see :func:`run_asv`). ``metrics``: only these ``track_*`` methods of them
+    (:func:`bench_pattern`).
     """
     cmd = [python, "-m", "asv", "run", "--config", str(config), "--machine", machine,
            "--set-commit-hash", commit, "-E", f"{ENV_TYPE}:{python}", "--launch-method", "forkserver"]
-    if classes:
-        cmd += ["--bench", rf"^suite\.({'|'.join(classes)})\."]
+    pattern = bench_pattern(classes, metrics)
+    if pattern:
+        cmd += ["--bench", pattern]
     return cmd
+
+
+#: asv runs one benchmark process per ``track_*`` method and parameter combination, one after
+#: another (an H200 grid: about 6,000, 3 minutes). :func:`run_asv` splits the metrics over this
+#: many concurrent ``asv run`` processes, by default one per CPU core up to one per metric; this
+#: environment variable sets another number (1: one process, as asv alone does).
+ASV_JOBS_ENV = "FUSEBENCH_ASV_JOBS"
+
+
+def metric_groups(jobs: int | None = None, metrics: list[str] | None = None) -> list[list[str]]:
+    """The ``track_*`` method names ``metrics`` (None: every one of
+    :data:`fusebench.metrictable.METRICS`), dealt round-robin into ``jobs`` groups (None:
+    ``$FUSEBENCH_ASV_JOBS``, else the CPU count), one group per concurrent ``asv run``; never
+    more groups than metrics, never an empty group.
+
+    Raises:
+        ValueError: ``$FUSEBENCH_ASV_JOBS`` is not a positive integer.
+    """
+    names = list(metrics) if metrics else [m.name for m in metrictable.METRICS]
+    if jobs is None:
+        raw = os.environ.get(ASV_JOBS_ENV)
+        if raw is not None and not (raw.isdigit() and int(raw) > 0):
+            raise ValueError(f"{ASV_JOBS_ENV}={raw!r}: expected a positive integer")
+        jobs = int(raw) if raw else (os.cpu_count() or 1)
+    jobs = max(1, min(jobs, len(names)))
+    return [names[i::jobs] for i in range(jobs)]
 
 
 #: Where ``asv run`` writes its own output (one log per machine and commit, replaced by the next
@@ -115,17 +160,27 @@ ASV_SOME_FAILED = 2
 
 
 def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
-            python: str = sys.executable, classes: list[str] | None = None) -> int:
+            python: str = sys.executable, classes: list[str] | None = None,
+            jobs: int | None = None, metrics: list[str] | None = None) -> int:
     """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
 
-    The staging folder starts with the commit's stored result files of ``machine``: asv loads
+    The metrics (``metrics``: the ``track_*`` methods the ``classes`` have; None: all) are split
+    over concurrent ``asv run`` processes (:func:`metric_groups`; ``jobs``: how many, default
+    :data:`ASV_JOBS_ENV` or the CPU count), each in its own staging folder, and each must store
+    something (a group of metrics no class has fails the run);
+    the groups' result files are then joined into one (:func:`join_result_files`). asv itself
+    runs benchmarks one after another, one process each, which made storing an H200 grid take
+    as long as measuring it.
+
+    Each staging folder starts with the commit's stored result files of ``machine``: asv loads
     them and replaces only the benchmarks it runs, so a run of some ops (``classes``) keeps the
     other ops' stored results of the same commit. A stored file of the commit named after the
     interpreter's path (fusebench before ``existing-py<X.Y>``) of the same Python version is
     carried into the stable name (:func:`stage_stored`) and deleted once the run is stored.
 
-    asv's own output goes to ``ASV_LOG_DIR`` (the terminal gets the log's path, and its last
-    ``ASV_LOG_TAIL`` lines when nothing was stored).
+    asv's own output goes to one log in ``ASV_LOG_DIR``, the groups' outputs one after another
+    (the terminal gets the log's path, and its last ``ASV_LOG_TAIL`` lines when nothing was
+    stored).
 
     Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
     non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
@@ -133,38 +188,108 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     version = python_version(python)
     if version is None:
         return 127
+    try:
+        groups = metric_groups(jobs, metrics)
+    except ValueError as exc:
+        print(f"asv: {exc}; nothing stored", file=sys.stderr)
+        return 1
+    env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
+    # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH: the suite imports
+    # fusebench and kernels from this checkout (installed or not), then what PYTHONPATH names.
+    env["ASV_PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
+    ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
+    log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"
     with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
-        staging = Path(tmp)
-        config = staged_config(staging, results_dir)
-        (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
-        carried = stage_stored(results_dir / machine, staging / "results" / machine, commit, version)
-        env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
-        # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH: the suite imports
-        # fusebench and kernels from this checkout (installed or not), then what PYTHONPATH names.
-        env["ASV_PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
+        stagings = [Path(tmp) / f"group{i}" for i in range(len(groups))]
+        carried: list[Path] = []
+        for staging in stagings:
+            (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
+            carried = stage_stored(results_dir / machine, staging / "results" / machine, commit, version)
         started = time.time()
-        ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
-        log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"
+
+        def one(i: int) -> int:
+            config = staged_config(stagings[i], results_dir)
+            with (stagings[i] / "asv.log").open("w") as out:
+                return subprocess.run(asv_command(config, machine, commit, python, classes, groups[i]),
+                                      env=own_machine_file(env, stagings[i]), cwd=ROOT, stdout=out,
+                                      stderr=subprocess.STDOUT).returncode
+
         try:
-            with log.open("w") as out:
-                status = subprocess.run(asv_command(config, machine, commit, python, classes),
-                                        env=env, cwd=ROOT, stdout=out, stderr=subprocess.STDOUT).returncode
+            with ThreadPoolExecutor(max_workers=len(groups)) as pool:
+                statuses = list(pool.map(one, range(len(groups))))
         except OSError:
             return 127
-        print(f"asv: exit {status}, its output in {log}", file=sys.stderr)
-        stored = [p for p in (staging / "results" / machine).glob("*.json")
-                  if p.name != "machine.json" and p.stat().st_mtime > started]
-        if status not in (0, ASV_SOME_FAILED) or not stored:
+        log.write_text("".join(f"== asv run {i + 1}/{len(groups)}: {', '.join(g)}\n"
+                               + (s / "asv.log").read_text(errors="replace")
+                               for i, (g, s) in enumerate(zip(groups, stagings))))
+        print(f"asv: exit {max(statuses)} ({len(groups)} concurrent runs), its output in {log}",
+              file=sys.stderr)
+        stored = [[p for p in (s / "results" / machine).glob("*.json")
+                   if p.name != "machine.json" and p.stat().st_mtime > started] for s in stagings]
+        failed = next((st for st in statuses if st not in (0, ASV_SOME_FAILED)), 0)
+        if failed or not all(stored):
             tail = log.read_text(errors="replace").splitlines()[-ASV_LOG_TAIL:]
             print("\n".join(["asv: the run stored nothing; the end of its output:", *tail]), file=sys.stderr)
-            return status or 1
-        merge_results(staging / "results", results_dir)
+            return failed or 1
+        try:
+            for i in range(1, len(groups)):
+                for f in stored[0]:
+                    join_result_files(f, stagings[i] / "results" / machine / f.name,
+                                      bench_pattern(classes, groups[i]))
+        except (OSError, ValueError) as exc:
+            print(f"asv: the concurrent runs' results could not be joined: {exc}", file=sys.stderr)
+            return 1
+        merge_results(stagings[0] / "results", results_dir)
     for f in carried:  # now in the commit's file of this environment name
         f.unlink()
         print(f"asv: {f.name} carried into {result_name(commit, version)} (named by the Python "
               "version now, not its path)", file=sys.stderr)
     return 0
+
+
+def own_machine_file(env: dict, home: Path) -> dict:
+    """``env`` for one of several concurrent ``asv run``: ``HOME`` is ``home``, holding a copy of
+    the user's ``~/.asv-machine.json``.
+
+    Every ``asv run`` rewrites the machine file as it starts (``Machine.load`` saves it back,
+    truncating it; asv 0.6.6 ``asv/machine.py``), so a second run starting then reads an empty
+    file and stops ("Error parsing JSON in file .asv-machine.json"). The user's git
+    configuration and Python user site, which asv and its benchmark processes would otherwise
+    look up under the new ``HOME``, stay where they are (``GIT_CONFIG_GLOBAL``,
+    ``PYTHONUSERBASE``).
+    """
+    home.mkdir(parents=True, exist_ok=True)
+    machines = Path(os.path.expanduser("~/.asv-machine.json"))
+    if machines.exists():
+        shutil.copy2(machines, home / machines.name)
+    own = dict(env, HOME=str(home))
+    own.setdefault("PYTHONUSERBASE", site.getuserbase())
+    gitconfig = Path(os.path.expanduser("~/.gitconfig"))
+    if gitconfig.exists():
+        own.setdefault("GIT_CONFIG_GLOBAL", str(gitconfig))
+    return own
+
+
+def join_result_files(into: Path, other: Path, pattern: str) -> None:
+    """Copy into the asv result file ``into`` the benchmarks of ``other`` that ``other``'s run
+    selected (``pattern``, :func:`bench_pattern`), and its setup durations.
+
+    Both are results of one commit, machine and environment, written by ``asv run`` (format
+    version 2: ``results`` maps a benchmark name to one row of ``result_columns``; asv's
+    developer docs, "Benchmark suite layout and file formats"). ``into`` is rewritten.
+
+    Raises:
+        ValueError: a file is not asv's version 2 format, or the two have different columns.
+        OSError: a file cannot be read or written.
+    """
+    a, b = json.loads(into.read_text()), json.loads(other.read_text())
+    if a.get("version") != 2 or b.get("version") != 2 or a.get("result_columns") != b.get("result_columns"):
+        raise ValueError(f"{other.name}: not an asv result file of format 2 with the same columns")
+    selected = re.compile(pattern)
+    a["results"].update({name: row for name, row in b["results"].items() if selected.match(f"{name}(")})
+    a.setdefault("durations", {}).update(b.get("durations", {}))
+    into.write_text(json.dumps(a))
 
 
 def python_version(python: str) -> str | None:

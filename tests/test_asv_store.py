@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import store, sweep
+from fusebench import metrictable, store, sweep
 from fusebench.environment import ROOT
 
 COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
@@ -104,7 +104,10 @@ def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path, home):
     sweep.Sweep({"device": "cpu"}, 21.8, "quick", [
         sweep.Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=1.0, bandwidth_gbps=9.5,
                      pct_of_ceiling=40.0, clock="host")]).save(softmax_only)
-    assert store.run_asv(softmax_only, "testbox", COMMIT, results, classes=["Softmax"]) == 0
+    # one asv run per metric: each group selects something of Softmax (no compute-only metric)
+    softmax_metrics = [m.name for m in metrictable.for_op(False)]
+    assert store.run_asv(softmax_only, "testbox", COMMIT, results, classes=["Softmax"],
+                         jobs=64, metrics=softmax_metrics) == 0
     after = json.loads(path.read_text())["results"]
     assert after["suite.Gelu.track_bandwidth"] == before  # not replaced by n/a
     assert 9.5 in after["suite.Softmax.track_bandwidth"][0]
@@ -193,3 +196,60 @@ def test_a_path_named_file_of_another_python_is_kept_as_it_is(tmp_path):
     assert store.stage_stored(stored, staging, COMMIT, VERSION) == []
     assert [p.name for p in staging.iterdir()] == [other.name]
     assert other.exists()
+
+
+# --- the metrics split over concurrent asv runs ----------------------------------------------------
+
+def test_bench_pattern_selects_whole_metric_names_only():
+    import re
+
+    pattern = re.compile(store.bench_pattern(["Gelu"], ["track_device_time", "track_bandwidth"]))
+    assert pattern.match("suite.Gelu.track_device_time(eager, 1024, float32)")
+    assert pattern.match("suite.Gelu.track_bandwidth(torch, 1024, float32)")
+    assert not pattern.match("suite.Gelu.track_device_time_cold(eager, 1024, float32)")
+    assert not pattern.match("suite.Softmax.track_device_time(eager, 1024, float32)")
+    every_class = re.compile(store.bench_pattern(None, ["track_wall_time"]))
+    assert every_class.match("suite.Rmsnorm.track_wall_time(torch, 4096x1024, bfloat16)")
+    assert not every_class.match("suite.Rmsnorm.track_wall_time_iqr(torch, 4096x1024, bfloat16)")
+    assert store.bench_pattern(None, None) is None
+
+
+def test_metric_groups_deal_every_metric_once(monkeypatch):
+    from fusebench import metrictable
+
+    names = sorted(m.name for m in metrictable.METRICS)
+    for jobs in (1, 3, len(names), 64):
+        groups = store.metric_groups(jobs)
+        assert len(groups) == min(jobs, len(names)) and all(groups)
+        assert sorted(n for g in groups for n in g) == names
+    monkeypatch.setenv(store.ASV_JOBS_ENV, "4")
+    assert len(store.metric_groups()) == 4
+    monkeypatch.setenv(store.ASV_JOBS_ENV, "zero")
+    with pytest.raises(ValueError, match="FUSEBENCH_ASV_JOBS='zero': expected a positive integer"):
+        store.metric_groups()
+
+
+def test_concurrent_asv_runs_store_what_one_run_stores(tmp_path, home):
+    store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
+    rows = []
+    for jobs in (1, 3):
+        results = tmp_path / f"results-{jobs}"
+        assert store.run_asv(_sweep_file(tmp_path), "testbox", COMMIT, results, jobs=jobs) == 0
+        (path,) = [p for p in (results / "testbox").glob("*.json") if p.name != "machine.json"]
+        data = json.loads(path.read_text())
+        col = data["result_columns"].index("result")
+        rows.append({name: json.dumps(row[col]) for name, row in data["results"].items()})
+    assert rows[0] == rows[1]
+    assert len(rows[0]) >= 8 and "13.1" in rows[1]["suite.Gelu.track_bandwidth"]
+
+
+def test_each_concurrent_asv_run_gets_its_own_machine_file(tmp_path, home):
+    # asv rewrites ~/.asv-machine.json as it starts: concurrent runs must not share one
+    store.register_machine({"machine": "h200", "gpu": "NVIDIA H200"})
+    (home / ".gitconfig").write_text("[safe]\n\tdirectory = *\n")
+    env = store.own_machine_file({"PATH": "/usr/bin"}, tmp_path / "group1")
+    assert env["HOME"] == str(tmp_path / "group1")
+    copied = json.loads((tmp_path / "group1" / ".asv-machine.json").read_text())
+    assert copied["h200"]["gpu"] == "NVIDIA H200"
+    assert env["GIT_CONFIG_GLOBAL"] == str(home / ".gitconfig") and env["PATH"] == "/usr/bin"
+    assert env["PYTHONUSERBASE"]  # the user's site-packages stay importable

@@ -36,7 +36,19 @@ from pathlib import Path
 
 import torch
 
-from fusebench import asvsuite, config, environment, plots, report, runrecord, site, store, sweep, workers
+from fusebench import (
+    asvsuite,
+    config,
+    environment,
+    metrictable,
+    plots,
+    report,
+    runrecord,
+    site,
+    store,
+    sweep,
+    workers,
+)
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
 from fusebench.provenance import DIRTY_RESULTS, before_sweep
@@ -81,8 +93,10 @@ def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops
     print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
     store.register_machine(store.machine_info(machine, result.environment))
     t = time.perf_counter()
+    metrics = {m.name for op in ops for m in metrictable.for_op(op.flops is not None)}
     status = store.run_asv(sweep_file, machine, commit, results,
-                           classes=[asvsuite.class_name(op.name) for op in ops])
+                           classes=[asvsuite.class_name(op.name) for op in ops],
+                           metrics=[m.name for m in metrictable.METRICS if m.name in metrics])
     result.phases["asv"] = round(time.perf_counter() - t, 1)
     print(report.summary(result))
     if status != 0:
