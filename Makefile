@@ -56,7 +56,7 @@ RESULTS       ?= $(CURDIR)/results
 HTML          ?= $(CURDIR)/html
 CACHE_VOLUME  ?= fusebench-cache
 # GPUS: empty (default): the engine gets every GPU and the suite uses one (GPU 0, one process);
-# GPUS=all: every GPU, one worker process each (fusebench/workers.py); GPUS=0,1: those GPUs (the
+# GPUS=all: every GPU, one worker process each (fusebench/measure/workers.py); GPUS=0,1: those GPUs (the
 # engine gets only them, the suite in the image then uses all it sees). RESULTS: another results
 # folder than results/ (records beside it, RESULTS-name with records), e.g. an A/A run's.
 GPUS          ?=
@@ -255,7 +255,7 @@ profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kerne
 mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
 	$(FUSEBENCH) mlp
 
-# --- A fleet: results of many hosts into results/ (fusebench/collect.py; deploy/ runs the hosts) ---
+# --- A fleet: results of many hosts into results/ (fusebench/history/collect.py; deploy/ runs the hosts) ---
 # FROM: results folders (or folders holding results/ and records/), space-separated, globs allowed:
 #   make collect FROM='fleet/*'
 # Copies what results/ and records/ lack, never overwrites; a conflict (the same commit and machine

@@ -2,16 +2,16 @@
 
 Each class is parametrized over the full fixed backend axis × the op's default shapes × the
 dtypes; a combination this machine or run does not cover is skipped with its reason. The numbers
-come from one sweep (``fusebench.sweep``), run once per asv run in ``setup_cache`` or read from
+come from one sweep (``fusebench.measure.sweep``), run once per asv run in ``setup_cache`` or read from
 the file ``make bench`` just measured (``FUSEBENCH_SWEEP``), so each of asv's per-combination
 processes only reads a record: a full run stays within minutes.
 
 fusebench and kernels are imported from the environment asv runs in: the checkout, which
-``fusebench.store.run_asv`` puts on ``ASV_PYTHONPATH`` (asv drops ``PYTHONPATH``), or an install.
+``fusebench.history.store.run_asv`` puts on ``ASV_PYTHONPATH`` (asv drops ``PYTHONPATH``), or an install.
 The cases are the case file's (``fusebench.yaml``, or ``$FUSEBENCH_CONFIG``).
 """
 
-from fusebench import asvsuite
+from fusebench.history import asvsuite
 from kernels import OPS
 
 for _op in OPS.values():

@@ -7,15 +7,14 @@ from __future__ import annotations
 
 import importlib.util
 import os
-import re
 import time
 import types
 from typing import Callable
 
 import torch
 
-from fusebench.errors import SkipCase
-from fusebench.torch_logs import quiet_compile
+from fusebench.errors import SkipCase, first_line
+from fusebench.measure.torch_logs import quiet_compile
 
 
 def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> Callable[[], torch.Tensor]:
@@ -32,7 +31,7 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
     The returned callable carries the compile time (its first call, seconds) as ``compile_s``,
     and ``chosen_by_timing = True``: Inductor picks among several launch configurations of a
     generated kernel by timing them at first use, so two hosts may run different kernels for
-    the same code (``fusebench.launches`` records which ran).
+    the same code (``fusebench.measure.launches`` records which ran).
 
     Raises:
         SkipCase: Inductor cannot compile on this machine (e.g. no C++ compiler), with its reason.
@@ -84,19 +83,3 @@ def require_cuda_extension(x: torch.Tensor):
     if reason := cuda_ext.unavailable_reason():
         raise SkipCase(f"cuda extension unavailable: {reason}")
     return cuda_ext
-
-
-#: Terminal colour codes (ECMA-48 SGR) that some libraries put in their errors (QuACK's CuTe DSL).
-ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def plain(text: str) -> str:
-    """``text`` without terminal colour codes: a reason stored in a record or shown in a table."""
-    return ANSI_ESCAPE.sub("", text)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first non-empty line of an exception's message, prefixed by its type, colour codes
-    removed."""
-    text = plain(str(exc)).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")

@@ -27,7 +27,7 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
 
         if os.environ.get("FUSEBENCH_DEBUG"):
             raise
-        from fusebench.backends import first_line
+        from fusebench.errors import first_line
 
         print(f"{prog}: error: {first_line(exc)}", file=sys.stderr)
         sys.exit(1)
@@ -70,7 +70,7 @@ def positive_int(text: str) -> int:
 
 
 def report_unreadable(reader, prog: str, count: bool = False) -> int:
-    """Print one line per stored file ``reader`` (``fusebench.results.Reader``) could not read.
+    """Print one line per stored file ``reader`` (``fusebench.history.results.Reader``) could not read.
 
     Args:
         count: end with a count line even when every file was read (``make publish``).

@@ -21,8 +21,10 @@ from typing import Any, Mapping
 
 import yaml
 
-from fusebench import compare, metrictable, sweep
+from fusebench import metrictable
 from fusebench.errors import UsageError
+from fusebench.history import compare
+from fusebench.measure import sweep
 from fusebench.registry import PRECISIONS, Op, Shape, parse_shape, shape_label
 
 #: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.

@@ -2,9 +2,9 @@
 
 Each :class:`Metric` says where its value lives in a record, its asv name and unit, which
 direction is better, whether it gates (``make compare`` and the site's Regressions tab) and what
-its noise comes from. The asv suite (``fusebench.asvsuite``), the regression gate
-(``fusebench.compare``), the summary table (``fusebench.report``), the plots
-(``fusebench.plots``) and ``asv.conf.json``'s regression settings (:func:`asv_regression_settings`,
+its noise comes from. The asv suite (``fusebench.history.asvsuite``), the regression gate
+(``fusebench.history.compare``), the summary table (``fusebench.history.summary``), the plots
+(``fusebench.history.plots``) and ``asv.conf.json``'s regression settings (:func:`asv_regression_settings`,
 checked by a test) all read this table; nothing else names a metric's unit or direction.
 
 Only device times gate. Wall time includes the host (Python, launch overhead, the driver) and
@@ -12,7 +12,7 @@ moves by tens of % between hosts; bandwidth, % of ceiling, TFLOP/s and % of peak
 from the device time and, for the percentages, from the run's own copy ceiling or matrix peak,
 whose run-to-run variation they inherit: they are shown, never judged. The ``*_iqr`` metrics
 are the spread inside one batch of repeats, kept for reading, never judged (the gate's noise is
-the spread between rounds, from the run's record: ``fusebench.compare``).
+the spread between rounds, from the run's record: ``fusebench.history.compare``).
 
 The way of declaring a metric once (tag, name, unit, hint, direction) is nvbench's summaries
 (NVIDIA nvbench, ``docs/benchmarks.md``); asv itself has no higher-is-better flag (asv issue
@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 LOWER, HIGHER = "lower", "higher"
 #: The gate's default FACTOR: the slowdown a case may show before it can be a regression
-#: (``fusebench.compare`` says why 1.04: a true 5 % slowdown must be caught).
+#: (``fusebench.history.compare`` says why 1.04: a true 5 % slowdown must be caught).
 DEFAULT_FACTOR = 1.04
 
 
@@ -36,7 +36,7 @@ class Metric:
 
     Attributes:
         name: asv method name (``track_device_time``); the benchmark is ``suite.<Op>.<name>``.
-        field: the :class:`fusebench.sweep.Record` attribute holding the value.
+        field: the :class:`fusebench.measure.sweep.Record` attribute holding the value.
         unit: asv unit of the stored value (``seconds``, ``GB/s``, ``%``, ``TFLOP/s``).
         scale: stored value = record value × scale (records keep ms; asv wants seconds: 1e-3).
         better: ``"lower"`` or ``"higher"``.

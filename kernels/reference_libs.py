@@ -41,8 +41,7 @@ from typing import Callable
 
 import torch
 
-from fusebench.backends import first_line
-from fusebench.errors import SkipCase
+from fusebench.errors import SkipCase, first_line
 
 #: How to install the libraries (README "Reference backends"); named in every "not installed" skip.
 INSTALL = ("install the reference group: make venv REFERENCE=1, or pip install --no-deps "

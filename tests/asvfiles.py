@@ -7,15 +7,15 @@ import json
 import subprocess
 from pathlib import Path
 
-from fusebench.environment import ROOT
 from fusebench.metrictable import METRICS
+from fusebench.paths import PROJECT_ROOT
 
 UNITS = {**{m.name: m.unit for m in METRICS}, "track_launches": "count"}
 
 
 def main_commits(n: int) -> list[str]:
     """The last ``n`` commits of branch ``main`` (asv publishes only commits on it), oldest first."""
-    out = subprocess.run(["git", "rev-list", "-n", str(n), "main"], cwd=ROOT, capture_output=True,
+    out = subprocess.run(["git", "rev-list", "-n", str(n), "main"], cwd=PROJECT_ROOT, capture_output=True,
                          text=True, check=True).stdout.split()
     assert len(out) == n, "the test needs a git checkout with enough history on main"
     return out[::-1]

@@ -9,10 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import metrictable, store, sweep
-from fusebench.environment import ROOT
+from fusebench import metrictable
+from fusebench.history import store
+from fusebench.measure import sweep
+from fusebench.paths import PROJECT_ROOT
 
-COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                        text=True).stdout.strip()
 
 
 @pytest.fixture
@@ -36,11 +39,11 @@ def _sweep_file(tmp_path) -> Path:
 
 def test_asv_discovers_one_class_per_op():
     # asv drops PYTHONPATH in its benchmark processes, not ASV_PYTHONPATH: the caller names the
-    # checkout there (fusebench.store.run_asv does), unless fusebench is installed (make venv).
-    paths = [str(ROOT), os.environ.get("PYTHONPATH")]
+    # checkout there (fusebench.history.store.run_asv does), unless fusebench is installed (make venv).
+    paths = [str(PROJECT_ROOT), os.environ.get("PYTHONPATH")]
     env = dict(os.environ, ASV_PYTHONPATH=os.pathsep.join(p for p in paths if p))
     out = subprocess.run([sys.executable, "-m", "asv", "check", "-E", f"existing:{sys.executable}"],
-                         cwd=ROOT, capture_output=True, text=True, env=env)
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "No problems found" in out.stdout
 
@@ -152,7 +155,7 @@ def test_two_checkouts_store_one_file_per_commit_named_by_python_version(tmp_pat
 
 
 def test_the_name_is_asvs_own_for_the_plugin():
-    from fusebench import asv_env
+    from fusebench.history import asv_env
 
     assert asv_env.env_name(VERSION) == store.env_name(VERSION) == f"existing-py{VERSION}"
     assert (asv_env.TOOL_NAME, asv_env.PLUGIN) == (store.ENV_TYPE, store.ENV_PLUGIN)

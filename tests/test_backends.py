@@ -4,8 +4,8 @@ Triton under its interpreter, the cuda backend skipped with its reason; everythi
 import pytest
 import torch
 
-from fusebench import correctness
 from fusebench.errors import SkipCase
+from fusebench.measure import correctness
 from kernels import OPS
 
 # Memory-bound ops (elementwise, row-wise) take any shape; compute-bound ones (matmul: square
@@ -69,7 +69,7 @@ def test_cuda_backend_is_skipped_with_a_reason_on_the_cpu(op):
 
 
 def test_first_line_drops_a_librarys_terminal_colours():
-    from fusebench.backends import first_line
+    from fusebench.errors import first_line
 
     exc = RuntimeError("\x1b[91m\x1b[1merror\x1b[0m[CUDA_LAUNCH_INVALID_CONFIG]: launch failed\nmore")
     assert first_line(exc) == "RuntimeError: error[CUDA_LAUNCH_INVALID_CONFIG]: launch failed"

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
 from kernels import OPS
 
@@ -14,7 +14,7 @@ VALID_BACKENDS = ", ".join(BACKENDS)
 
 
 def bench(*args):
-    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=120)
 
 
@@ -42,12 +42,12 @@ def test_quick_bench_end_to_end(tmp_path):
         [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
          "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish",
          "--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv")],
-        cwd=ROOT, capture_output=True, text=True, timeout=600,
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "HOME": str(tmp_path)})
     assert out.returncode == 0, out.stderr[-2000:]
     import torch
 
-    from fusebench.sweep import grid_name
+    from fusebench.measure.sweep import grid_name
     from kernels import get_op
 
     grid = grid_name(torch.device("cuda" if torch.cuda.is_available() else "cpu"), quick=True)
@@ -57,7 +57,7 @@ def test_quick_bench_end_to_end(tmp_path):
     stored = list((tmp_path / "results").rglob("*.json"))
     assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
     # --json: the run's record (the stored record's format), --csv: one row per case
-    from fusebench.sweep import Sweep
+    from fusebench.measure.sweep import Sweep
 
     record = Sweep.load(tmp_path / "run.json")
     assert [(r.op, r.backend, r.dtype) for r in record.records] == [("gelu", "eager", "float32"),

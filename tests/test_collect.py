@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import collect, results, runrecord
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import collect, results, runrecord
+from fusebench.paths import PROJECT_ROOT
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def cpu_run(tmp_path_factory) -> Path:
     out = subprocess.run(
         [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
          "--backends", "eager,torch", "--results", str(tmp / "results"), "--no-publish"],
-        cwd=ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp)})
+        cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600, env={**os.environ, "HOME": str(tmp)})
     assert out.returncode == 0, out.stderr[-2000:]
     return tmp
 
@@ -34,8 +34,8 @@ def cpu_run(tmp_path_factory) -> Path:
 def h200(tmp_path) -> Path:
     """The committed H200 results and records, copied as another host's output folder."""
     host = tmp_path / "host-h200"
-    shutil.copytree(ROOT / "results", host / "results")
-    shutil.copytree(ROOT / "records", host / "records", ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(PROJECT_ROOT / "results", host / "results")
+    shutil.copytree(PROJECT_ROOT / "records", host / "records", ignore=shutil.ignore_patterns("*.md"))
     return host
 
 
@@ -54,7 +54,7 @@ def _snapshot(folder: Path) -> dict:
 
 
 def _collect(*args) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "fusebench", "collect", *map(str, args)], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", "collect", *map(str, args)], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -231,7 +231,7 @@ def test_an_unreadable_input_file_is_named_and_nothing_is_written(tmp_path, h200
 ])
 def test_make_collect_bad_input_is_one_line_and_exit_2(make_args, message):
     out = subprocess.run(["make", "--no-print-directory", "collect", f"SYSTEM_PYTHON={sys.executable}",
-                          *make_args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                          *make_args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == message
     assert "Traceback" not in out.stderr
@@ -242,7 +242,7 @@ def test_not_a_results_folder_or_the_destination_itself_is_refused(tmp_path):
     with pytest.raises(UsageError, match="not a results folder"):
         collect.plan([tmp_path / "empty"], tmp_path / "results")
     with pytest.raises(UsageError, match="is the destination"):
-        collect.plan([ROOT / "results"], ROOT / "results")
+        collect.plan([PROJECT_ROOT / "results"], PROJECT_ROOT / "results")
 
 
 def test_a_broken_benchmarks_json_is_named_once(tmp_path, cpu_run):

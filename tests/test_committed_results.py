@@ -4,11 +4,11 @@
 
 import subprocess
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 
 
 def _ignored(path: str) -> bool:
-    return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=ROOT).returncode == 0
+    return subprocess.run(["git", "check-ignore", "-q", "--no-index", path], cwd=PROJECT_ROOT).returncode == 0
 
 
 def test_cpu_results_and_plots_are_ignored_gpu_ones_are_not():
@@ -20,6 +20,6 @@ def test_cpu_results_and_plots_are_ignored_gpu_ones_are_not():
 
 
 def test_the_readme_says_which_results_to_commit():
-    readme = (ROOT / "README.md").read_text()
+    readme = (PROJECT_ROOT / "README.md").read_text()
     assert "**Which results belong in the repository.**" in readme
     assert "git ignores both folders" in readme

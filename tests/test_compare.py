@@ -7,8 +7,9 @@ import sys
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench import commands, compare, results
-from fusebench.environment import ROOT
+from fusebench import commands
+from fusebench.history import compare, results
+from fusebench.paths import PROJECT_ROOT
 
 AXES = [["eager", "torch", "triton"], ["1024"], ["float32"]]
 T, IQR, BW = "suite.Gelu.track_device_time", "suite.Gelu.track_device_time_iqr", "suite.Gelu.track_bandwidth"
@@ -128,8 +129,8 @@ def test_the_command_line_exit_status(tmp_path, commits):
     write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
     write_result(tmp_path, "box", head, {T: {TORCH: 2e-3}}, AXES)
     out = subprocess.run([sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head,
-                          "--machine", "box", "--results", str(tmp_path)], cwd=ROOT, capture_output=True,
-                         text=True)
+                          "--machine", "box", "--results", str(tmp_path)], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
     assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr
 
 

@@ -10,14 +10,16 @@ import pytest
 import yaml
 
 import kernels
-from fusebench import asvsuite, compare, config, metrictable, sweep
-from fusebench.environment import ROOT
+from fusebench import config, metrictable
+from fusebench.history import asvsuite, compare
+from fusebench.measure import sweep
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
 from kernels import OPS, REGISTERED
 
 
 def test_the_asv_parameters_are_those_of_the_committed_h200_results():
-    stored = json.loads((ROOT / "results" / "benchmarks.json").read_text())
+    stored = json.loads((PROJECT_ROOT / "results" / "benchmarks.json").read_text())
     for op in OPS.values():
         params = asvsuite.suite_class(op).params
         committed = stored[f"suite.{asvsuite.class_name(op.name)}.track_device_time"]["params"]
@@ -45,7 +47,7 @@ def test_the_settings_default_to_the_code_defaults():
 
 
 def test_a_file_without_settings_takes_the_code_defaults(tmp_path):
-    data = yaml.safe_load((ROOT / "fusebench.yaml").read_text())
+    data = yaml.safe_load((PROJECT_ROOT / "fusebench.yaml").read_text())
     del data["settings"]
     path = tmp_path / "cases.yaml"
     path.write_text(yaml.safe_dump(data))
@@ -54,7 +56,7 @@ def test_a_file_without_settings_takes_the_code_defaults(tmp_path):
 
 
 def mutated(tmp_path, change) -> Path:
-    data = yaml.safe_load((ROOT / "fusebench.yaml").read_text())
+    data = yaml.safe_load((PROJECT_ROOT / "fusebench.yaml").read_text())
     change(data)
     path = tmp_path / "cases.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -153,7 +155,7 @@ def test_adding_a_shape_and_a_dtype_edits_only_the_yaml(tmp_path):
     assert asvsuite.suite_class(ops["gelu"]).params[1][-1] == "2048x2048"
 
 
-def run(*args, cwd=ROOT):
+def run(*args, cwd=PROJECT_ROOT):
     return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300)
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from fusebench import correctness
+from fusebench.measure import correctness
 from kernels import get_op
 
 GELU, SOFTMAX = get_op("gelu"), get_op("softmax")

@@ -16,10 +16,11 @@ from typing import Iterator
 import pytest
 import yaml
 
-from fusebench.environment import ROOT, slug
+from fusebench.measure.environment import slug
+from fusebench.paths import PROJECT_ROOT
 
-MANIFEST = ROOT / "deploy" / "kubernetes" / "fusebench-job.yaml"
-SBATCH = ROOT / "deploy" / "slurm" / "fusebench.sbatch"
+MANIFEST = PROJECT_ROOT / "deploy" / "kubernetes" / "fusebench-job.yaml"
+SBATCH = PROJECT_ROOT / "deploy" / "slurm" / "fusebench.sbatch"
 #: The Kubernetes release whose schemas the manifest is checked against (batch/v1 Indexed Jobs
 #: are GA since 1.24; 1.31 is the oldest release kubernetes-validate 1.37 ships that is not EOL
 #: on every managed platform).
@@ -30,7 +31,7 @@ K8S_VERSION = "1.31.0"
 def tools(tmp_path_factory) -> Iterator[Path]:
     """deploy/tools.lock installed (hashes checked, no dependency resolution) into a folder."""
     target = tmp_path_factory.mktemp("deploy-tools")
-    lock = ROOT / "deploy" / "tools.lock"
+    lock = PROJECT_ROOT / "deploy" / "tools.lock"
     out = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--require-hashes", "--no-deps",
                           "--only-binary=:all:", "--target", str(target), "-r", str(lock)],
                          capture_output=True, text=True, timeout=600)
@@ -124,7 +125,7 @@ def _sbatch(tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[st
     _fake(bin_dir, "srun", f'printf "%s\\n" "$@" > {tmp_path}/srun.args')
     _fake(bin_dir, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3"')
     full = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
-            "SLURM_SUBMIT_DIR": str(ROOT), "SLURM_ARRAY_TASK_ID": "3",
+            "SLURM_SUBMIT_DIR": str(PROJECT_ROOT), "SLURM_ARRAY_TASK_ID": "3",
             "FUSEBENCH_OUT": str(tmp_path / "fleet"),
             "FUSEBENCH_IMAGE": "registry.example.com#fusebench@sha256:" + "0" * 64, **env}
     out = subprocess.run(["bash", str(SBATCH)], env=full, capture_output=True, text=True, timeout=300)

@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from fusebench import environment, store, sweep
-from fusebench.environment import ROOT
+from fusebench.history import store
+from fusebench.measure import environment, sweep
+from fusebench.paths import PROJECT_ROOT
 from scripts import lock
 
-LOCK = ROOT / "requirements.lock"
-DOCKERFILE = ROOT / "Dockerfile"
+LOCK = PROJECT_ROOT / "requirements.lock"
+DOCKERFILE = PROJECT_ROOT / "Dockerfile"
 LOCK_HASH = hashlib.sha256(LOCK.read_bytes()).hexdigest()
 
 
@@ -70,7 +71,7 @@ def test_torch_cpu_here_cuda_in_the_image_with_what_it_needs():
     assert all(n.startswith(("nvidia-", "cuda-")) for n in cuda_only), cuda_only
     assert set(cpu) <= set(cuda)
     # What requirements.in names, triton included (TRITON_INTERPRET on the CPU), is in both.
-    req_in = _requirement_lines((ROOT / "requirements.in").read_text())
+    req_in = _requirement_lines((PROJECT_ROOT / "requirements.in").read_text())
     assert {lock.normalize(ln.split("==")[0]) for ln in req_in} <= set(cpu)
     assert cpu["triton"].version == cuda["triton"].version == "3.7.1"  # what torch 2.13.0 CUDA requires
 
@@ -97,7 +98,8 @@ def test_merge_keeps_both_torch_builds_apart_and_marks_what_only_cuda_needs():
 
 
 def _view(flavour: str, lock: Path = LOCK) -> subprocess.CompletedProcess:
-    return subprocess.run([str(ROOT / "scripts" / "lock_view.sh"), flavour, str(lock)], capture_output=True,
+    return subprocess.run([str(PROJECT_ROOT / "scripts" / "lock_view.sh"), flavour, str(lock)],
+                          capture_output=True,
                           text=True)
 
 
@@ -187,11 +189,11 @@ def test_one_dockerfile_two_bases_the_differing_lines_named():
     assert not re.search(r"python3\.\d", text) and "python3 -m venv /opt/venv" in text
     # the stand-in's debootstrap reads the same package list
     (packages,) = re.findall(r'^ARG SYSTEM_PACKAGES="([^"]+)"$', text, re.M)
-    script = (ROOT / "scripts" / "standin_base.sh").read_text()
+    script = (PROJECT_ROOT / "scripts" / "standin_base.sh").read_text()
     assert """sed -n 's/^ARG SYSTEM_PACKAGES="\\(.*\\)"$/\\1/p'""" in script
     assert {"python3", "python3-venv", "python3-dev", "g++", "git", "make"} <= set(packages.split())
     # the build context holds only what the Dockerfile copies
-    ignore = (ROOT / ".dockerignore").read_text().splitlines()
+    ignore = (PROJECT_ROOT / ".dockerignore").read_text().splitlines()
     copied = {"requirements.lock", "requirements-reference.lock", "scripts/lock_view.sh",
               "scripts/entrypoint.sh", "fusebench/", "kernels/"}
     assert "*" in ignore
@@ -219,7 +221,8 @@ def test_hadolint_passes():
 
 def _make_n(*args: str, env: dict | None = None) -> list[str]:
     """The commands ``make -n`` prints (recursive make lines dropped, the venv step off)."""
-    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args], cwd=ROOT,
+    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args],
+                         cwd=PROJECT_ROOT,
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     return [ln.strip() for ln in out.stdout.splitlines() if not ln.startswith("make ")]
@@ -245,7 +248,7 @@ def test_make_bench_in_the_image_command_lines():
     assert run.startswith("mkdir -p /r /h && docker run ")
     args, pairs = _run_args(run)
     assert args[:3] == ["docker", "run", "--rm"]
-    for flag in [("--gpus", "all"), ("--user", "1234:5678"), ("--volume", f"{ROOT}:/workspace"),
+    for flag in [("--gpus", "all"), ("--user", "1234:5678"), ("--volume", f"{PROJECT_ROOT}:/workspace"),
                  ("--volume", "/r:/workspace/results"), ("--volume", "/h:/workspace/html"),
                  ("--volume", "fusebench-cache:/cache")]:
         assert flag in pairs, flag
@@ -268,7 +271,7 @@ def test_make_bench_with_podman_gpus_through_cdi(rootless):
     assert args[:5] == ["podman", "run", "--rm", "--device", "nvidia.com/gpu=all"]
     assert "--gpus" not in args
     assert ("--userns=keep-id" in args) == bool(rootless)
-    for flag in [("--user", "1234:5678"), ("--volume", f"{ROOT}:/workspace"),
+    for flag in [("--user", "1234:5678"), ("--volume", f"{PROJECT_ROOT}:/workspace"),
                  ("--volume", "/r:/workspace/results"), ("--volume", "fusebench-cache:/cache")]:
         assert flag in pairs, flag
     assert "--env FUSEBENCH_IMAGE_DIGEST=$(podman image inspect --format '{{.Id}}' fusebench:abc123)" in run
@@ -296,7 +299,8 @@ def test_the_engine_is_the_first_found_of_docker_podman_buildah(tmp_path):
         os.symlink(shutil.which(tool), tmp_path / tool)
 
     def find() -> str:
-        return subprocess.run([str(ROOT / "scripts" / "engine_check.sh"), "--find"], capture_output=True,
+        return subprocess.run([str(PROJECT_ROOT / "scripts" / "engine_check.sh"), "--find"],
+                              capture_output=True,
                               text=True, env={"PATH": str(tmp_path)}).stdout
 
     assert find() == "docker\n"  # none: docker, so that the message says docker is missing
@@ -365,7 +369,8 @@ def _check(tmp_path: Path, *args: str) -> subprocess.CompletedProcess:
     for tool in ("bash", "grep", "basename"):
         if not (tmp_path / tool).exists():
             os.symlink(shutil.which(tool), tmp_path / tool)
-    return subprocess.run([str(ROOT / "scripts" / "engine_check.sh"), *args], capture_output=True, text=True,
+    return subprocess.run([str(PROJECT_ROOT / "scripts" / "engine_check.sh"), *args], capture_output=True,
+                          text=True,
                           env={"PATH": str(tmp_path)})
 
 
@@ -409,8 +414,9 @@ def test_engine_check_for_building_needs_no_gpu(tmp_path):
 def test_entrypoint_runs_bench_or_a_command(tmp_path):
     _fake(tmp_path, "python3", 'echo "python3 $*"')
     env = dict(os.environ, PATH=f"{tmp_path}:{os.environ['PATH']}")
-    ep = str(ROOT / "scripts" / "entrypoint.sh")
-    run = lambda *a: subprocess.run([ep, *a], cwd=ROOT, capture_output=True, text=True, env=env)  # noqa: E731
+    ep = str(PROJECT_ROOT / "scripts" / "entrypoint.sh")
+    run = lambda *a: subprocess.run([ep, *a], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                                    env=env)  # noqa: E731
     assert run().stdout == "python3 -m fusebench bench\n"
     assert run("--ops", "gelu", "--quick").stdout == "python3 -m fusebench bench --ops gelu --quick\n"
     assert run("echo", "in", "image").stdout == "in image\n"

@@ -8,9 +8,11 @@ from asvfiles import main_commits, write_result
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fusebench import commands, compare, metrictable, runrecord, sweep
-from fusebench.compare import Case
-from fusebench.environment import ROOT
+from fusebench import commands, metrictable
+from fusebench.history import compare, runrecord
+from fusebench.history.compare import Case
+from fusebench.measure import sweep
+from fusebench.paths import PROJECT_ROOT
 
 HOT = metrictable.BY_NAME["track_device_time"]
 
@@ -122,7 +124,7 @@ def test_only_gated_metrics_are_device_times_and_asv_conf_follows_the_table():
     import json
 
     assert {m.name for m in metrictable.GATED} == {"track_device_time", "track_device_time_cold"}
-    conf = json.loads((ROOT / "asv.conf.json").read_text())
+    conf = json.loads((PROJECT_ROOT / "asv.conf.json").read_text())
     settings_ = metrictable.asv_regression_settings()
     assert conf["regressions_first_commits"] == settings_["regressions_first_commits"]
     assert conf["regressions_thresholds"] == settings_["regressions_thresholds"]

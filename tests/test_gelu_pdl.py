@@ -4,7 +4,7 @@ results as the plain launch in a dependent chain. Marked ``gpu``."""
 import pytest
 import torch
 
-from fusebench import correctness
+from fusebench.measure import correctness
 from kernels import get_op
 
 pytestmark = pytest.mark.gpu

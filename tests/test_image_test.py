@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 from scripts import image_test
 
 
@@ -47,5 +47,5 @@ def test_cannot_set_up_without_the_tools_is_one_line_and_exit_2(tmp_path):
 
 
 def test_standin_base_bad_use_is_one_line():
-    out = subprocess.run([str(ROOT / "scripts" / "standin_base.sh")], capture_output=True, text=True)
+    out = subprocess.run([str(PROJECT_ROOT / "scripts" / "standin_base.sh")], capture_output=True, text=True)
     assert out.returncode == 2 and out.stderr == "standin_base: usage: standin_base.sh CACHE_DIR\n"

@@ -11,21 +11,22 @@ import tomllib
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 from scripts import lock
 
-LOCK = ROOT / "requirements.lock"
+LOCK = PROJECT_ROOT / "requirements.lock"
 
 
 def test_the_supported_pythons_are_the_same_everywhere():
     assert lock.PYTHONS == ("3.11", "3.12", "3.13")
-    spec = SpecifierSet(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"])
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    spec = SpecifierSet(project["requires-python"])
     assert [v for v in ("3.10", "3.11", "3.12", "3.13", "3.14") if v in spec] == list(lock.PYTHONS)
     assert "Python 3.11 to 3.13, Linux x86_64." in LOCK.read_text().split("\n--find-links")[0]
     assert lock.HEADER in LOCK.read_text()
-    readme = " ".join((ROOT / "README.md").read_text().split())
+    readme = " ".join((PROJECT_ROOT / "README.md").read_text().split())
     assert "(Python 3.11, 3.12 or 3.13 on Linux x86_64, pip;" in readme
-    makefile = (ROOT / "Makefile").read_text()
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert re.search(r"^LOCK_PYTHONS\s*:= (.*)$", makefile, re.M).group(1) == " ".join(lock.PYTHONS)
 
 
@@ -112,7 +113,7 @@ def test_make_venv_refuses_a_python_the_lock_is_not_for(tmp_path):
     python.write_text("#!/bin/sh\necho 3.10\n")
     python.chmod(0o755)
     out = subprocess.run(["make", "--no-print-directory", "venv", f"SYSTEM_PYTHON={python}",
-                          f"VENV={tmp_path / 'v'}"], cwd=ROOT, capture_output=True, text=True)
+                          f"VENV={tmp_path / 'v'}"], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == (f"venv: {python} is Python 3.10; requirements.lock is for "
                                           "Python 3.11 3.12 3.13 (give SYSTEM_PYTHON=python3.12)")

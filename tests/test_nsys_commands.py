@@ -8,8 +8,9 @@ import sys
 
 import pytest
 
-from fusebench import nsys
-from fusebench.environment import ROOT, git_commit
+from fusebench.measure.environment import git_commit
+from fusebench.nsys import tool
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
 from kernels import OPS
 
@@ -21,25 +22,25 @@ NSYS_PROFILE = ("-t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cuda
 
 
 def test_profile_command_traces_cuda_and_nvtx_only_inside_the_profiler_api_window():
-    cmd = nsys.profile_command("/x/nsys", "nsys/gelu-h200-1a2b3c4", ["python3", "drive.py"])
+    cmd = tool.profile_command("/x/nsys", "nsys/gelu-h200-1a2b3c4", ["python3", "drive.py"])
     assert shlex.join(cmd) == (f"/x/nsys profile {NSYS_PROFILE} -o nsys/gelu-h200-1a2b3c4 -f true "
                                "python3 drive.py")
 
 
 def test_stats_command_writes_one_csv_per_report():
-    cmd = nsys.stats_command("nsys", "nsys/g", "nsys/g.nsys-rep")
+    cmd = tool.stats_command("nsys", "nsys/g", "nsys/g.nsys-rep")
     assert cmd == ["nsys", "stats", "-q", "-r", "nvtx_gpu_proj_sum,nvtx_kern_sum", "--format", "csv",
                    "-o", "nsys/g", "nsys/g.nsys-rep"]
 
 
 def test_report_stem_is_op_machine_short_sha():
-    assert nsys.report_stem("gelu", "h200", "1a2b3c4d5e6f") == "nsys/gelu-h200-1a2b3c4"
-    assert nsys.report_stem("softmax", "cpu-x86_64", None) == "nsys/softmax-cpu-x86_64-nogit"
+    assert tool.report_stem("gelu", "h200", "1a2b3c4d5e6f") == "nsys/gelu-h200-1a2b3c4"
+    assert tool.report_stem("softmax", "cpu-x86_64", None) == "nsys/softmax-cpu-x86_64-nogit"
 
 
 def test_driver_args_pass_the_selection_the_way_the_makefile_does():
-    assert nsys.driver_args("gelu") == ["--op=gelu"]
-    assert nsys.driver_args("softmax", "eager,torch", "4096x4096", "float32") == [
+    assert tool.driver_args("gelu") == ["--op=gelu"]
+    assert tool.driver_args("softmax", "eager,torch", "4096x4096", "float32") == [
         "--op=softmax", "--backends", "eager,torch", "--shapes", "4096x4096", "--dtypes", "float32"]
 
 
@@ -53,7 +54,7 @@ def make_n(*args):
     env = make_env()
     # DEPS= : this interpreter already has the dependencies (no venv step in the output).
     out = subprocess.run(["make", "-n", "--no-print-directory", *args, f"PYTHON={sys.executable}", "DEPS="],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120, env=env)
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout.splitlines()
 
@@ -63,15 +64,15 @@ def make_n(*args):
 def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
     op = "softmax" if selection else "gelu"
     lines = make_n("nsys", f"OP={op}", "NSYS=/x/nsys", *selection)
-    stem = nsys.report_stem(op, "h200", git_commit())
+    stem = tool.report_stem(op, "h200", git_commit())
     kv = dict(s.split("=", 1) for s in selection)
-    args = nsys.driver_args(op, kv.get("BACKENDS"), kv.get("SHAPES"), kv.get("DTYPES"))
+    args = tool.driver_args(op, kv.get("BACKENDS"), kv.get("SHAPES"), kv.get("DTYPES"))
     driver = [sys.executable, "-m", "fusebench", "nsys"]
     expected = [
         shlex.join([*driver, "check", *args, "--nsys", "/x/nsys"]),
         f"rm -f {stem}.json {stem}.sqlite {stem}_nvtx_*.csv",
-        shlex.join(nsys.profile_command("/x/nsys", stem, [*driver, "run", *args, "--json", f"{stem}.json"])),
-        shlex.join(nsys.stats_command("/x/nsys", stem, f"{stem}.nsys-rep")),
+        shlex.join(tool.profile_command("/x/nsys", stem, [*driver, "run", *args, "--json", f"{stem}.json"])),
+        shlex.join(tool.stats_command("/x/nsys", stem, f"{stem}.nsys-rep")),
         shlex.join([*driver, "summary", stem]),
     ]
     assert lines[-5:] == expected
@@ -81,7 +82,7 @@ def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
 
 def test_make_trace_writes_a_chrome_trace_beside_the_captures():
     lines = make_n("trace", "OP=gelu")
-    stem = nsys.report_stem("gelu", "h200", git_commit())
+    stem = tool.report_stem("gelu", "h200", git_commit())
     assert lines[-1] == shlex.join([sys.executable, "-m", "fusebench", "trace", "--op=gelu",
                                     "--out", f"{stem}.trace.json"])
 
@@ -93,7 +94,7 @@ def test_make_trace_writes_a_chrome_trace_beside_the_captures():
     ("nsys: command not found", None),
 ])
 def test_nsys_version_parsing(text, version):
-    assert nsys.parse_version(text) == version
+    assert tool.parse_version(text) == version
 
 
 def fake_nsys(tmp_path, version_line, status=0):
@@ -105,23 +106,23 @@ def fake_nsys(tmp_path, version_line, status=0):
 
 def test_a_recent_nsys_passes_the_check(tmp_path):
     path = fake_nsys(tmp_path, "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
-    assert nsys.check(path) == (2025, 3, 1)
+    assert tool.check(path) == (2025, 3, 1)
 
 
 def test_an_nsys_older_than_2024_3_is_refused_with_the_reason(tmp_path):
     path = fake_nsys(tmp_path, "NVIDIA Nsight Systems version 2024.2.1.106-242134037904v0")
-    with pytest.raises(nsys.NsysUnavailable, match=r"is Nsight Systems 2024\.2\.1: versions before "
+    with pytest.raises(tool.NsysUnavailable, match=r"is Nsight Systems 2024\.2\.1: versions before "
                                                     r"2024\.3 silently drop the NVTX ranges"):
-        nsys.check(path)
+        tool.check(path)
 
 
 def test_an_nsys_that_prints_no_version_is_refused(tmp_path):
-    with pytest.raises(nsys.NsysUnavailable, match="cannot read the version"):
-        nsys.check(fake_nsys(tmp_path, "error while loading shared libraries: libdw.so.1", 127))
+    with pytest.raises(tool.NsysUnavailable, match="cannot read the version"):
+        tool.check(fake_nsys(tmp_path, "error while loading shared libraries: libdw.so.1", 127))
 
 
 def driver(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=PROJECT_ROOT,
                           capture_output=True, text=True, timeout=300, **kw)
 
 
@@ -148,7 +149,7 @@ def test_with_nsys_but_no_gpu_the_check_says_so(monkeypatch, capsys, tmp_path):
 def test_make_nsys_without_nsys_stops_before_profiling():
     out = subprocess.run(["make", "nsys", "OP=gelu", "NSYS=/nonexistent/nsys", f"PYTHON={sys.executable}",
                           "DEPS="],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=make_env())
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, env=make_env())
     assert out.returncode != 0
     assert "nsys: error: nsys not found (NSYS=/nonexistent/nsys)" in out.stderr
     assert "profile" not in out.stdout

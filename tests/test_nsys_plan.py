@@ -5,10 +5,10 @@ import contextlib
 import pytest
 import torch
 
-from fusebench import capture, nvtx_ranges
 from fusebench.errors import UsageError
-from fusebench.nvtx_ranges import RangeName, backend_color, parse_range, range_name
-from fusebench.profile_plan import CALLS, Case, plan, select
+from fusebench.nsys import capture, nvtx_ranges
+from fusebench.nsys.nvtx_ranges import RangeName, backend_color, parse_range, range_name
+from fusebench.nsys.plan import CALLS, Case, plan, select
 from fusebench.registry import BACKENDS
 from kernels import get_op
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import nsys_stats, profile_summary
-from fusebench.nvtx_ranges import RangeName
+from fusebench.nsys import capture_summary, stats_csv
+from fusebench.nsys.nvtx_ranges import RangeName
 
 DATA = Path(__file__).parent / "data" / "nsys"
 
@@ -58,7 +58,7 @@ def side_file(**overrides):
                 "shape": "16777216", "dtype": "float32", "calls": 20, "status": status, "reason": reason,
                 "bytes_moved": 2 * (1 << 24) * 4, "device_time_ms": harness_ms}
 
-    side = {"format": profile_summary.SIDE_FORMAT, "op": "gelu", "calls": 20,
+    side = {"format": capture_summary.SIDE_FORMAT, "op": "gelu", "calls": 20,
             "environment": {"gpu": "NVIDIA H200", "git_commit": "1a2b3c4d5e6f"},
             "cases": [case("eager", harness_ms=0.3950), case("torch", harness_ms=0.0440),
                       case("compile", harness_ms=0.1200), case("triton", harness_ms=0.0450),
@@ -74,7 +74,7 @@ def write(tmp_path, files):
 
 
 def test_new_report_names_and_domain_spelling(tmp_path):
-    stats = nsys_stats.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": PROJ_2025,
+    stats = stats_csv.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": PROJ_2025,
                                              "g_nvtx_kern_sum.csv": KERN_2025}))
     assert set(stats) == {RangeName("gelu", b, "16777216", "float32") for b in ("eager", "torch", "compile")}
     eager = stats[RangeName("gelu", "eager", "16777216", "float32")]
@@ -90,14 +90,14 @@ def test_old_report_names_default_domain_spelling_and_other_time_units(tmp_path)
             + ":gelu/torch/16777216/float32,PushPop,77,77,1,20,900.0,45.0,45.0,44.0,46.0,0.3,gelu_kernel\n")
     pushpop = ("Time (%),Total Time (ns),Instances,Avg (ns),Med (ns),Min (ns),Max (ns),StdDev (ns),Range\n"
                "100.0,400000,1,400000.0,400000.0,400000,400000,0.0,:gelu/torch/16777216/float32\n")
-    stats = nsys_stats.load(write(tmp_path, {"g_nvtxkernsum.csv": kern, "g_nvtxppsum.csv": pushpop}))
+    stats = stats_csv.load(write(tmp_path, {"g_nvtxkernsum.csv": kern, "g_nvtxppsum.csv": pushpop}))
     torch_ = stats[RangeName("gelu", "torch", "16777216", "float32")]
     assert (torch_.instances, torch_.kernels, torch_.kernel_ns, torch_.range_ns) == (1, 20, 900000.0, 400000)
     assert torch_.proj_ns is None and torch_.gpu_ops is None  # no projection in these reports
 
 
 def test_the_newest_report_name_wins_when_both_are_there(tmp_path):
-    stats = nsys_stats.load(write(tmp_path, {
+    stats = stats_csv.load(write(tmp_path, {
         "g_nvtx_gpu_proj_sum.csv": PROJ_2025, "g_nvtx_kern_sum.csv": KERN_2025,
         "g_nvtxkernsum.csv": f"{KERN_HEADER}\n{kern_row('torch', 99, 1, 'k')}\n",
     }))
@@ -105,28 +105,28 @@ def test_the_newest_report_name_wins_when_both_are_there(tmp_path):
 
 
 def test_no_nvtx_report_says_why(tmp_path):
-    with pytest.raises(nsys_stats.StatsError, match=r"g_nvtx_gpu_proj_sum\.csv: nsys stats wrote no NVTX "
+    with pytest.raises(stats_csv.StatsError, match=r"g_nvtx_gpu_proj_sum\.csv: nsys stats wrote no NVTX "
                                                      r"data .* nsys before 2024\.3 drops"):
-        nsys_stats.load(write(tmp_path, {"g_nvtx_kern_sum.csv": KERN_2025}))
+        stats_csv.load(write(tmp_path, {"g_nvtx_kern_sum.csv": KERN_2025}))
 
 
 def test_a_file_without_a_range_header_is_refused(tmp_path):
-    with pytest.raises(nsys_stats.StatsError, match="no header row"):
-        nsys_stats.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": "Name,Total Time (ns)\nk,1\n"}))
+    with pytest.raises(stats_csv.StatsError, match="no header row"):
+        stats_csv.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": "Name,Total Time (ns)\nk,1\n"}))
 
 
 def test_column_units_convert_to_nanoseconds():
-    assert nsys_stats.column_key("Total Proj Time (ns)") == ("total proj time", 1.0)
-    assert nsys_stats.column_key("Avg (us)") == ("avg", 1e3)
-    assert nsys_stats.column_key("Total Time (ms)") == ("total time", 1e6)
-    assert nsys_stats.column_key("Time (%)") == ("time (%)", None)
-    assert nsys_stats.column_key(" Kern Inst ") == ("kern inst", None)
+    assert stats_csv.column_key("Total Proj Time (ns)") == ("total proj time", 1.0)
+    assert stats_csv.column_key("Avg (us)") == ("avg", 1e3)
+    assert stats_csv.column_key("Total Time (ms)") == ("total time", 1e6)
+    assert stats_csv.column_key("Time (%)") == ("time (%)", None)
+    assert stats_csv.column_key(" Kern Inst ") == ("kern inst", None)
 
 
 def summary_rows(tmp_path, side=None):
-    stats = nsys_stats.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": PROJ_2025,
+    stats = stats_csv.load(write(tmp_path, {"g_nvtx_gpu_proj_sum.csv": PROJ_2025,
                                              "g_nvtx_kern_sum.csv": KERN_2025}))
-    return profile_summary.rows(side or side_file(), stats)
+    return capture_summary.rows(side or side_file(), stats)
 
 
 def test_summary_per_call_figures_and_ratios(tmp_path):
@@ -152,20 +152,20 @@ def test_summary_flags_disagreement_skips_and_missing_ranges(tmp_path):
         "skipped", "skipped: cuda extension unavailable: no nvcc")
     assert rows["triton"].status == "missing"
     assert "range not in the nsys report" in rows["triton"].note
-    assert [r.backend for r in profile_summary.disagreements(list(rows.values()))] == ["compile"]
+    assert [r.backend for r in capture_summary.disagreements(list(rows.values()))] == ["compile"]
 
 
 def test_markdown_and_csv_summaries(tmp_path):
     side = side_file()
     rows = summary_rows(tmp_path, side)
-    md = profile_summary.markdown(side, rows, "nsys/gelu-h200-1a2b3c4")
+    md = capture_summary.markdown(side, rows, "nsys/gelu-h200-1a2b3c4")
     assert md.startswith("# nsys: gelu on NVIDIA H200 (1a2b3c4)\n")
     assert ("| `gelu/eager/16777216/float32` | 9 | 9 | 400.5 | 397.0 | 335 | 395.0 | 1.014 | 1.005 |  |"
             in md)
     assert "| `gelu/cuda/16777216/float32` | – | – | – | – | – | – | – | – | skipped: cuda extension" in md
     assert md.rstrip().endswith("**1 of 2 case(s) of 100 µs or more disagree with the harness by more "
                                 "than 5 %** (see notes).")
-    table = list(csv.DictReader(io.StringIO(profile_summary.to_csv(rows))))
+    table = list(csv.DictReader(io.StringIO(capture_summary.to_csv(rows))))
     assert [r["range"] for r in table] == [c["range"] for c in side["cases"]]
     assert table[0]["kernels_per_call"] == "9.0" and table[0]["agrees"] == "True"
     assert table[4]["proj_us"] == ""
@@ -173,7 +173,7 @@ def test_markdown_and_csv_summaries(tmp_path):
 
 def test_a_side_file_of_another_format_is_refused(tmp_path):
     with pytest.raises(ValueError, match="not a fusebench-nsys/1 side file"):
-        profile_summary.rows(side_file(format="other"), {})
+        capture_summary.rows(side_file(format="other"), {})
 
 
 def test_summary_command_writes_md_and_csv_beside_the_capture(tmp_path, capsys, monkeypatch):
@@ -210,9 +210,9 @@ def test_real_capture_placeholder():
 @pytest.mark.parametrize("side_path", REAL_SIDE_FILES, ids=lambda p: p.stem)
 def test_real_capture_has_every_range_with_the_known_kernel_counts(side_path):
     stem = side_path.with_suffix("")
-    side = profile_summary.load_side(side_path)
-    stats = nsys_stats.load(stem)
-    rows = profile_summary.rows(side, stats)
+    side = capture_summary.load_side(side_path)
+    stats = stats_csv.load(stem)
+    rows = capture_summary.rows(side, stats)
     ok = [r for r in rows if r.status == "ok"]
     assert ok, "no case ran in the recorded capture"
     assert not [r.range for r in rows if r.status == "missing"]  # every range reached the report
@@ -236,7 +236,7 @@ def test_real_capture_has_every_range_with_the_known_kernel_counts(side_path):
 @pytest.mark.parametrize("side_path", REAL_SIDE_FILES, ids=lambda p: p.stem)
 def test_real_capture_agrees_with_the_harness_from_100_us(side_path):
     stem = side_path.with_suffix("")
-    rows = profile_summary.rows(profile_summary.load_side(side_path), nsys_stats.load(stem))
+    rows = capture_summary.rows(capture_summary.load_side(side_path), stats_csv.load(stem))
     long_ = [r for r in rows if r.agrees is not None]
     assert long_, "no case of 100 µs or more"
     assert not [(r.range, r.note) for r in long_ if not r.agrees]
@@ -248,5 +248,5 @@ def test_real_capture_summary_csv_is_what_the_parser_gives(side_path):
     written = Path(f"{stem}.csv")
     if not written.is_file():
         pytest.skip(f"{written.name} not committed")
-    rows = profile_summary.rows(profile_summary.load_side(side_path), nsys_stats.load(stem))
-    assert profile_summary.to_csv(rows) == written.read_text()
+    rows = capture_summary.rows(capture_summary.load_side(side_path), stats_csv.load(stem))
+    assert capture_summary.to_csv(rows) == written.read_text()

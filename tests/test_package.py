@@ -13,12 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import commands, runrecord, sweep
-from fusebench.environment import ROOT
+from fusebench import commands
+from fusebench.history import runrecord
+from fusebench.measure import sweep
+from fusebench.paths import PROJECT_ROOT
 
 
 def fusebench(*args, **kw):
-    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=PROJECT_ROOT, capture_output=True,
                           text=True, timeout=300, **kw)
 
 
@@ -27,11 +29,12 @@ def wheel(tmp_path_factory):
     """The wheel built from a copy of the checkout's tracked files (setuptools writes build/ and
     *.egg-info beside the sources: not into the checkout)."""
     src, out = tmp_path_factory.mktemp("src"), tmp_path_factory.mktemp("wheel")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True).stdout
+    files = subprocess.run(["git", "ls-files", "-z"], cwd=PROJECT_ROOT, capture_output=True,
+                           check=True).stdout
     for rel in filter(None, files.decode().split("\0")):
-        if (ROOT / rel).exists() or (ROOT / rel).is_symlink():
+        if (PROJECT_ROOT / rel).exists() or (PROJECT_ROOT / rel).is_symlink():
             (src / rel).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / rel, src / rel, follow_symlinks=False)
+            shutil.copy2(PROJECT_ROOT / rel, src / rel, follow_symlinks=False)
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation",
                             "--wheel-dir", str(out), str(src)], capture_output=True, text=True, timeout=600)
     assert built.returncode == 0, built.stderr[-2000:]
@@ -41,12 +44,12 @@ def wheel(tmp_path_factory):
 
 def test_the_wheel_holds_the_packages_the_cuda_sources_and_the_case_file(wheel):
     names = set(wheel.namelist())
-    assert {"fusebench/__main__.py", "fusebench/sweep.py", "fusebench/commands/bench.py",
+    assert {"fusebench/__main__.py", "fusebench/measure/sweep.py", "fusebench/commands/bench.py",
             "kernels/__init__.py", "kernels/gelu.py", "kernels/cuda/softmax.cu", "kernels/cuda/gelu.cu",
             "kernels/cuda/binding.cpp", "kernels/cuda/common.cuh", "fusebench/fusebench.yaml"} <= names
     assert not [n for n in names if n.startswith(("benchmarks/", "tests/", "scripts/"))]
     # the packaged case file is the repository's (the link followed), not a stub
-    assert wheel.read("fusebench/fusebench.yaml") == (ROOT / "fusebench.yaml").read_bytes()
+    assert wheel.read("fusebench/fusebench.yaml") == (PROJECT_ROOT / "fusebench.yaml").read_bytes()
 
 
 def test_the_wheel_declares_the_command_and_the_dependencies(wheel):
@@ -130,13 +133,13 @@ def test_the_run_record_as_csv_has_one_row_per_case():
 
 def test_no_sys_path_edits_in_the_code():
     hits = subprocess.run(["git", "grep", "-n", "sys.path.insert", "--", "fusebench", "kernels", "scripts",
-                           "benchmarks"], cwd=ROOT, capture_output=True, text=True).stdout
+                           "benchmarks"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout
     assert hits == ""
 
 
 def test_the_progress_bar_shows_elapsed_and_remaining_time_on_a_terminal_only(monkeypatch):
     pytest.importorskip("tqdm")
-    from fusebench import progress
+    from fusebench.measure import progress
 
     class Terminal(io.StringIO):
         def isatty(self):
@@ -169,7 +172,7 @@ def test_pip_install_gives_a_fusebench_command_that_works_outside_the_checkout(t
     ask = "import sysconfig; print(sysconfig.get_path('purelib'))"
     purelib = subprocess.run([str(venv / "bin" / "python"), "-c", ask], capture_output=True, text=True,
                              check=True).stdout.strip()
-    ours = [p for p in (*site.getsitepackages(), sysconfig.get_path("purelib")) if p != str(ROOT)]
+    ours = [p for p in (*site.getsitepackages(), sysconfig.get_path("purelib")) if p != str(PROJECT_ROOT)]
     (Path(purelib) / "parent.pth").write_text("\n".join(dict.fromkeys(ours)) + "\n")
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps",
                            "--no-index", wheel.filename], capture_output=True, text=True, timeout=300)

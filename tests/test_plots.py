@@ -3,12 +3,12 @@
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench import plots, results
-from fusebench.environment import ROOT
+from fusebench.history import plots, results
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
 from kernels import OPS
 
-H200 = ROOT / "results"
+H200 = PROJECT_ROOT / "results"
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import provenance
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.measure import provenance
+from fusebench.paths import PROJECT_ROOT
 
 
 def git(root: Path, *args: str) -> str:
@@ -23,7 +23,7 @@ def repo(tmp_path: Path) -> Path:
     """A committed checkout with a file in measured and unmeasured places."""
     root = tmp_path / "checkout"
     for rel, text in {"kernels/gelu.py": "x = 1\n", "kernels/old.py": "y = 2\n",
-                      "fusebench/timing.py": "t = 1\n", "benchmarks/suite.py": "s = 1\n",
+                      "fusebench/measure/timing.py": "t = 1\n", "benchmarks/suite.py": "s = 1\n",
                       "Dockerfile": "FROM scratch\n", "README.md": "# readme\n",
                       "results/h200/a.json": "{}\n", "plots/h200/p.png": "png\n",
                       ".gitignore": "__pycache__/\n/.device/\n/.asv/\n"}.items():
@@ -50,20 +50,20 @@ def test_changes_outside_the_measured_files_leave_the_tree_clean(repo):
     (repo / ".asv/dirty-results").mkdir(parents=True)
     # a mode change and a rewrite with the same content (a copied tree): nothing measured changed
     (repo / "kernels/gelu.py").chmod(0o755)
-    (repo / "fusebench/timing.py").write_text("t = 1\n")
+    (repo / "fusebench/measure/timing.py").write_text("t = 1\n")
     assert provenance.changed_files(repo) == []
 
 
 def test_every_kind_of_change_to_a_measured_file_counts(repo):
     (repo / "kernels/gelu.py").write_text("x = 1  # a comment\n")   # modified
     (repo / "kernels/new.py").write_text("n = 1\n")                  # untracked
-    (repo / "fusebench/timing.py").write_text("t = 2\n")
-    git(repo, "add", "fusebench/timing.py")                          # staged
+    (repo / "fusebench/measure/timing.py").write_text("t = 2\n")
+    git(repo, "add", "fusebench/measure/timing.py")                          # staged
     (repo / "benchmarks/suite.py").unlink()                          # deleted
     (repo / "Dockerfile").write_text("FROM other\n")                  # a measured top-level file
     git(repo, "mv", "kernels/old.py", "kernels/renamed.py")          # renamed: both names
     assert provenance.changed_files(repo) == [
-        "Dockerfile", "benchmarks/suite.py", "fusebench/timing.py", "kernels/gelu.py",
+        "Dockerfile", "benchmarks/suite.py", "fusebench/measure/timing.py", "kernels/gelu.py",
         "kernels/new.py", "kernels/old.py", "kernels/renamed.py"]
 
 
@@ -74,7 +74,7 @@ def test_describe_names_the_first_few():
 
 def test_measured_list_names_files_that_exist():
     for rel in provenance.MEASURED:
-        assert (ROOT / rel).exists(), rel
+        assert (PROJECT_ROOT / rel).exists(), rel
 
 
 def test_a_dirty_tree_is_refused_for_results_and_let_through_with_dirty(repo):
@@ -159,7 +159,7 @@ def test_gpu_only_modes_touch_every_backend_on_a_gpu_only(native):
         provenance.refuse_non_native(["eager"], gpu=True)
 
 
-def bench(args, env, cwd=ROOT, timeout=120):
+def bench(args, env, cwd=PROJECT_ROOT, timeout=120):
     return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=timeout, env=env)
 
@@ -174,7 +174,7 @@ def test_bench_refuses_a_dirty_tree_before_measuring(tmp_path):
     root = tmp_path / "checkout"
     ignore = shutil.ignore_patterns("__pycache__", "*.so")
     for rel in (*provenance.MEASURED, "scripts", ".gitignore"):
-        src = ROOT / rel.rstrip("/")
+        src = PROJECT_ROOT / rel.rstrip("/")
         if src.is_dir():
             shutil.copytree(src, root / rel, ignore=ignore, dirs_exist_ok=True)
         else:
@@ -208,6 +208,6 @@ def test_bench_refuses_the_triton_interpreter_before_measuring(tmp_path):
 
 def test_make_dirty_passes_the_flag():
     out = subprocess.run(["make", "-n", "--no-print-directory", "bench-local", "DIRTY=1", "OP=gelu",
-                          f"SYSTEM_PYTHON={sys.executable}"], cwd=ROOT, capture_output=True, text=True,
-                         check=True)
+                          f"SYSTEM_PYTHON={sys.executable}"], cwd=PROJECT_ROOT, capture_output=True,
+                         text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == f"{sys.executable} -m fusebench bench --ops gelu --dirty"

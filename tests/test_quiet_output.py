@@ -5,11 +5,11 @@ import os
 import subprocess
 import sys
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 
 PROFILE = """
 import torch
-from fusebench.profiling import profile_callable
+from fusebench.lecture.torch_profile import profile_callable
 x = torch.ones(64)
 profile_callable(lambda: x + 1, torch.device("cpu"), calls=2)
 profile_callable(lambda: x * 2, torch.device("cpu"), calls=2)
@@ -19,7 +19,7 @@ print("ok")
 
 def _profile(**env):
     env = {**{k: v for k, v in os.environ.items() if k != "KINETO_LOG_LEVEL"}, **env}
-    return subprocess.run([sys.executable, "-c", PROFILE], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", PROFILE], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           env=env, timeout=300)
 
 
@@ -37,7 +37,7 @@ def test_a_failing_make_bench_is_one_line_and_one_line_of_make():
     top = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     out = subprocess.run(["make", "bench", "OP=nope", "DOCKER=/nonexistent/docker",
                           f"SYSTEM_PYTHON={sys.executable}", "DEPS="],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300, env=top)
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300, env=top)
     assert out.returncode == 2
     err = out.stderr.strip().splitlines()
     assert err[0].startswith("bench: docker not found")

@@ -9,11 +9,12 @@ import types
 import pytest
 import torch
 
-from fusebench import correctness, report, site
-from fusebench.environment import ROOT
 from fusebench.errors import SkipCase
+from fusebench.history import site, summary
+from fusebench.measure import correctness
+from fusebench.measure.sweep import Record, Sweep
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
-from fusebench.sweep import Record, Sweep
 from kernels import get_op, reference_libs
 from scripts import lock  # noqa: E402
 
@@ -32,7 +33,8 @@ def test_the_reference_backends_follow_fusebenchs_own_in_report_order():
 def test_import_kernels_imports_no_reference_library():
     code = ("import sys, kernels; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('liger_kernel', 'quack', 'flag_gems', 'cutlass')))")
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                         check=True)
     assert out.stdout.strip() == "[]"
 
 
@@ -101,7 +103,7 @@ def test_a_reference_backend_goes_through_the_same_gate(monkeypatch):
 
 # --- the lock of the optional group -----------------------------------------------------------------
 
-REF_LOCK = ROOT / "requirements-reference.lock"
+REF_LOCK = PROJECT_ROOT / "requirements-reference.lock"
 
 
 def test_the_reference_lock_pins_what_its_in_file_and_the_adapters_name():
@@ -113,7 +115,7 @@ def test_the_reference_lock_pins_what_its_in_file_and_the_adapters_name():
         assert blocks[lib.package].version == lib.version
     assert REF_LOCK.read_text().startswith(lock.REFERENCE_HEADER)
     # installed with --no-deps over requirements.lock: no second torch or triton, nothing pinned twice
-    main = {b.name for b in lock.parse((ROOT / "requirements.lock").read_text())}
+    main = {b.name for b in lock.parse((PROJECT_ROOT / "requirements.lock").read_text())}
     assert not set(blocks) & main
     # one wheel per supported Python where the wheel is CPython-specific, each hashed and named
     cu13 = blocks["nvidia-cutlass-dsl-libs-cu13"]
@@ -141,7 +143,7 @@ def _pypi() -> bool:
 
 @pytest.mark.skipif(not _pypi(), reason="needs PyPI (pypi.org does not resolve)")
 def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
-    out = subprocess.run([sys.executable, "-m", "scripts.lock", "reference", "--check"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", "reference", "--check"], cwd=PROJECT_ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
     assert ("lock check: reference group, Python 3.11, 3.12, 3.13: 13 packages, all pinned and hashed"
@@ -151,8 +153,8 @@ def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
 # --- the table: % of the copy ceiling, every backend side by side -----------------------------------
 
 def test_the_table_from_a_stored_run_record():
-    sweep = Sweep.load(ROOT / "records" / "h200" / "1fd9c63c.json")
-    table = report.ceiling_table(sweep, "softmax")
+    sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json")
+    table = summary.ceiling_table(sweep, "softmax")
     assert table.header == ["softmax shape, dtype", "eager", "torch", "compile", "triton", "cuda"]
     assert table.title == ("softmax: % of the copy ceiling (4230 GB/s), hot device time, higher is better; "
                            "NVIDIA H200, commit 1fd9c63cf3e5")
@@ -162,7 +164,7 @@ def test_the_table_from_a_stored_run_record():
     assert "| 4096x65536 float32 | 20 | 48 | 65 | 71 | **81** |" in lines
     assert lines[11] == "| 65536x128 bfloat16 | 9 | 48 | 70 | **96** | 92 |"
     assert len(lines) == 2 + 9 * 3 and not table.notes
-    assert report.ceiling_table(sweep, "matmul") is None  # compute-bound: its % is of the matrix peak
+    assert summary.ceiling_table(sweep, "matmul") is None  # compute-bound: its % is of the matrix peak
 
 
 def _rec(backend, status="ok", pct=None, reason=""):
@@ -176,7 +178,7 @@ def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_
                _rec("quack", pct=84.0), _rec("flaggems", "failed", reason="max relative error 3e-2"),
                _rec("eager", "skipped", reason="softmax has no eager backend")]
     sweep = Sweep({"device": "cuda", "gpu": "NVIDIA H200", "git_commit": "abc"}, 4246.0, "default", records)
-    table = report.ceiling_table(sweep, "softmax")
+    table = summary.ceiling_table(sweep, "softmax")
     assert table.header == ["softmax shape, dtype", "torch", "cuda", "liger", "quack", "flaggems"]
     assert table.markdown() == [
         "| softmax shape, dtype | torch | cuda | liger | quack | flaggems |", "|---|---|---|---|---|---|",
@@ -190,7 +192,7 @@ def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_
 def test_the_runs_page_shows_the_table_of_each_record(tmp_path):
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
-    (folder / "1fd9c63c.json").write_bytes((ROOT / "records" / "h200" / "1fd9c63c.json").read_bytes())
+    (folder / "1fd9c63c.json").write_bytes((PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json").read_bytes())
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
     assert "<th>softmax shape, dtype</th>" in page and "<th>gelu shape, dtype</th>" in page
     assert "<tr><td>4096x65536 float32</td>" in page

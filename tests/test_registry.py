@@ -30,7 +30,7 @@ def test_smaller_grids_are_subsets_of_the_default(op):
 def test_quick_is_the_smallest_run_on_every_device(device):
     # QUICK=1 runs a subset of the device's full grid, fewer shapes and fewer elements for every op
     # (the GPU's quick grid on a CPU took longer than the CPU's full grid).
-    from fusebench.sweep import grid_name
+    from fusebench.measure.sweep import grid_name
 
     dev = torch.device(device)
     full, quick = grid_name(dev, quick=False), grid_name(dev, quick=True)

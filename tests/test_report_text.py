@@ -3,19 +3,20 @@ fixed width (issue 13, item 8: tables showed ``0 0%``; a noise of ``±3309.6%`` 
 
 import pytest
 
-from fusebench import report, sweep
+from fusebench.history import summary
+from fusebench.measure import sweep
 
 
 @pytest.mark.parametrize("x, text", [(3986.4, "3986"), (374.1, "374"), (41.27, "41.3"), (4.1, "4.10"),
                                      (0.4104, "0.410"), (0.01234, "0.0123"), (0.0, "0")])
 def test_three_significant_digits(x, text):
-    assert report.sig(x) == text
+    assert summary.sig(x) == text
 
 
 @pytest.mark.parametrize("pct, text", [(94.4, "94%"), (10.0, "10%"), (4.24, "4.2%"), (0.097, "0.097%"),
                                        (0.00412, "0.0041%")])
 def test_percentages_never_read_as_zero(pct, text):
-    assert report.pct_text(pct) == text
+    assert summary.pct_text(pct) == text
 
 
 def test_a_small_cell_is_not_zero_zero():
@@ -24,11 +25,11 @@ def test_a_small_cell_is_not_zero_zero():
                        pct_of_ceiling=0.097)
     eager = sweep.Record("gelu", "eager", "1024", "float32", device_time_ms=0.00008, bandwidth_gbps=0.4,
                          pct_of_ceiling=0.0095)
-    assert report.cell(rec, eager) == "4.10 0.097% 0.040x"
-    assert report.cell(eager, eager) == "0.400 0.0095% 1.0x"
+    assert summary.cell(rec, eager) == "4.10 0.097% 0.040x"
+    assert summary.cell(eager, eager) == "0.400 0.0095% 1.0x"
     mm = sweep.Record("matmul", "torch", "64x64", "bfloat16", roofline="compute", device_time_ms=0.00512,
                       tflops=0.1024, pct_of_peak=0.013)
-    assert report.cell(mm, None) == "0.00512 ms 0.102 TF 0.013%"
+    assert summary.cell(mm, None) == "0.00512 ms 0.102 TF 0.013%"
 
 
 @pytest.mark.parametrize("noise, text", [(0.004, "±0.4%"), (0.0995, "±10%"), (0.1, "±10%"),
@@ -36,5 +37,5 @@ def test_a_small_cell_is_not_zero_zero():
                                          (33.096, "noisy (±3310%)"), (1e3, "noisy (>9999%)"),
                                          (None, "noise n/a"), (float("nan"), "noise n/a")])
 def test_noise_in_words_when_large_at_a_fixed_width(noise, text):
-    out = report.noise_text(noise)
-    assert out.rstrip() == text and len(out) == report.NOISE_WIDTH
+    out = summary.noise_text(noise)
+    assert out.rstrip() == text and len(out) == summary.NOISE_WIDTH

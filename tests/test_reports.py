@@ -9,8 +9,8 @@ import sys
 import pytest
 import torch
 
-from fusebench import mlp, pitfalls, profiling, reports
-from fusebench.environment import ROOT
+from fusebench.lecture import mlp, pitfalls, reports, torch_profile
+from fusebench.paths import PROJECT_ROOT
 from kernels import OPS, get_op
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
@@ -30,8 +30,9 @@ def in_process(name, *args, monkeypatch, capsys):
 
 
 def script(name, *args, tmp_path=None):
-    env = {"FUSEBENCH_MACHINE": "testbox", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path or ROOT)}
-    return subprocess.run([sys.executable, "-m", "fusebench", name, *args], cwd=ROOT, capture_output=True,
+    env = {"FUSEBENCH_MACHINE": "testbox", "PATH": "/usr/bin:/bin", "HOME": str(tmp_path or PROJECT_ROOT)}
+    return subprocess.run([sys.executable, "-m", "fusebench", name, *args], cwd=PROJECT_ROOT,
+                          capture_output=True,
                           text=True, timeout=300, env=env)
 
 
@@ -100,7 +101,7 @@ def test_pitfalls_bad_input(args, message, monkeypatch, capsys):
 
 def test_profile_shows_the_eager_primitives_against_one_fused_op():
     gelu = get_op("gelu")
-    profiles = profiling.profile_op(gelu, CPU, (4096,), "float32", ["eager", "torch", "cuda"], calls=3)
+    profiles = torch_profile.profile_op(gelu, CPU, (4096,), "float32", ["eager", "torch", "cuda"], calls=3)
     eager, fused, cuda = profiles
     counts = {r["name"]: r["count"] for r in eager.rows}
     # 6 multiplies, 2 adds, 1 tanh per call (the 9 launches of eager GELU on a GPU).
@@ -110,24 +111,24 @@ def test_profile_shows_the_eager_primitives_against_one_fused_op():
     assert eager.gpu_ops_per_call is None  # nothing runs on a GPU here
     assert cuda.status == "skipped" and "CUDA GPU" in cuda.reason
     assert "aten::tanh" in eager.table and "# of Calls" in eager.table
-    text = profiling.render(gelu, (4096,), "float32", profiles, "CPU here", cuda=False)
+    text = torch_profile.render(gelu, (4096,), "float32", profiles, "CPU here", cuda=False)
     assert "| cuda | skipped: needs a CUDA GPU |" in text and "## eager" in text and "## cuda" not in text
 
 
 def test_profile_defaults_and_failures():
-    assert profiling.default_shape(get_op("gelu"), CPU) == (1 << 20,)
-    assert profiling.default_shape(get_op("matmul"), CPU) == (512, 512)
+    assert torch_profile.default_shape(get_op("gelu"), CPU) == (1 << 20,)
+    assert torch_profile.default_shape(get_op("matmul"), CPU) == (512, 512)
     from fusebench.registry import Op
 
     toy = Op("toy", reference=lambda x: x.double() * 2, grids={"cpu": [(8,)]})
     toy.backend("eager")(lambda x: (lambda: x * 3))
-    (bad,) = profiling.profile_op(toy, CPU, (8,), "float32", ["eager"])
+    (bad,) = torch_profile.profile_op(toy, CPU, (8,), "float32", ["eager"])
     assert bad.status == "failed" and bad.reason.startswith("correctness gate: relative error")
 
 
 @pytest.mark.gpu
 def test_profile_counts_the_eager_gelu_kernels():
-    eager, fused = profiling.profile_op(get_op("gelu"), torch.device("cuda"), (1 << 20,), "float32",
+    eager, fused = torch_profile.profile_op(get_op("gelu"), torch.device("cuda"), (1 << 20,), "float32",
                                         ["eager", "torch"], calls=4)
     assert eager.gpu_ops_per_call == 9 and fused.gpu_ops_per_call == 1
     assert 0 < fused.gpu_ms_per_call < eager.gpu_ms_per_call
@@ -160,7 +161,8 @@ def test_profile_bad_input(args, message, monkeypatch, capsys):
 
 
 def test_profile_bad_op_from_make_is_one_line_and_exit_2():
-    out = subprocess.run(["make", "-s", f"PYTHON={sys.executable}", "DEPS=", "profile", "OP=gleu"], cwd=ROOT,
+    out = subprocess.run(["make", "-s", f"PYTHON={sys.executable}", "DEPS=", "profile", "OP=gleu"],
+                         cwd=PROJECT_ROOT,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.splitlines()[0] == f"profile: error: unknown op 'gleu'; valid ops: {VALID_OPS}"

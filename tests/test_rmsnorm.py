@@ -15,9 +15,9 @@ if not torch.cuda.is_available():
 
 from kernelcheck import DEVICE, DTYPES, randn
 
-from fusebench import correctness
 from fusebench.errors import SkipCase
-from fusebench.inputs import make_input
+from fusebench.measure import correctness
+from fusebench.measure.inputs import make_input
 from kernels import get_op, rmsnorm
 
 OP = get_op("rmsnorm")

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from fusebench import environment, history, launches, runrecord, sweep
-from fusebench.environment import ROOT
+from fusebench.history import drawable, runrecord
+from fusebench.measure import environment, launches, sweep
+from fusebench.paths import PROJECT_ROOT
 from kernels import get_op
 
 
@@ -107,7 +108,8 @@ def test_another_process_on_the_gpu_is_seen_and_contaminates():
     dev = torch.device("cuda")
     torch.empty(1, device=dev)  # this process's context
     assert environment.other_processes(dev) == []
-    neighbour = subprocess.Popen([sys.executable, str(ROOT / "scripts" / "neighbour.py"), "--seconds", "60"],
+    neighbour = subprocess.Popen([sys.executable, str(PROJECT_ROOT / "scripts" / "neighbour.py"), "--seconds",
+                                  "60"],
                                  stdout=subprocess.PIPE, text=True)
     try:
         line = neighbour.stdout.readline()
@@ -148,21 +150,21 @@ def test_publish_names_a_result_it_will_not_draw(tmp_path):
     for commit in (side, drawn, "f" * 40):
         (results / "h200" / f"{commit[:8]}-existing.json").write_text(json.dumps({"commit_hash": commit}))
     (results / "h200" / "00000000-existing.json").write_text("{trunc")
-    items = history.undrawn(results, root=repo)
+    items = drawable.undrawn(results, root=repo)
     by_commit = {i.commit: i for i in items}
     assert set(by_commit) == {side, "f" * 40}  # the unreadable file is the readers' to name
     assert "off main's first-parent line" in by_commit[side].reason
     assert "not in this repository" in by_commit["f" * 40].reason
-    lines = history.report(items, results)
+    lines = drawable.report(items, results)
     assert lines[-1] == "publish: 2 stored result(s) will not be drawn on the site"
     assert any(f"h200/{side[:8]}-existing.json (commit {side[:8]})" in ln for ln in lines)
     with pytest.raises(RuntimeError):
-        history.undrawn(results, branch="nope", root=repo)
+        drawable.undrawn(results, branch="nope", root=repo)
 
 
 def test_every_result_says_where_it_ran():
     """In the pinned image or on a host's own Python: a host result never looks like an image one."""
-    from fusebench import store
+    from fusebench.history import store
 
     host = {"python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "image_digest": None}
     image = dict(host, image_digest="sha256:0123456789abcdef0123456789")

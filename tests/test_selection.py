@@ -7,11 +7,11 @@ import sys
 import pytest
 import torch
 
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.measure.selection import choose, require_measured
+from fusebench.measure.sweep import Record
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS
-from fusebench.selection import choose, require_measured
-from fusebench.sweep import Record
 from kernels import OPS
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
@@ -70,7 +70,8 @@ def test_a_sweep_that_measured_nothing_is_refused(records, message):
 def bench(*args, tmp_path):
     env = {**os.environ, "HOME": str(tmp_path)}
     env.pop("TRITON_INTERPRET", None)
-    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=ROOT, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "fusebench", "bench", *args], cwd=PROJECT_ROOT,
+                          capture_output=True,
                           text=True, timeout=300, env=env)
 
 

@@ -11,8 +11,8 @@ import asv
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench import site, store
-from fusebench.environment import ROOT
+from fusebench.history import site, store
+from fusebench.paths import PROJECT_ROOT
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 
@@ -28,8 +28,8 @@ def test_every_external_load_of_asvs_page_has_a_local_copy():
 
 
 def test_npm_versions_match_what_asv_asks_for():
-    lock = json.loads((ROOT / "site" / "package-lock.json").read_text())["packages"]
-    pkg = json.loads((ROOT / "site" / "package.json").read_text())
+    lock = json.loads((PROJECT_ROOT / "site" / "package-lock.json").read_text())["packages"]
+    pkg = json.loads((PROJECT_ROOT / "site" / "package.json").read_text())
     for asset in site.ASSETS:
         version = lock[f"node_modules/{asset.package}"]["version"]
         assert pkg["dependencies"][asset.package] == version  # exact pins, no ranges
@@ -147,12 +147,12 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     site is published with its CDN URLs and a warning."""
     site_dir = tmp_path / "site"
     site_dir.mkdir()
-    shutil.copy(ROOT / "site" / "package-lock.json", site_dir)
+    shutil.copy(PROJECT_ROOT / "site" / "package-lock.json", site_dir)
     monkeypatch.setattr(site.shutil, "which", lambda name: None)
-    assert site.publish(ROOT / "results", tmp_path / "html", site_dir=site_dir) == 1
+    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", site_dir=site_dir) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("publish: error: npm not found") and "CDN=1" in err
-    assert site.publish(ROOT / "results", tmp_path / "html", cdn=True, site_dir=site_dir) == 0
+    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", cdn=True, site_dir=site_dir) == 0
     assert "needs internet" in capsys.readouterr().err
     index = (tmp_path / "html" / "index.html").read_text()
     assert "https://code.jquery.com/jquery-3.3.1.min.js" in site.external_loads(index)

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from fusebench import results, site, store
-from fusebench.environment import ROOT
+from fusebench.history import results, site, store
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
-CHECK = ROOT / "site" / "browser_check.mjs"
+CHECK = PROJECT_ROOT / "site" / "browser_check.mjs"
 
 pytestmark = [
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
@@ -70,7 +70,7 @@ def _check(url: str, *args: str) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     html = tmp_path_factory.mktemp("site") / "html"
-    assert site.publish(ROOT / "results", html) == 0  # npm ci, vendor files, rewrite, plots
+    assert site.publish(PROJECT_ROOT / "results", html) == 0  # npm ci, vendor files, rewrite, plots
     return html
 
 
@@ -81,9 +81,10 @@ def test_the_published_site_works_offline(published, serve):
     assert report["machine_button"] and report["series"] >= 1 and report["points"] >= 1
     # history: asv draws the commits of main's first-parent history (git rev-list --first-parent)
     # that measured the graph's benchmark, with the same machine fields, as one line
-    chain = set(subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=ROOT, capture_output=True,
+    chain = set(subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=PROJECT_ROOT,
+                               capture_output=True,
                                text=True).stdout.split())
-    runs = [r for r in (results.read_file(f) for f in results.result_files(ROOT / "results", "h200"))
+    runs = [r for r in (results.read_file(f) for f in results.result_files(PROJECT_ROOT / "results", "h200"))
             if r.commit in chain and any(results.is_measured(v)
                                          for v in r.values.get("suite.Gelu.track_bandwidth", {}).values())]
     same_env = Counter(json.dumps(r.fields, sort_keys=True) for r in runs).most_common(1)[0][1]
@@ -124,7 +125,7 @@ def test_the_plots_page_and_its_images_load(published, serve):
 def test_the_check_fails_on_a_site_that_loads_from_cdns(tmp_path, serve):
     """Without the rewrite the CDN requests fail offline and asv shows its error page."""
     html = tmp_path / "html"
-    assert store.publish(ROOT / "results", html) == 0  # plain asv publish: CDN URLs left
+    assert store.publish(PROJECT_ROOT / "results", html) == 0  # plain asv publish: CDN URLs left
     code, report = _check(serve(html))
     assert code == 1
     assert any(f.startswith("https://code.jquery.com/jquery-3.3.1.min.js") for f in report["failed"])

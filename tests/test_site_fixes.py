@@ -1,15 +1,15 @@
-"""What the published site shows first (``fusebench.site_fixes``; the browser check is in
+"""What the published site shows first (``fusebench.history.site_fixes``; the browser check is in
 ``test_site_browser.py``): headline shape, units in tile titles, the flot-orderbars patch."""
 
 import json
 
 import pytest
 
-from fusebench import site, site_fixes
-from fusebench.environment import ROOT
+from fusebench.history import site, site_fixes
+from fusebench.paths import PROJECT_ROOT
 from kernels import OPS
 
-NPM_ORDERBARS = ROOT / "site" / "node_modules" / "flot-orderbars" / "js" / "jquery.flot.orderBars.js"
+NPM_ORDERBARS = PROJECT_ROOT / "site" / "node_modules" / "flot-orderbars" / "js" / "jquery.flot.orderBars.js"
 SRC = site_fixes.ORDERBARS
 
 

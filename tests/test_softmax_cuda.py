@@ -8,7 +8,7 @@ import pytest
 import torch
 from kernelcheck import DTYPES, softmax_ref
 
-from fusebench import correctness
+from fusebench.measure import correctness
 from kernels import get_op
 
 pytestmark = pytest.mark.gpu

@@ -1,7 +1,8 @@
 import pytest
 import torch
 
-from fusebench import report, sweep, timing
+from fusebench.history import summary
+from fusebench.measure import sweep, timing
 from fusebench.registry import Op
 from kernels import get_op
 
@@ -84,7 +85,7 @@ def test_progress_line_and_summary():
     assert line.startswith("[ 3/40] gelu") and "4.1 GB/s" in line and "1 launch" in line
     assert "launches" not in line
     assert sweep.progress_line(4, 40, skipped).endswith("skipped: needs a CUDA GPU")
-    table = report.summary(sweep.Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
+    table = summary.summary(sweep.Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
                                        [eager, ok, skipped]))
     assert "| 1024 | 0.410 5.0% 1.0x | 4.10 50% 10.0x |" in table  # not "0 5%" (issue 13)
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column

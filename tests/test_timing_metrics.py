@@ -3,7 +3,7 @@ import time
 import pytest
 import torch
 
-from fusebench import metrics, timing
+from fusebench.measure import metrics, timing
 
 
 def test_timing_summary_is_median_and_iqr():

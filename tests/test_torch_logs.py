@@ -6,8 +6,8 @@ import os
 import subprocess
 import sys
 
-from fusebench.environment import ROOT
-from fusebench.torch_logs import REPEATED_TRACEBACKS, quiet_compile
+from fusebench.measure.torch_logs import REPEATED_TRACEBACKS, quiet_compile
+from fusebench.paths import PROJECT_ROOT
 
 REFUSAL = """
 import torch
@@ -23,7 +23,7 @@ except SkipCase as exc:
 
 def _refuse(**env):
     env = {**{k: v for k, v in os.environ.items() if k != "TORCH_LOGS"}, **env}
-    return subprocess.run([sys.executable, "-c", REFUSAL], cwd=ROOT, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-c", REFUSAL], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           env=env, timeout=300)
 
 

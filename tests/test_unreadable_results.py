@@ -8,9 +8,9 @@ import sys
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench import plots, results, site
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import plots, results, site
+from fusebench.paths import PROJECT_ROOT
 from kernels import OPS
 
 T = "suite.Gelu.track_device_time"
@@ -57,11 +57,11 @@ def test_write_plots_draws_the_rest_then_names_the_file(two_commits, tmp_path_fa
 def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
     """The issue's case: the committed H200 results with d0a40cb8's file truncated."""
     res = tmp_path / "results"
-    shutil.copytree(ROOT / "results", res)
+    shutil.copytree(PROJECT_ROOT / "results", res)
     bad = next((res / "h200").glob("d0a40cb8-*.json"))
     bad.write_bytes(bad.read_bytes()[:1000])
     out = subprocess.run([sys.executable, "-m", "fusebench", "plots", "--results", str(res), "--out",
-                          str(tmp_path / "plots")], cwd=ROOT, capture_output=True, text=True)
+                          str(tmp_path / "plots")], cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode == 1, out.stderr
     err = out.stderr.strip().splitlines()
     assert err[0].startswith(f"plots: error: cannot read {bad}: ") and err[0].endswith("; left out")
@@ -90,11 +90,11 @@ def test_compare_names_an_unreadable_file_and_exits_2(tmp_path):
     broken.write_text('{"version": 2, "commit_hash"')
     cmd = [sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head, "--machine", "box",
            "--results", str(tmp_path)]
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode == 2, out.stderr
     assert f"compare: error: cannot read {broken}: " in out.stderr and "-> ok" in out.stderr  # rest compared
     (tmp_path / "box" / f"{head[:8]}-existing-py.json").write_text("")
-    out = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True)
+    out = subprocess.run(cmd, cwd=PROJECT_ROOT, capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip().startswith(f"compare: error: no readable results for commit {head[:8]}")
 

@@ -1,4 +1,4 @@
-"""All GPUs of a host (``fusebench.workers``): the GPU choice, and the workers emulated on the CPU.
+"""All GPUs of a host (``fusebench.measure.workers``): the GPU choice, and the workers emulated on the CPU.
 
 The emulation spawns real worker processes on the CPU, each pinned (``CUDA_VISIBLE_DEVICES``) to a
 fake GPU whose index, serial and model come from ``tests/workerops.py``.
@@ -9,9 +9,10 @@ import subprocess
 import pytest
 import workerops
 
-from fusebench import runrecord, sweep, workers
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import runrecord
+from fusebench.measure import sweep, workers
+from fusebench.paths import PROJECT_ROOT
 
 SLOTS = [workers.Slot(0, "0"), workers.Slot(1, "1")]
 
@@ -118,7 +119,8 @@ def test_one_machine_name_for_two_models_is_refused():
 
 
 def _make_n(*args):
-    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args], cwd=ROOT,
+    out = subprocess.run(["make", "--no-print-directory", "-n", "PYTHON=py", "DEPS=", *args],
+                         cwd=PROJECT_ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     return out.stdout

@@ -1,4 +1,4 @@
-"""Fake ops and GPU identities for the CPU emulation of ``fusebench.workers`` (tests/test_workers.py).
+"""Fake ops and GPU identities for the CPU emulation of ``fusebench.measure.workers`` (tests/test_workers.py).
 
 Imported by name in the spawned workers (``Job.registry = "workerops:OPS"``): everything here is
 module-level. A worker knows its fake GPU from ``CUDA_VISIBLE_DEVICES``, set by the parent.

@@ -16,12 +16,12 @@ run of some backends or dtypes goes to ``.asv/partial-results`` (``.asv/partial-
 with ``--quick``; never where the full runs are stored: asv would store n/a over the others);
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
 interleaved rounds (default 3); beside the asv results the run's full record (every round) is
-kept in ``records/<machine>/<sha8>.json`` (``fusebench.runrecord``), written only once asv has
+kept in ``records/<machine>/<sha8>.json`` (``fusebench.history.runrecord``), written only once asv has
 stored the results. ``--gpus`` measures on several GPUs of the host at once, one worker process
-per GPU (``fusebench/workers.py``); each GPU model is stored as its own asv machine. The output
+per GPU (``fusebench/measure/workers.py``); each GPU model is stored as its own asv machine. The output
 ends with the time of each phase. A tree whose measured files
 differ from HEAD, or a backend run emulated, is refused before measuring
-(``fusebench/provenance.py``; ``--dirty`` measures a dirty tree into ``.asv/dirty-results``).
+(``fusebench/measure/provenance.py``; ``--dirty`` measures a dirty tree into ``.asv/dirty-results``).
 Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input (a selection
 that applies to none of the chosen ops included) or when nothing was measured (nothing stored).
 """
@@ -36,24 +36,15 @@ from pathlib import Path
 
 import torch
 
-from fusebench import (
-    asvsuite,
-    config,
-    environment,
-    metrictable,
-    plots,
-    report,
-    runrecord,
-    site,
-    store,
-    sweep,
-    workers,
-)
+from fusebench import config, metrictable
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
-from fusebench.provenance import DIRTY_RESULTS, before_sweep
+from fusebench.history import asvsuite, plots, runrecord, site, store, summary
+from fusebench.measure import environment, sweep, workers
+from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
+from fusebench.measure.selection import choose, narrow_shapes, require_measured
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS, Op
-from fusebench.selection import choose, narrow_shapes, require_measured
 from kernels import REGISTERED, configured
 
 
@@ -69,7 +60,7 @@ def results_folder(quick: bool, partial: bool) -> str:
 def results_reader(results: Path):
     """A reader of the stored results that names unreadable files instead of raising (publish has
     named them already)."""
-    from fusebench.results import Reader
+    from fusebench.history.results import Reader
 
     return Reader(results)
 
@@ -88,9 +79,9 @@ def build_cuda_extension() -> None:
 def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops) -> int:
     """Store one machine's sweep: the sweep file, the asv machine, a staged asv run, the summary,
     then the run record. Returns 0 when stored, 1 when asv failed (``results`` then untouched)."""
-    sweep_file = environment.ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
+    sweep_file = PROJECT_ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
     result.save(sweep_file)
-    print(f"bench: sweep saved to {sweep_file.relative_to(environment.ROOT)}", file=sys.stderr)
+    print(f"bench: sweep saved to {sweep_file.relative_to(PROJECT_ROOT)}", file=sys.stderr)
     store.register_machine(store.machine_info(machine, result.environment))
     t = time.perf_counter()
     metrics = {m.name for op in ops for m in metrictable.for_op(op.flops is not None)}
@@ -98,7 +89,7 @@ def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops
                            classes=[asvsuite.class_name(op.name) for op in ops],
                            metrics=[m.name for m in metrictable.METRICS if m.name in metrics])
     result.phases["asv"] = round(time.perf_counter() - t, 1)
-    print(report.summary(result))
+    print(summary.summary(result))
     if status != 0:
         print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
         return 1
@@ -148,8 +139,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
     ap.add_argument("--csv", type=Path, metavar="FILE", help="also write this run's cases as CSV")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
-    ap.add_argument("--html", type=Path, default=environment.ROOT / "html", help="where the site goes")
-    ap.add_argument("--plots", type=Path, default=environment.ROOT / "plots", help="where plots go")
+    ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html", help="where the site goes")
+    ap.add_argument("--plots", type=Path, default=PROJECT_ROOT / "plots", help="where plots go")
     ap.add_argument("--no-publish", action="store_true", help="store only: no site, no plots")
     ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
                     f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
@@ -161,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
     rounds = args.rounds or config.load(args.config).rounds
     if args.config is not None:  # the asv suite's processes read the same case file
         os.environ[config.CONFIG_ENV] = str(args.config.resolve())
-    results = args.results or environment.ROOT / results_folder(args.quick, partial)
+    results = args.results or PROJECT_ROOT / results_folder(args.quick, partial)
     commit = environment.git_commit()
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
@@ -198,7 +189,7 @@ def run(args: argparse.Namespace) -> int:
             asv_failed += 1
     if asv_failed:
         return 1
-    if not args.no_publish and results == environment.ROOT / "results":
+    if not args.no_publish and results == PROJECT_ROOT / "results":
         t = time.perf_counter()
         # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
         if site.publish(results, args.html, cdn=True) != 0:

@@ -6,7 +6,7 @@ Each FROM is a results folder (``<machine>/machine.json``, result files, ``bench
 its run records in the sibling records folder) or a folder holding ``results/`` and
 ``records/`` (one pod's or one array task's output, ``deploy/``). Files the destination lacks
 are copied, identical ones skipped, none overwritten; different asv machines sit side by side.
-The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/collect.py``.
+The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/history/collect.py``.
 
 Everything is compared before anything is written: a conflict (the same commit and machine with
 different figures) or an input file that cannot be read refuses the whole collect, one line per
@@ -20,15 +20,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench import collect, runrecord
-from fusebench.environment import ROOT
+from fusebench.history import collect, runrecord
+from fusebench.paths import PROJECT_ROOT
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench collect``."""
     ap.add_argument("sources", nargs="+", type=Path, metavar="FROM",
                     help="results folders of other hosts (or folders holding results/)")
-    ap.add_argument("--into", type=Path, default=ROOT / "results",
+    ap.add_argument("--into", type=Path, default=PROJECT_ROOT / "results",
                     help="destination results folder (default results/; records beside it)")
     ap.add_argument("--dry-run", action="store_true", help="say what would be copied, write nothing")
 

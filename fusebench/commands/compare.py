@@ -11,7 +11,7 @@ noise, ``*`` fixed, ``-`` improvement; ``--all`` prints every case) with the lim
 held to, and a summary line. Exit status: 0 when nothing regressed, 1 when a case regressed or
 newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine) or
 when a stored result file of either commit could not be read (named; the rest is compared).
-The rule and the A/A data behind its constants are in ``fusebench/compare.py``.
+The rule and the A/A data behind its constants are in ``fusebench/history/compare.py``.
 ``--base-results`` / ``--head-results`` read each side from its own results folder (and the
 records folder beside it): two runs of the same commit, e.g. a one-GPU run in ``results/`` and a
 ``make bench GPUS=all RESULTS=<dir>`` run, compared with ``--base HEAD --head-results <dir>``
@@ -25,10 +25,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fusebench import compare, config, results, runrecord
+from fusebench import config
 from fusebench.cli import add_config, report_unreadable
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import compare, results, runrecord
+from fusebench.paths import PROJECT_ROOT
 
 
 def resolve(rev: str) -> str:
@@ -38,7 +39,8 @@ def resolve(rev: str) -> str:
         UsageError: git does not know ``rev`` as a commit.
     """
     try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"], cwd=ROOT,
+        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                             cwd=PROJECT_ROOT,
                              capture_output=True, text=True)
     except OSError as exc:
         raise UsageError(f"cannot run git: {exc}") from None
@@ -66,7 +68,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                                      f"settings.gate.factor, {config.DEFAULT_FACTOR} unless set)")
     add_config(ap)
     ap.add_argument("--machine", help="asv machine (default: this host's, e.g. h200)")
-    ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
+    ap.add_argument("--results", type=Path, default=PROJECT_ROOT / "results", help="asv results folder")
     ap.add_argument("--base-results", type=Path, help="results folder of the base side (default --results)")
     ap.add_argument("--head-results", type=Path, help="results folder of the head side (default --results)")
     ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
     factor = parse_factor(args.factor) if args.factor is not None else settings.factor
     base, head = resolve(args.base), resolve(args.head)
     if not args.machine:
-        from fusebench.environment import machine_name
+        from fusebench.measure.environment import machine_name
 
         args.machine = machine_name()
     base_dir, head_dir = args.base_results or args.results, args.head_results or args.results

@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from fusebench import sweep
 from fusebench.commands.bench import add_selection, selected
+from fusebench.measure import sweep
 from fusebench.registry import shape_label
 
 

@@ -4,7 +4,7 @@
 
 Prints the report (markdown) and stores it with its environment in
 ``reports/<machine>/mlp-<commit>.json`` and ``.md``. The sizes are fixed per device (a few
-seconds on a GPU or the CPU): see ``fusebench/mlp.py``. Exit status: 0, or 2 on bad input.
+seconds on a GPU or the CPU): see ``fusebench/lecture/mlp.py``. Exit status: 0, or 2 on bad input.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench import environment, mlp, reports
 from fusebench.errors import SkipCase, UsageError
+from fusebench.lecture import mlp, reports
+from fusebench.measure import environment
 
 DTYPES = ("float32", "tf32", "bfloat16")
 

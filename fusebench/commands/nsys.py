@@ -33,10 +33,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fusebench import environment, nsys, nsys_stats, profile_summary
 from fusebench.cli import add_config
 from fusebench.errors import UsageError
-from fusebench.profile_plan import CALLS, select
+from fusebench.measure import environment
+from fusebench.nsys import capture_summary, stats_csv, tool
+from fusebench.nsys.plan import CALLS, select
+from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS
 from kernels import REGISTERED, configured, get_op
 
@@ -75,7 +77,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_stem(args) -> int:
-    print(nsys.report_stem(args.op, environment.machine_name(), environment.git_commit()))
+    print(tool.report_stem(args.op, environment.machine_name(), environment.git_commit()))
     return 0
 
 
@@ -95,10 +97,10 @@ def _require_nvtx() -> None:
 
 def cmd_check(args) -> int:
     _, cases = _plan(args, "cuda")
-    version = nsys.check(args.nsys)
+    version = tool.check(args.nsys)
     _require_nvtx()
     _require_gpu("make nsys")
-    print(f"{PROG}: nsys {'.'.join(map(str, version))} ({nsys.locate(args.nsys)}); {len(cases)} "
+    print(f"{PROG}: nsys {'.'.join(map(str, version))} ({tool.locate(args.nsys)}); {len(cases)} "
           f"case(s) of {args.op}, {args.calls} calls per range", file=sys.stderr)
     return 0
 
@@ -107,16 +109,16 @@ def cmd_capture(args) -> int:
     """The whole capture, what ``make nsys`` spells out: check, ``nsys profile`` of ``fusebench
     nsys run``, ``nsys stats``, the summary; its files in ``<checkout>/nsys/``."""
     cmd_check(args)
-    os.chdir(environment.ROOT)
-    stem = nsys.report_stem(args.op, environment.machine_name(), environment.git_commit())
+    os.chdir(PROJECT_ROOT)
+    stem = tool.report_stem(args.op, environment.machine_name(), environment.git_commit())
     folder, name = Path(stem).parent, Path(stem).name
     for old in (Path(f"{stem}.json"), Path(f"{stem}.sqlite"), *folder.glob(f"{name}_nvtx_*.csv")):
         old.unlink(missing_ok=True)
-    selection = nsys.driver_args(args.op, args.backends, args.shapes, args.dtypes) + (
+    selection = tool.driver_args(args.op, args.backends, args.shapes, args.dtypes) + (
         ["--calls", str(args.calls)] + (["--config", str(args.config)] if args.config else []))
     program = [sys.executable, "-m", "fusebench", "nsys", "run", *selection, "--json", f"{stem}.json"]
-    for cmd in (nsys.profile_command(args.nsys, stem, program),
-                nsys.stats_command(args.nsys, stem, f"{stem}.nsys-rep")):
+    for cmd in (tool.profile_command(args.nsys, stem, program),
+                tool.stats_command(args.nsys, stem, f"{stem}.nsys-rep")):
         print(shlex.join(cmd), file=sys.stderr, flush=True)
         status = subprocess.run(cmd).returncode
         if status != 0:
@@ -126,7 +128,7 @@ def cmd_capture(args) -> int:
 
 
 def cmd_run(args) -> int:
-    from fusebench import capture
+    from fusebench.nsys import capture
 
     _require_nvtx()
     _require_gpu("the nsys driver")
@@ -159,24 +161,24 @@ def cmd_summary(args) -> int:
     side_path = Path(f"{stem}.json")
     if not side_path.is_file():
         raise UsageError(f"no side file {side_path}: run the driver first (make nsys OP=...)")
-    side = profile_summary.load_side(side_path)
-    stats = nsys_stats.load(stem)
-    table = profile_summary.rows(side, stats)
-    text = profile_summary.markdown(side, table, stem)
+    side = capture_summary.load_side(side_path)
+    stats = stats_csv.load(stem)
+    table = capture_summary.rows(side, stats)
+    text = capture_summary.markdown(side, table, stem)
     Path(f"{stem}.md").write_text(text)
-    Path(f"{stem}.csv").write_text(profile_summary.to_csv(table))
+    Path(f"{stem}.csv").write_text(capture_summary.to_csv(table))
     print(text)
     print(f"{PROG}: wrote {stem}.md and {stem}.csv", file=sys.stderr)
-    bad = profile_summary.disagreements(table)
+    bad = capture_summary.disagreements(table)
     if bad:
-        print(f"{PROG}: {len(bad)} case(s) of {profile_summary.CHECK_FROM_US:.0f} µs or more disagree "
-              f"with the harness by more than {100 * profile_summary.AGREEMENT:.0f} % (see the notes)",
+        print(f"{PROG}: {len(bad)} case(s) of {capture_summary.CHECK_FROM_US:.0f} µs or more disagree "
+              f"with the harness by more than {100 * capture_summary.AGREEMENT:.0f} % (see the notes)",
               file=sys.stderr)
     return 0
 
 
 def cmd_trace(args) -> int:
-    from fusebench import capture
+    from fusebench.nsys import capture
 
     dev = _device()
     op, cases = _plan(args, dev.type)
@@ -227,7 +229,7 @@ def add_trace_arguments(ap: argparse.ArgumentParser) -> None:
 def _run(command, args, prog: str) -> int:
     try:
         return command(args)
-    except (CannotRun, nsys.NsysUnavailable, nsys_stats.StatsError) as exc:
+    except (CannotRun, tool.NsysUnavailable, stats_csv.StatsError) as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)  # one line, no exception type: it says it all
         return 1
 
@@ -244,6 +246,6 @@ def run_trace(args: argparse.Namespace) -> int:
     if args.out is None:
         if not args.op:
             raise UsageError(f"--op names the op to trace; valid ops: {', '.join(configured(args.config))}")
-        args.out = Path(nsys.report_stem(args.op, environment.machine_name(), environment.git_commit())
+        args.out = Path(tool.report_stem(args.op, environment.machine_name(), environment.git_commit())
                         + ".trace.json")
     return _run(cmd_trace, args, "trace")

@@ -6,7 +6,7 @@
 Prints the report (markdown) and stores it with its environment in
 ``reports/<machine>/pitfalls-<commit>.json`` and ``.md``. On the CPU the first-call pitfall is
 measured and the synchronization pitfall explained (it does not exist there). Exit status: 0, or
-2 on bad input. See ``fusebench/pitfalls.py`` for the method.
+2 on bad input. See ``fusebench/lecture/pitfalls.py`` for the method.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench import environment, pitfalls, reports
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import SkipCase, UsageError
+from fusebench.lecture import pitfalls, reports
+from fusebench.measure import environment
 from kernels import configured, get_op
 
 

@@ -3,7 +3,7 @@
     fusebench plots [--machines h200,...] [--results DIR] [--out DIR]
 
 Writes ``<out>/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` (default ``plots/``);
-what each shows is in ``fusebench/plots.py``. Exit status: 0; 1 when a stored result file
+what each shows is in ``fusebench/history/plots.py``. Exit status: 0; 1 when a stored result file
 could not be read (each named in one line; the plots are drawn from the rest); 2 on bad input (a
 machine with no results).
 """
@@ -13,18 +13,18 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from fusebench import plots, results
 from fusebench.cli import add_config, pick, report_unreadable
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import plots, results
+from fusebench.paths import PROJECT_ROOT
 from kernels import configured
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench plots``."""
     ap.add_argument("--machines", help="comma-separated asv machines (default: every one with results)")
-    ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
-    ap.add_argument("--out", type=Path, default=ROOT / "plots", help="output folder")
+    ap.add_argument("--results", type=Path, default=PROJECT_ROOT / "results", help="asv results folder")
+    ap.add_argument("--out", type=Path, default=PROJECT_ROOT / "plots", help="output folder")
     add_config(ap)
 
 

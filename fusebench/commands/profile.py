@@ -15,9 +15,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench import environment, profiling, reports
 from fusebench.cli import add_config, pick, positive_int
 from fusebench.errors import UsageError
+from fusebench.lecture import reports, torch_profile
+from fusebench.measure import environment
 from fusebench.registry import BACKENDS, parse_shape
 from kernels import REGISTERED, configured, get_op
 
@@ -44,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if dtype not in op.dtypes:
         raise UsageError(f"unknown dtype {dtype!r} for {op.name}; valid dtypes: {', '.join(op.dtypes)}")
     dev = environment.device()
-    shape = parse_shape(args.shape) if args.shape else profiling.default_shape(op, dev)
+    shape = parse_shape(args.shape) if args.shape else torch_profile.default_shape(op, dev)
     if op.flops is not None:
         try:
             op.flops(shape)
@@ -52,11 +53,12 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(str(exc)) from exc
 
     env = environment.capture(dev)
-    profiles = profiling.profile_op(op, dev, shape, dtype, names, args.calls)
-    text = profiling.render(op, shape, dtype, profiles, reports.where(env), dev.type == "cuda")
+    profiles = torch_profile.profile_op(op, dev, shape, dtype, names, args.calls)
+    text = torch_profile.render(op, shape, dtype, profiles, reports.where(env), dev.type == "cuda")
     print(text)
     if not args.no_save:
-        paths = reports.save(f"profile-{op.name}", profiling.as_data(op, shape, dtype, profiles), text, env,
+        paths = reports.save(f"profile-{op.name}", torch_profile.as_data(op, shape, dtype, profiles), text,
+                             env,
                              root=args.reports)
         print(f"profile: stored {' and '.join(str(p) for p in paths)}", file=sys.stderr)
     failed = [p.backend for p in profiles if p.status == "failed"]

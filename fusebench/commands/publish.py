@@ -16,15 +16,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench import site
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.history import site
+from fusebench.paths import PROJECT_ROOT
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench publish``."""
-    ap.add_argument("--results", type=Path, default=ROOT / "results", help="asv results folder")
-    ap.add_argument("--html", type=Path, default=ROOT / "html", help="where the site goes")
+    ap.add_argument("--results", type=Path, default=PROJECT_ROOT / "results", help="asv results folder")
+    ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html", help="where the site goes")
     ap.add_argument("--cdn", action="store_true", help="if npm is unavailable, keep the CDN URLs")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a stored result will not be drawn (commit off main's first parents)")

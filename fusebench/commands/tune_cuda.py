@@ -12,9 +12,9 @@ rules; tuned configurations are further limited to the shapes they are meant for
 registry has them (skipped silently otherwise; a reference that raises for the shape shows its
 reason). ``--variants`` keeps the names starting with one of its comma-separated prefixes. Each
 callable passes the correctness gate first (a failure prints FAIL and is not timed), is warmed
-up and timed hot with ``fusebench.timing.measure`` (repeats from the warm-up's estimate and the
+up and timed hot with ``fusebench.measure.timing.measure`` (repeats from the warm-up's estimate and the
 budget; batches of calls between CUDA events, behind a blocking kernel). Per case it prints every
-timed callable, fastest first, in µs and % of the copy ceiling (``fusebench.metrics.
+timed callable, fastest first, in µs and % of the copy ceiling (``fusebench.measure.metrics.
 measure_copy_ceiling``, measured once at the start), then a summary table: auto, the best cuda
 variant or config, triton and the references, and best cuda minus QuACK in points. Then gelu (cuda
 vs triton vs torch at 2^22..2^26) unless ``--no-gelu``. Needs a CUDA GPU and nvcc. Exit status: 0,
@@ -26,10 +26,10 @@ import argparse
 
 import torch
 
-from fusebench import correctness, metrics, timing
 from fusebench.cli import pick
 from fusebench.errors import UsageError
-from fusebench.inputs import make_input
+from fusebench.measure import correctness, metrics, timing
+from fusebench.measure.inputs import make_input
 from fusebench.registry import DTYPES, shape_label
 from kernels import get_op
 

@@ -5,10 +5,10 @@ Usage: fusebench tune triton [--op softmax|gelu|all] [--only SUBSTRING] [--budge
 Softmax cases: every shape of the op's default grid in float32, bfloat16 and float16; GELU
 cases: 2^22, 2^24, 2^26 elements in float32 and bfloat16. For each case it checks every
 candidate against the op's float64 reference (the suite's correctness gate), then times it hot
-the way the suite does (fusebench.timing: warm-up, then batches of calls between CUDA events
+the way the suite does (fusebench.measure.timing: warm-up, then batches of calls between CUDA events
 behind a blocking kernel), and prints one table: config, median µs, GB/s (the op's declared
 bytes: one read + one write), % of the copy ceiling measured at the start of the run
-(fusebench.metrics.measure_copy_ceiling, 1 GiB each way), and speedup over the current
+(fusebench.measure.metrics.measure_copy_ceiling, 1 GiB each way), and speedup over the current
 default (first row). A ``copy_`` of the same bytes, ``torch`` and the reference backends
 ``liger``, ``quack`` and ``flaggems`` (where fusebench's registry has them and they run) are
 yardstick lines. A candidate that fails to compile, raises or fails the gate is reported and
@@ -24,11 +24,11 @@ from typing import Callable
 
 import torch
 
-from fusebench import timing
-from fusebench.correctness import check
 from fusebench.errors import SkipCase, UsageError
-from fusebench.inputs import make_input
-from fusebench.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
+from fusebench.measure import timing
+from fusebench.measure.correctness import check
+from fusebench.measure.inputs import make_input
+from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
 from kernels import get_op
 
 #: Backends timed beside the candidates when registered for the op: the suite's built-in and

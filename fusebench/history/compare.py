@@ -1,7 +1,7 @@
 """The regression gate: compare two commits' stored results on one machine, round by round.
 
 ``asv compare`` prints a table but always exits 0, and asv stores one number per case, so the
-gate is done here, from each run's record (``fusebench.runrecord``: every round's figures).
+gate is done here, from each run's record (``fusebench.history.runrecord``: every round's figures).
 
 **What is judged**: the gated metrics of :mod:`fusebench.metrictable`, hot and cold device time.
 Wall time, bandwidth and the percentages are shown elsewhere, never judged.
@@ -63,8 +63,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fusebench import metrictable
-from fusebench.results import Params, Run, is_failed, is_measured
-from fusebench.sweep import clean_rounds
+from fusebench.history.results import Params, Run, is_failed, is_measured
+from fusebench.measure.sweep import clean_rounds
 
 #: Wider thresholds for launch-bound cases: (device time per launch below, ms; allowance).
 LAUNCH_BOUND = ((0.002, 1.75), (0.005, 1.20), (0.020, 1.12))
@@ -246,7 +246,7 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
     """The gate's view of one case: from the run's record when it has one (every round), else
     from asv's stored value (one value; noise from the ``*_iqr`` metric when stored).
 
-    ``record`` is a :class:`fusebench.sweep.Sweep` or None.
+    ``record`` is a :class:`fusebench.measure.sweep.Sweep` or None.
     """
     metric = metrictable.metric(benchmark)
     value = run.value(benchmark, params)
@@ -285,7 +285,7 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
     Args:
         base, head: the two commits' asv results on one machine.
         factor: allowed slowdown before noise (1.04 = 4 %); must be >= 1.
-        base_record, head_record: the runs' records (``fusebench.runrecord.load``), or None.
+        base_record, head_record: the runs' records (``fusebench.history.runrecord.load``), or None.
         alpha: significance of the test separating the rounds (default :data:`ALPHA`).
 
     Raises:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 
 import torch
 
-from fusebench import inputs, timing
+from fusebench.measure import inputs, timing
 from fusebench.registry import PRECISIONS
 
 #: Why the synchronization pitfall cannot be shown on the CPU.

@@ -18,10 +18,10 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from fusebench import backends, correctness, inputs, timing
-from fusebench.errors import SkipCase
+from fusebench.errors import SkipCase, first_line
+from fusebench.measure import correctness, inputs, timing
+from fusebench.measure.torch_logs import quiet_profiler
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
-from fusebench.torch_logs import quiet_profiler
 
 #: Rows of each table (the busiest operators and kernels).
 ROW_LIMIT = 12
@@ -109,7 +109,7 @@ def profile_op(op: Op, dev: torch.device, shape: Shape, dtype: str, backend_name
         except SkipCase as exc:
             res.status, res.reason = "skipped", str(exc)
         except Exception as exc:
-            res.status, res.reason = "failed", backends.first_line(exc)
+            res.status, res.reason = "failed", first_line(exc)
         out.append(res)
     return out
 

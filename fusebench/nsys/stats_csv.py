@@ -15,7 +15,7 @@ Post-Collection Analysis Guide, "Statistical Reports Shipped With Nsight Systems
   ``Time (%), Total Time (ns), Instances, ..., Range`` (CPU time of the ranges only).
 
 What differs between versions is handled here: old and new report names, a range spelled
-``fusebench:<name>``, ``:<name>`` or ``<name>`` (:func:`fusebench.nvtx_ranges.parse_range`),
+``fusebench:<name>``, ``:<name>`` or ``<name>`` (:func:`fusebench.nsys.nvtx_ranges.parse_range`),
 lines before the header, and the time unit in the column names (``--timeunit``).
 """
 
@@ -26,7 +26,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench.nvtx_ranges import DOMAIN, RangeName, parse_range
+from fusebench.nsys.nvtx_ranges import DOMAIN, RangeName, parse_range
 
 #: Report names, newest first, by the role they play here.
 REPORT_NAMES: dict[str, tuple[str, ...]] = {

@@ -7,7 +7,7 @@
   existing``) runs into a staging folder first; only when it succeeds are its files copied into
   ``results/``, so a failed or interrupted run never overwrites or deletes stored results;
 * the asv environment is named by the Python version (``existing-py3.12``,
-  ``fusebench/asv_env.py``), not by the interpreter's path: one result file per commit and
+  ``fusebench/history/asv_env.py``), not by the interpreter's path: one result file per commit and
   machine wherever the checkout lives. A file of the commit stored under a path name by an
   earlier run of the same Python version is carried into that file (see :func:`run_asv`).
 """
@@ -27,16 +27,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fusebench import environment, metrictable
-from fusebench.asvsuite import SWEEP_ENV
-from fusebench.environment import ROOT
+from fusebench import metrictable
+from fusebench.history.asvsuite import SWEEP_ENV
+from fusebench.measure import environment
+from fusebench.paths import PROJECT_ROOT
 
-#: The asv environment type and plugin of ``fusebench/asv_env.py`` (not imported here: it
+#: The asv environment type and plugin of ``fusebench/history/asv_env.py`` (not imported here: it
 #: imports asv, which runs in its own process).
 ENV_TYPE = "stable"
-ENV_PLUGIN = ".fusebench.asv_env"
+ENV_PLUGIN = ".fusebench.history.asv_env"
 
-ASV_CONF = ROOT / "asv.conf.json"
+ASV_CONF = PROJECT_ROOT / "asv.conf.json"
 
 
 def machine_info(name: str, env: dict) -> dict:
@@ -81,7 +82,7 @@ def register_machine(info: dict, path: Path | None = None) -> Path:
 def staged_config(staging: Path, results_dir: Path) -> Path:
     """A copy of ``asv.conf.json`` with absolute paths, writing results under ``staging``."""
     conf = json.loads(ASV_CONF.read_text())
-    conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / conf["benchmark_dir"]),
+    conf.update(repo=str(PROJECT_ROOT), benchmark_dir=str(PROJECT_ROOT / conf["benchmark_dir"]),
                 results_dir=str(staging / "results"), env_dir=str(staging / "env"),
                 html_dir=str(staging / "html"))
     conf["plugins"] = [*conf.get("plugins", []), ENV_PLUGIN]
@@ -150,7 +151,7 @@ def metric_groups(jobs: int | None = None, metrics: list[str] | None = None) -> 
 #: Where ``asv run`` writes its own output (one log per machine and commit, replaced by the next
 #: run of that commit): its tables repeat the summary's figures over the whole parameter grid,
 #: thousands of n/a lines for a quick run, so the terminal only gets the log's path.
-ASV_LOG_DIR = ROOT / ".asv" / "logs"
+ASV_LOG_DIR = PROJECT_ROOT / ".asv" / "logs"
 #: Lines of the log shown when the run fails.
 ASV_LOG_TAIL = 30
 
@@ -197,7 +198,7 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH: the suite imports
     # fusebench and kernels from this checkout (installed or not), then what PYTHONPATH names.
     env["ASV_PYTHONPATH"] = os.pathsep.join(
-        p for p in (str(ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
+        p for p in (str(PROJECT_ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
     ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
     log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"
     with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
@@ -212,7 +213,7 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
             config = staged_config(stagings[i], results_dir)
             with (stagings[i] / "asv.log").open("w") as out:
                 return subprocess.run(asv_command(config, machine, commit, python, classes, groups[i]),
-                                      env=own_machine_file(env, stagings[i]), cwd=ROOT, stdout=out,
+                                      env=own_machine_file(env, stagings[i]), cwd=PROJECT_ROOT, stdout=out,
                                       stderr=subprocess.STDOUT).returncode
 
         try:
@@ -305,7 +306,7 @@ def python_version(python: str) -> str | None:
 
 def env_name(version: str) -> str:
     """The asv environment name of Python ``version`` (``"3.12"``): ``"existing-py3.12"``; the
-    same as ``fusebench.asv_env.env_name``, asv's naming, without importing asv."""
+    same as ``fusebench.history.asv_env.env_name``, asv's naming, without importing asv."""
     return f"existing-py{version}"
 
 
@@ -367,10 +368,10 @@ def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> 
     """``asv publish`` of every stored result into ``html_dir``; returns asv's exit status."""
     with tempfile.TemporaryDirectory(prefix="fusebench-publish-") as tmp:
         conf = json.loads(ASV_CONF.read_text())
-        conf.update(repo=str(ROOT), benchmark_dir=str(ROOT / conf["benchmark_dir"]),
+        conf.update(repo=str(PROJECT_ROOT), benchmark_dir=str(PROJECT_ROOT / conf["benchmark_dir"]),
                     results_dir=str(results_dir.resolve()), html_dir=str(html_dir.resolve()),
                     env_dir=str(Path(tmp) / "env"))
         path = Path(tmp) / "asv.conf.json"
         path.write_text(json.dumps(conf, indent=4))
         return subprocess.run([python, "-m", "asv", "publish", "--config", str(path)],
-                              cwd=ROOT).returncode
+                              cwd=PROJECT_ROOT).returncode

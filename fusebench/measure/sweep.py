@@ -8,7 +8,7 @@ A run has phases:
 
 1. **build**: each case's factory runs once (compile, extension build), then the correctness gate
    (**gate**), then warm-up, the hot batch size and a profiled call (launches and the identity
-   of the kernels that ran: ``fusebench.launches``) (**profile**). The built callables are kept.
+   of the kernels that ran: ``fusebench.measure.launches``) (**profile**). The built callables are kept.
 2. **rounds**: R passes over every built case (``ROUNDS``, default :data:`DEFAULT_ROUNDS`),
    interleaved: all cases once in grid order, then all again in reverse order, then in seeded
    shuffled orders, so that a slow drift of the machine (clocks, temperature, a neighbour) is
@@ -38,8 +38,8 @@ from typing import Callable, Iterable
 
 import torch
 
-from fusebench import backends, correctness, environment, inputs, launches, metrics, progress, timing
-from fusebench.errors import SkipCase
+from fusebench.errors import SkipCase, first_line
+from fusebench.measure import correctness, environment, inputs, launches, metrics, progress, timing
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
@@ -137,7 +137,7 @@ class Record:
 
     def time_per_launch_ms(self) -> float | None:
         """Hot device time / launches per call (ms), None when either is unknown: below a few µs
-        a case is launch-bound (``fusebench.compare`` widens its threshold)."""
+        a case is launch-bound (``fusebench.history.compare`` widens its threshold)."""
         if self.device_time_ms is None or not self.launches:
             return None
         return self.device_time_ms / self.launches
@@ -241,7 +241,7 @@ def build_and_gate(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.de
     except SkipCase as exc:
         return Built("skipped", str(exc), build_s=time.perf_counter() - start)
     except Exception as exc:
-        return Built("failed", backends.first_line(exc), build_s=time.perf_counter() - start)
+        return Built("failed", first_line(exc), build_s=time.perf_counter() - start)
     built_at = time.perf_counter()
     gate = correctness.check(op, fn, x, dtype)
     build_s, gate_s = built_at - start, time.perf_counter() - built_at
@@ -277,7 +277,7 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
             prof = launches.profile_call(built.fn, dev)
             rec.launches, rec.kernels, rec.kernel_id = prof.launches, list(prof.kernels), prof.kernel_id
     except Exception as exc:
-        rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
+        rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
 
 
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
@@ -365,7 +365,7 @@ def _time_rounds(rec: Record, fn: Callable[[], object], dev: torch.device, flush
         for _ in range(rounds):
             time_round(rec, fn, dev, flush)
     except Exception as exc:
-        rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
+        rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
 
 
 def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
@@ -393,7 +393,7 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
-    from fusebench.report import noise_text  # report imports this module
+    from fusebench.history.summary import noise_text
 
     t = rec.main_time_ms()
     text = f"{head} ok {t:9.4f} ms {noise_text(rec.noise)} "
@@ -431,7 +431,7 @@ def _loud(message: str, out, warnings: list[str]) -> None:
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
         dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS, out=sys.stderr) -> Sweep:
     """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
-    doc), printing progress to ``out``. (All GPUs of a host at once: ``fusebench.workers``.)
+    doc), printing progress to ``out``. (All GPUs of a host at once: ``fusebench.measure.workers``.)
 
     Raises:
         ValueError: ``rounds`` < 1.
@@ -452,7 +452,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
 
     Args:
         todo: ``(position in the grid, case)`` pairs, consumed once during the build phase (a
-            worker of ``fusebench.workers`` pulls them from a shared queue); the rounds then go
+            worker of ``fusebench.measure.workers`` pulls them from a shared queue); the rounds then go
             over the cases built here, in grid order (:func:`round_order`).
         total: the number of cases of the whole grid (progress lines say ``[position/total]``).
         grid: the grid's name (:func:`grid_name`).
@@ -527,7 +527,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             try:
                 fig = time_round(rec, fn, dev, flush)
             except Exception as exc:
-                rec.status, rec.reason = "failed", f"timing: {backends.first_line(exc)}"
+                rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
                 fns[idx] = None
                 print(progress_line(positions[idx] + 1, total, rec), file=out, flush=True)
                 continue

@@ -1,15 +1,15 @@
 """The committed record of each run: every round's figures, per machine and commit.
 
 asv stores one number per metric and case. Beside each asv result, ``make bench`` keeps the run's
-full record, the :class:`fusebench.sweep.Sweep` as JSON: every round's figures, the NVML readings
+full record, the :class:`fusebench.measure.sweep.Sweep` as JSON: every round's figures, the NVML readings
 around each (clocks, clock-event reasons, other processes), the copy ceiling of each round,
 launches, the kernels that ran, max error, compile time, phase times. The regression gate reads
-the rounds from it (``fusebench.compare``); the summary and the site's Runs page show it.
+the rounds from it (``fusebench.history.compare``); the summary and the site's Runs page show it.
 
 Layout: ``records/<machine>/<sha8>.json`` beside ``results/`` (a folder of its own: asv reads
 every ``*.json`` under ``results/`` as a result file). A scratch results folder has its own
 records folder (``.asv/quick-results`` -> ``.asv/quick-records``). The format is
-``fusebench.sweep.FORMAT_VERSION``; ``records/README.md`` documents the fields.
+``fusebench.measure.sweep.FORMAT_VERSION``; ``records/README.md`` documents the fields.
 
 A run of some ops keeps the other ops' records of the same commit (as asv keeps their results);
 a failed run writes nothing (the record is saved after asv stored the results).
@@ -23,9 +23,9 @@ import json
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from fusebench import environment
 from fusebench.errors import UsageError
-from fusebench.sweep import Record, Sweep, clean_rounds
+from fusebench.measure import environment
+from fusebench.measure.sweep import Record, Sweep, clean_rounds
 
 #: The CSV's columns: every field of a record but the per-round list (in the JSON), lists joined by
 #: ``"; "``, the NVML clocks left out.
@@ -91,7 +91,7 @@ def to_json(sweep: Sweep) -> str:
 
 def to_csv(sweep: Sweep) -> str:
     """One row per case of ``sweep``, the columns of :data:`CSV_COLUMNS` (times in ms, bandwidth in
-    GB/s, bytes, TFLOP/s, as in :class:`fusebench.sweep.Record`; empty where not measured)."""
+    GB/s, bytes, TFLOP/s, as in :class:`fusebench.measure.sweep.Record`; empty where not measured)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -128,7 +128,7 @@ def all_records(folder: Path) -> list[tuple[str, Path]]:
 def summary_lines(sweep: Sweep) -> list[str]:
     """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
     times, contaminated and noisy cases, kernels chosen by timing, warnings."""
-    from fusebench.report import NOISY
+    from fusebench.history.summary import NOISY
 
     env = sweep.environment
     ok = [r for r in sweep.records if r.status == "ok"]

@@ -11,8 +11,8 @@ same commit and machine.
 :class:`StableExisting` is asv's ``existing`` environment (same interpreter, nothing installed,
 results saved only with ``--set-commit-hash``) whose name is ``existing-py<major>.<minor>``
 (``existing-py3.12``: the form of asv's own virtualenv names) and whose ``python`` parameter is
-that version. asv loads this module as a plugin (``"plugins": [".fusebench.asv_env"]`` in the
-staged configuration, see ``fusebench.store.staged_config``) and selects it with
+that version. asv loads this module as a plugin (``"plugins": [".fusebench.history.asv_env"]`` in the
+staged configuration, see ``fusebench.history.store.staged_config``) and selects it with
 ``-E stable:<python>`` (:data:`TOOL_NAME`). Imported by asv only: it imports asv.
 """
 
@@ -23,7 +23,7 @@ from asv.environment import ExistingEnvironment, get_env_name
 #: The ``-E`` environment type that selects :class:`StableExisting`.
 TOOL_NAME = "stable"
 #: The asv ``plugins`` entry that loads this module (a leading dot: imported from asv's cwd).
-PLUGIN = ".fusebench.asv_env"
+PLUGIN = ".fusebench.history.asv_env"
 
 
 def env_name(python_version: str) -> str:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from fusebench import timing
+from fusebench.measure import timing
 
 #: Above this % of the copy ceiling a figure measures caches (L2), not memory: flagged.
 CACHE_FLAG_PCT = 105.0

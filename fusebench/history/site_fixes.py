@@ -15,7 +15,7 @@ plugin measure a categories axis in categories (its labels count 0, 1, 2, ...), 
 ``html/vendor/`` (a site published with ``CDN=1`` keeps the CDN's file and the fault).
 
 Each fix is one function; :func:`apply` runs them all (called at the end of
-``fusebench.site.publish``).
+``fusebench.history.site.publish``).
 """
 
 from __future__ import annotations
@@ -26,12 +26,12 @@ import json
 import re
 from pathlib import Path
 
-#: The vendored plugin patched by :func:`patch_orderbars` (see ``fusebench.site.ASSETS``).
+#: The vendored plugin patched by :func:`patch_orderbars` (see ``fusebench.history.site.ASSETS``).
 ORDERBARS = "vendor/flot-orderbars/js/jquery.flot.orderBars.js"
 #: The line of flot-orderbars 1.0.0 after which the categories axis is measured in categories.
 ORDERBARS_ANCHOR = "            var AxeSize = minMaxValues[1] - minMaxValues[0];\n"
 ORDERBARS_PATCH = """\
-            // fusebench patch (fusebench/site_fixes.py): on flot's categories axis the raw values
+            // fusebench patch (fusebench/history/site_fixes.py): on flot's categories axis the raw values
             // are labels, not numbers; measure the axis in categories (indices 0, 1, 2, ...).
             var fbAxis = isHorizontal ? plot.getYAxes()[0] : plot.getXAxes()[0];
             if (fbAxis && fbAxis.options.mode === "categories") {
@@ -78,7 +78,7 @@ def headline_selection(index: dict, ops) -> dict[str, str]:
         index: asv's ``html/index.json``.
         ops: the ops (``kernels.OPS.values()``): ``Op.headline``, e.g. GELU 16384x16384.
     """
-    from fusebench.asvsuite import benchmark_name
+    from fusebench.history.asvsuite import benchmark_name
     from fusebench.registry import shape_label
 
     out = {}
@@ -95,7 +95,7 @@ def headline_selection(index: dict, ops) -> dict[str, str]:
 
 
 _DEFAULTS_TEMPLATE = """\
-// Written by fusebench/site_fixes.py: open each graph at its op's headline shape (Op.headline)
+// Written by fusebench/history/site_fixes.py: open each graph at its op's headline shape (Op.headline)
 // instead of asv's default, the first (smallest) shape. A graph address with no p-shape gets the
 // headline's before asv reads it; a shape the reader picks is kept.
 (function () {

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from fusebench import environment
-from fusebench.environment import ROOT
 from fusebench.errors import UsageError
+from fusebench.measure import environment
+from fusebench.paths import PROJECT_ROOT
 
 #: What a stored figure depends on, relative to the checkout (folders end with ``/``): the
 #: kernels, the harness, the asv suite, the entry points of a measurement, the pinned
@@ -239,7 +239,7 @@ def _is_results(folder: Path, root: Path) -> bool:
 
 
 def before_sweep(results: Path, backends: Iterable[str], *, dirty: bool = False, gpu: bool | None = None,
-          root: Path = ROOT) -> Check:
+          root: Path = PROJECT_ROOT) -> Check:
     """Run both checks of the module docstring before a sweep.
 
     Args:

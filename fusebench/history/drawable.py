@@ -14,7 +14,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class Undrawn:
     fix: str
 
 
-def first_parent_line(branch: str = "main", root: Path = ROOT) -> set[str] | None:
+def first_parent_line(branch: str = "main", root: Path = PROJECT_ROOT) -> set[str] | None:
     """Full shas of ``git rev-list --first-parent <branch>``; None when git cannot say."""
     try:
         out = subprocess.run(["git", "rev-list", "--first-parent", branch], cwd=root,
@@ -44,7 +44,7 @@ def first_parent_line(branch: str = "main", root: Path = ROOT) -> set[str] | Non
     return set(out.stdout.split()) if out.returncode == 0 else None
 
 
-def commit_exists(commit: str, root: Path = ROOT) -> bool:
+def commit_exists(commit: str, root: Path = PROJECT_ROOT) -> bool:
     """True when ``commit`` is a commit of the repository at ``root``."""
     try:
         out = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root,
@@ -54,7 +54,7 @@ def commit_exists(commit: str, root: Path = ROOT) -> bool:
     return out.returncode == 0
 
 
-def undrawn(results_dir: Path, branch: str = "main", root: Path = ROOT) -> list[Undrawn]:
+def undrawn(results_dir: Path, branch: str = "main", root: Path = PROJECT_ROOT) -> list[Undrawn]:
     """Every result file under ``results_dir/<machine>/`` whose commit asv will not draw.
 
     Raises:
@@ -70,7 +70,7 @@ def undrawn(results_dir: Path, branch: str = "main", root: Path = ROOT) -> list[
         try:
             commit = json.loads(path.read_text())["commit_hash"]
         except (OSError, ValueError, KeyError, TypeError):
-            continue  # named by the readers (fusebench.results.Reader), not drawn either
+            continue  # named by the readers (fusebench.history.results.Reader), not drawn either
         if commit in line:
             continue
         if not commit_exists(commit, root):

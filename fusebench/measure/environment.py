@@ -12,25 +12,10 @@ import platform
 import re
 import subprocess
 from functools import cache
-from pathlib import Path
 
 import torch
 
-
-def project_root() -> Path:
-    """The fusebench checkout results, records, the site and plots belong to: the one this
-    package lives in (run from a checkout, or installed with ``pip install -e .``), else the
-    first folder holding ``asv.conf.json`` from the working directory up (an installed
-    fusebench run inside a checkout), else the working directory."""
-    here = Path(__file__).resolve().parent.parent
-    if (here / "asv.conf.json").is_file():
-        return here
-    cwd = Path.cwd().resolve()
-    return next((d for d in (cwd, *cwd.parents) if (d / "asv.conf.json").is_file()), cwd)
-
-
-#: The project's checkout (:func:`project_root`).
-ROOT = project_root()
+from fusebench.paths import PROJECT_ROOT
 
 #: NVML clock-event reason bits (nvml.h ``nvmlClocksEventReason*``) and their names.
 CLOCK_EVENT_REASONS = {
@@ -210,7 +195,7 @@ def _version(module: str) -> str | None:
 def git_commit() -> str | None:
     """``git rev-parse HEAD`` of the checkout, or None outside a git checkout."""
     try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
                               text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
@@ -219,7 +204,7 @@ def git_commit() -> str | None:
 def git_dirty() -> bool:
     """True when tracked files differ from HEAD (the result then is not exactly that commit's)."""
     try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
                              capture_output=True, text=True, check=True).stdout
         return bool(out.strip())
     except (OSError, subprocess.CalledProcessError):

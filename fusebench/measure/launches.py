@@ -23,7 +23,7 @@ from typing import Callable
 
 import torch
 
-from fusebench.torch_logs import quiet_profiler
+from fusebench.measure.torch_logs import quiet_profiler
 
 #: Longest kernel name kept in a record (C++ template names run to thousands of characters; the
 #: identity hash is taken over the full names).

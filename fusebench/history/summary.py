@@ -8,9 +8,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from fusebench.backends import plain
+from fusebench.errors import plain
+from fusebench.measure.sweep import Record, Sweep
 from fusebench.registry import BACKENDS, no_backend_reason
-from fusebench.sweep import Record, Sweep
 
 #: Above this relative spread (IQR / median, 10 %) a case's figure is called noisy in words: a
 #: regression gate of 5 % (``make compare``'s default factor) cannot see a change through it.
@@ -119,7 +119,7 @@ def summary(result: Sweep) -> str:
         table = ceiling_table(result, op)
         if table is not None:
             out += ["", table.title, ""] + table.markdown()
-    from fusebench import runrecord
+    from fusebench.history import runrecord
 
     run = runrecord.summary_lines(result)
     out += ["", f"The run: {run[0]}"] + [f"- {line}" for line in run[1:]]
@@ -181,7 +181,7 @@ class CeilingTable:
 
 def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     """% of the copy ceiling (hot device time) of every backend of ``op`` side by side, from a run's
-    records (``make bench``'s sweep, or a stored run record: ``fusebench.runrecord``).
+    records (``make bench``'s sweep, or a stored run record: ``fusebench.history.runrecord``).
 
     Rows are (shape, dtype) in run order, dtype first; columns the backends of :data:`BACKENDS` that
     the op has (a case skipped as ``"<op> has no <backend> backend"`` makes no column). A timed case

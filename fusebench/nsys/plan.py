@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from fusebench.cli import pick
 from fusebench.errors import UsageError
-from fusebench.nvtx_ranges import backend_color, range_name
+from fusebench.nsys.nvtx_ranges import backend_color, range_name
 from fusebench.registry import BACKENDS, Op, Shape, parse_shape, shape_label
 
 #: Calls of a backend inside its one NVTX range (enough to average, short on the timeline).

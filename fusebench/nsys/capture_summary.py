@@ -2,7 +2,7 @@
 
 Inputs: the driver's side file ``<stem>.json`` (the plan, each case's status, calls per range,
 bytes moved, and the harness's device time measured outside the capture window) and the nsys
-statistics (:mod:`fusebench.nsys_stats`). Per case:
+statistics (:mod:`fusebench.nsys.stats_csv`). Per case:
 
 * kernels per call = kernel instances in the range / calls (eager GELU: 9, a fused backend: 1);
   GPU ops per call also count copies and memsets;
@@ -27,9 +27,9 @@ import json
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
-from fusebench import metrics
-from fusebench.nsys_stats import RangeStats
-from fusebench.nvtx_ranges import parse_range
+from fusebench.measure import metrics
+from fusebench.nsys.nvtx_ranges import parse_range
+from fusebench.nsys.stats_csv import RangeStats
 
 #: Side-file format written by the driver and read here.
 SIDE_FORMAT = "fusebench-nsys/1"
@@ -66,7 +66,7 @@ def rows(side: dict, stats: dict) -> list[Row]:
 
     Args:
         side: the parsed ``<stem>.json`` (format :data:`SIDE_FORMAT`).
-        stats: :func:`fusebench.nsys_stats.load` output.
+        stats: :func:`fusebench.nsys.stats_csv.load` output.
 
     Raises:
         ValueError: ``side`` is not a side file of this format.

@@ -2,7 +2,7 @@
 
 1. :func:`prepare` (outside any capture window): build the backend (compilation, extension
    build), pass the correctness gate, warm up, and on a GPU measure the harness's own device
-   time (:func:`fusebench.timing.device_time`) and how long the host takes to launch one call.
+   time (:func:`fusebench.measure.timing.device_time`) and how long the host takes to launch one call.
 2. :func:`rewarm`, just before the window: call every ready case again. Building a ``compile``
    case resets Dynamo's caches (``fusebench.backends.compiled``), so the cases compiled before
    it would otherwise recompile on their first call, inside the window. :func:`run_window`
@@ -26,12 +26,13 @@ from typing import Callable, ContextManager, Iterator
 
 import torch
 
-from fusebench import backends, sweep, timing
-from fusebench.nvtx_ranges import Markers
-from fusebench.profile_plan import Case
-from fusebench.profile_summary import SIDE_FORMAT
+from fusebench.errors import first_line
+from fusebench.measure import sweep, timing
+from fusebench.measure.torch_logs import quiet_profiler
+from fusebench.nsys.capture_summary import SIDE_FORMAT
+from fusebench.nsys.nvtx_ranges import Markers
+from fusebench.nsys.plan import Case
 from fusebench.registry import PRECISIONS, Op
-from fusebench.torch_logs import quiet_profiler
 
 
 @dataclass
@@ -87,7 +88,7 @@ def prepare(op: Op, case: Case, dev: torch.device) -> Prepared:
         else:
             timing.warm_up(fn, dev)
     except Exception as exc:
-        p.status, p.reason = "failed", f"warm-up or timing: {backends.first_line(exc)}"
+        p.status, p.reason = "failed", f"warm-up or timing: {first_line(exc)}"
         return p
     p.fn = fn
     return p
@@ -145,12 +146,12 @@ def rewarm(prepared: list[Prepared], dev: torch.device, calls: int = 2) -> None:
                 p.fn()
             timing.synchronize(dev)
         except Exception as exc:
-            p.status, p.reason = "failed", f"re-warm-up: {backends.first_line(exc)}"
+            p.status, p.reason = "failed", f"re-warm-up: {first_line(exc)}"
 
 
 def block_ms(p: Prepared) -> float:
     """Length of the blocking kernel queued before a case's range, ms: twice the host's launch
-    time for all its calls, at most :data:`fusebench.timing.BLOCK_MS_MAX`."""
+    time for all its calls, at most :data:`fusebench.measure.timing.BLOCK_MS_MAX`."""
     per_call = 2.0 * (p.launch_ms or 0.0) + 0.02
     return min(timing.BLOCK_MS_MAX, p.case.calls * per_call)
 
@@ -174,7 +175,7 @@ def run_window(prepared: list[Prepared], dev: torch.device,
                     fn()
             timing.synchronize(dev)
         except Exception as exc:
-            p.status, p.reason = "failed", f"in the capture window: {backends.first_line(exc)}"
+            p.status, p.reason = "failed", f"in the capture window: {first_line(exc)}"
             continue
         if compiled_graphs() != graphs:
             p.status, p.reason = "failed", "torch.compile compiled inside the capture window"

@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, replace
 
 import torch
 
-from fusebench import timing
+from fusebench.measure import timing
 from fusebench.registry import PRECISIONS
 
 #: The swept axes, in report order.

@@ -11,7 +11,7 @@
   headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
   measured, e.g. on the CPU).
 
-The results are those of each machine's most recent commit (``fusebench.results.Reader.latest``);
+The results are those of each machine's most recent commit (``fusebench.history.results.Reader.latest``);
 a result file that cannot be read is named, not taken for "not measured".
 Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg without pyplot.
 """
@@ -22,9 +22,10 @@ import statistics
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench import metrictable, results
-from fusebench.asvsuite import benchmark_name
+from fusebench import metrictable
 from fusebench.errors import UsageError
+from fusebench.history import results
+from fusebench.history.asvsuite import benchmark_name
 from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
 
 #: The baseline every speedup is relative to.

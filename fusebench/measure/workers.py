@@ -6,7 +6,7 @@ in its environment before the interpreter starts, so torch in it sees that GPU o
 ``cuda:0``; the worker checks it sees exactly one. Two workers never get the same GPU
 (:func:`parse_gpus` refuses a GPU named twice). The parent process never initializes CUDA.
 
-A run has the phases of ``fusebench.sweep`` (its module doc), spread over the GPUs:
+A run has the phases of ``fusebench.measure.sweep`` (its module doc), spread over the GPUs:
 
 1. **build**: the workers pull cases from one shared queue (grid order) and build, gate and
    profile each (``sweep.measure``), keeping the callables: the expensive part (torch.compile,
@@ -47,9 +47,8 @@ from typing import Callable, Mapping
 
 import torch
 
-from fusebench import environment, sweep
-from fusebench.backends import first_line
-from fusebench.errors import UsageError
+from fusebench.errors import UsageError, first_line
+from fusebench.measure import environment, sweep
 from fusebench.registry import Op
 
 #: The environment keys that describe one GPU, moved from a worker's environment into its entry of

@@ -16,7 +16,7 @@ from typing import Callable
 
 import torch
 
-from fusebench.backends import first_line
+from fusebench.errors import first_line
 from fusebench.registry import PRECISIONS, Op, Shape, dtype_name
 
 #: Normwise relative tolerance by dtype: fp32 well under 1e-5; 16-bit about 1e-2 (bf16 keeps

@@ -55,7 +55,7 @@ def load_records() -> dict:
     Returns ``{"records": {(op, backend, shape, dtype): {field: value} for CACHED_FIELDS},
     "ceiling_gbps": ..., "peak_tflops": ...}``.
     """
-    from fusebench import sweep
+    from fusebench.measure import sweep
 
     path = os.environ.get(SWEEP_ENV)
     if path:

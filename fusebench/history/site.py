@@ -14,13 +14,13 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
    bootstrap, orderBars, md5: checked by the browser) and dropped where the npm release ships a
    different file (:data:`ASSETS` says which and why). An external URL not in :data:`ASSETS` is an
    error: the site would still need the internet;
-4. renders the plots (``fusebench.plots``) into ``html/plots/`` with an index page, and adds a
+4. renders the plots (``fusebench.history.plots``) into ``html/plots/`` with an index page, and adds a
    "Plots" tab to asv's navigation bar;
-5. fixes what the site shows first (``fusebench.site_fixes``): graphs open at the op's headline
+5. fixes what the site shows first (``fusebench.history.site_fixes``): graphs open at the op's headline
    shape, tile titles carry units, bars against a category axis are all drawn.
-6. writes ``html/runs/index.html`` from the run records (``fusebench.runrecord``: rounds, copy
+6. writes ``html/runs/index.html`` from the run records (``fusebench.history.runrecord``: rounds, copy
    ceiling per round, phases, contaminated and noisy cases), with a "Runs" tab;
-7. names every stored result asv will not draw (``fusebench.history``).
+7. names every stored result asv will not draw (``fusebench.history.drawable``).
 """
 
 from __future__ import annotations
@@ -36,10 +36,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench.environment import ROOT
+from fusebench.paths import PROJECT_ROOT
 
 #: The npm project whose dependencies the site loads.
-SITE_DIR = ROOT / "site"
+SITE_DIR = PROJECT_ROOT / "site"
 #: Where in the published site the local copies go.
 VENDOR = "vendor"
 #: Where in the published site the plots go.
@@ -204,7 +204,8 @@ def copy_vendor(modules: Path, html_dir: Path, assets: tuple[Asset, ...] = ASSET
         seen.add((package, path))
         src = modules / package / path
         if not src.is_file():
-            raise SiteError(f"{src} is missing: is site/package-lock.json in step with fusebench/site.py?")
+            raise SiteError(f"{src} is missing: is site/package-lock.json in step with "
+                            "fusebench/history/site.py?")
         dst = html_dir / VENDOR / package / path
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dst)
@@ -242,8 +243,8 @@ def rewrite_page(page: str, root_prefix: str, html_dir: Path, assets: tuple[Asse
                 continue
             asset = by_url.get(plain)
             if asset is None:
-                raise SiteError(f"the site loads {plain}, which fusebench/site.py has no local copy of "
-                                "(add it to ASSETS and site/package.json)")
+                raise SiteError(f"the site loads {plain}, which fusebench/history/site.py has no local "
+                                "copy of (add it to ASSETS and site/package.json)")
             tag = tag.replace(f'"{url}"', f'"{root_prefix}{asset.local}"', 1)
             integrity = _INTEGRITY.search(tag)
             local = html_dir / _normalise(asset.local)
@@ -312,7 +313,7 @@ def add_plots_tab(html_dir: Path) -> None:
 
 
 def table_html(table) -> str:
-    """A :class:`fusebench.report.CeilingTable` as an HTML table: the same cells as its Markdown
+    """A :class:`fusebench.history.summary.CeilingTable` as an HTML table: the same cells as its Markdown
     (``CeilingTable.cell_text``, bold as ``<b>``), a case not timed carrying its reason as a tooltip
     too, and the numbered notes under it."""
     esc = htmllib.escape
@@ -333,13 +334,13 @@ def table_html(table) -> str:
 
 def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``) and
-    its ops' % of the copy ceiling per backend (``report.ceiling_table``), newest commit first per
+    its ops' % of the copy ceiling per backend (``summary.ceiling_table``), newest commit first per
     machine; no script. An unreadable record is named on the page."""
-    from fusebench import report, runrecord
     from fusebench.errors import UsageError
+    from fusebench.history import runrecord, summary
 
     body = []
-    from fusebench.sweep import Sweep
+    from fusebench.measure.sweep import Sweep
 
     records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
     for machine, path in records:
@@ -348,7 +349,7 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
             sweep = Sweep.load(path)
             lines = runrecord.summary_lines(sweep)
             tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
-                      if (t := report.ceiling_table(sweep, op)) is not None]
+                      if (t := summary.ceiling_table(sweep, op)) is not None]
         except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
             lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
         items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
@@ -368,7 +369,7 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
 def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None = None) -> Path:
     """``html/plots/index.html``: every PNG under ``html/plots/``, grouped by machine; no script.
 
-    ``unreadable``: the stored files that could not be read (``fusebench.results.Unreadable``),
+    ``unreadable``: the stored files that could not be read (``fusebench.history.results.Unreadable``),
     listed at the top so a reader knows what the plots leave out.
     """
     plots_dir = html_dir / PLOTS
@@ -401,7 +402,7 @@ def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None =
 def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str = sys.executable,
             site_dir: Path = SITE_DIR, strict: bool = False) -> int:
     """``asv publish`` of every stored result into ``html_dir``, then made offline, plots and the
-    runs page added; every stored result asv will not draw is named (``fusebench.history``).
+    runs page added; every stored result asv will not draw is named (``fusebench.history.drawable``).
 
     Args:
         cdn: keep asv's CDN URLs (the site then needs internet) instead of failing when the local
@@ -413,16 +414,16 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
     could not be read (each named on stderr, then their count; the site is published without them),
     or when ``strict`` and some result will not be drawn.
     """
-    from fusebench import history, plots, results, runrecord, site_fixes, store
     from fusebench.cli import report_unreadable
+    from fusebench.history import drawable, plots, results, runrecord, site_fixes, store
     from kernels import OPS
 
     try:
-        undrawn = history.undrawn(results_dir)
+        undrawn = drawable.undrawn(results_dir)
     except RuntimeError as exc:
         print(f"publish: warning: cannot tell which results the site draws: {exc}", file=sys.stderr)
         undrawn = []
-    for line in history.report(undrawn, results_dir):
+    for line in drawable.report(undrawn, results_dir):
         print(line, file=sys.stderr)
 
     status = store.publish(results_dir, html_dir, python=python)

@@ -3,7 +3,7 @@
 A fleet (``deploy/``: a Kubernetes Indexed Job, a Slurm array) leaves one results folder per
 host, each as ``make bench`` writes it: ``<machine>/machine.json``, the asv result files
 ``<machine>/<sha8>-<env>.json``, ``benchmarks.json``, and beside it the run records folder
-(``records/<machine>/<sha8>.json``, :func:`fusebench.runrecord.records_dir`). This module copies
+(``records/<machine>/<sha8>.json``, :func:`fusebench.history.runrecord.records_dir`). This module copies
 them into one destination (``results/`` and ``records/``) by these rules:
 
 - **never overwrite**: a file the destination does not have is copied; one it has with the same
@@ -39,8 +39,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fusebench import results, runrecord
 from fusebench.errors import UsageError
+from fusebench.history import results, runrecord
 
 #: ``machine.json`` fields whose difference is a conflict, not a warning: another GPU model
 #: stored under the same machine name would mix two GPUs' figures in one history.
@@ -340,7 +340,7 @@ def plan(sources: list[Path], dest: Path) -> Plan:
     Args:
         sources: results folders, or folders holding ``results/`` (:func:`source_folders`).
         dest: the destination results folder (``results/``); its records folder is
-            :func:`fusebench.runrecord.records_dir` of it.
+            :func:`fusebench.history.runrecord.records_dir` of it.
 
     Raises:
         UsageError: a source is not a results folder, is the destination, or is given twice.

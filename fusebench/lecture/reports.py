@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from fusebench import environment
+from fusebench.measure import environment
+from fusebench.paths import PROJECT_ROOT
 
 #: Where reports are kept (committed, like results/).
-REPORTS_DIR = environment.ROOT / "reports"
+REPORTS_DIR = PROJECT_ROOT / "reports"
 
 #: Bump when the layout of a stored report changes.
 FORMAT_VERSION = 1
@@ -34,7 +35,7 @@ def save(name: str, data: dict, markdown: str, env: dict, root: Path = REPORTS_D
     """Write report ``name`` (``data``: JSON-serializable figures and parameters) and its markdown.
 
     The JSON holds ``{"report", "format_version", "environment", **data}``; ``env`` is
-    :func:`fusebench.environment.capture`'s dict (its ``git_commit`` names the files). Files are
+    :func:`fusebench.measure.environment.capture`'s dict (its ``git_commit`` names the files). Files are
     written atomically (a temporary file, then a rename). Returns ``(json path, md path)``.
     """
     machine = machine or environment.machine_name()

@@ -1,0 +1,2 @@
+"""Nsight Systems captures: the plan of cases, NVTX ranges, the capture window (also used by the
+``torch.profiler`` trace of the same plan), the nsys tool and its statistics, the per-range summary."""
