@@ -103,6 +103,27 @@ def test_a_dead_worker_is_reported_and_the_rest_stored(tmp_path, monkeypatch):
     assert [r.status for r in sweep.Sweep.load(path).records].count("ok") == 2
 
 
+def test_a_worker_dying_while_the_others_wait_between_the_phases_does_not_hang_them(tmp_path, monkeypatch):
+    # GPU 0 builds its cases and waits at the barrier; GPU 1 dies after that, never reaching it
+    import signal
+
+    def hung(*_):
+        raise TimeoutError("workers.run hung: the surviving worker waits at the barrier")
+
+    monkeypatch.setenv(workerops.DIR_ENV, str(tmp_path))
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(150)
+    try:
+        outcome = workers.run(_job(ops=("late",), backends=("eager",)), SLOTS)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    [line] = outcome.failures
+    assert "worker of GPU 1 failed: died (exit code 3)" in line
+    ok = [r for r in outcome.machines["fake-h200"].records if r.status == "ok"]
+    assert len(ok) == 2 and {r.gpu_index for r in ok} == {0}
+
+
 def _state(machine, gpu, records):
     env = {"gpu": gpu, "gpu_index": records[0].gpu_index, "worker": {"visible": str(records[0].gpu_index)}}
     result = sweep.Sweep(env, 100.0, "cpu", records, rounds=2, ceilings_gbps=[100.0, 100.0])

@@ -34,11 +34,29 @@ def _fragile(x):
     return lambda: x * 2
 
 
+def _dies_late(x):
+    """Fake GPU 1 takes a case, then dies (exit code 3) only after fake GPU 0 has had time to
+    build the rest and wait between the phases (the barrier a dead worker never reaches)."""
+    folder = Path(os.environ[DIR_ENV])
+    if os.environ.get("CUDA_VISIBLE_DEVICES") == "1":
+        (folder / "took").touch()
+        time.sleep(4)
+        os._exit(3)
+    deadline = time.monotonic() + 120
+    while not (folder / "took").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return lambda: x * 2
+
+
+LATE = Op("late", reference=lambda x: x.double() * 2, grids={"cpu": [(64,), (128,), (256,)]},
+          dtypes=("float32",))
+LATE.backend("eager")(_dies_late)
+
 FRAGILE = Op("fragile", reference=lambda x: x.double() * 2, grids={"cpu": [(64,), (128,), (256,)]},
              dtypes=("float32",))
 FRAGILE.backend("eager")(_fragile)
 
-OPS = {op.name: op for op in (TOY, FRAGILE)}
+OPS = {op.name: op for op in (TOY, FRAGILE, LATE)}
 
 
 def identify(dev) -> dict:

@@ -326,8 +326,12 @@ def run(job: Job, slots: list[Slot], *, prebuild: Callable[[], None] | None = No
                     _receive(s)  # a last message written just before it exited
                     if not s.over:
                         s.error = f"died (exit code {s.process.exitcode})"
-                if s.error and not all(x.built or x.over for x in states):
-                    barrier.abort()  # the others must not wait for it between the phases
+                if s.error:
+                    # The others must not wait for it between the phases. Always: whether they
+                    # already wait there or not (a worker done building before this one died
+                    # waited forever when the barrier was aborted only while some had not
+                    # built); a barrier already passed is not waited on again.
+                    barrier.abort()
             if built_at is None and all(x.built or x.over for x in states):
                 built_at = time.perf_counter()
                 phases["build, gate, profile (all GPUs)"] = built_at - t
