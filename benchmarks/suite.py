@@ -14,7 +14,6 @@ The cases are the case file's (``fusebench.yaml``, or ``$FUSEBENCH_CONFIG``).
 from fusebench.history import asvsuite
 from kernels import OPS
 
-for _op in OPS.values():
-    _cls = asvsuite.suite_class(_op)
+for _cls in asvsuite.suite_classes(OPS.values()):
     globals()[_cls.__name__] = _cls
-del _op, _cls
+del _cls

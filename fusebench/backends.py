@@ -67,19 +67,3 @@ def require_triton(x: torch.Tensor) -> None:
         raise SkipCase("triton is not installed")
     if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
         raise SkipCase("triton needs a CUDA GPU (TRITON_INTERPRET=1 runs it on the CPU, for tests)")
-
-
-def require_cuda_extension(x: torch.Tensor):
-    """The built ``kernels.cuda_ext`` module, ready for ``x`` (builds it on first use).
-
-    Raises:
-        SkipCase: ``x`` is not on a CUDA device, or the extension cannot be built or loaded here
-            (no nvcc, torch without CUDA, a compile error), with that reason.
-    """
-    if not x.is_cuda:
-        raise SkipCase("needs a CUDA GPU")
-    from kernels import cuda_ext
-
-    if reason := cuda_ext.unavailable_reason():
-        raise SkipCase(f"cuda extension unavailable: {reason}")
-    return cuda_ext

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import torch
 
+from fusebench.errors import SkipCase
 from kernels.cuda_check import find_nvcc
 
 _SRC = Path(__file__).resolve().parent / "cuda"
@@ -144,6 +145,23 @@ def unavailable_reason() -> str | None:
     "build failed: <first error line>"). Builds the extension on first call
     when everything is present."""
     return _load()[1]
+
+
+def require(x: torch.Tensor):
+    """This module, ready for ``x`` (the extension is built on first use): what the ``cuda``
+    backends call before their first launch.
+
+    Raises:
+        SkipCase: ``x`` is not on a CUDA device, or the extension cannot be built or loaded here
+            (no nvcc, torch without CUDA, a compile error), with that reason.
+    """
+    import sys
+
+    if not x.is_cuda:
+        raise SkipCase("needs a CUDA GPU")
+    if reason := unavailable_reason():
+        raise SkipCase(f"cuda extension unavailable: {reason}")
+    return sys.modules[__name__]
 
 
 def _module():

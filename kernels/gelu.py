@@ -22,9 +22,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from fusebench.backends import compiled, require_cuda_extension, require_triton
+from fusebench.backends import compiled, require_triton
 from fusebench.registry import Op
-from kernels import reference_libs
+from kernels import cuda_ext, reference_libs
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 
@@ -78,7 +78,7 @@ def triton_(x):
 @OP.backend("cuda")
 def cuda(x):
     """Hand-written CUDA C++ kernel (``kernels/cuda/gelu.cu``), built as a torch extension."""
-    ext = require_cuda_extension(x)
+    ext = cuda_ext.require(x)
     return lambda: ext.gelu(x)
 
 

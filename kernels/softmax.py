@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import torch
 
-from fusebench.backends import compiled, require_cuda_extension, require_triton
+from fusebench.backends import compiled, require_triton
 from fusebench.registry import Op
-from kernels import reference_libs
+from kernels import cuda_ext, reference_libs
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -88,7 +88,7 @@ def triton_(x):
 @OP.backend("cuda")
 def cuda(x):
     """Hand-written CUDA C++ kernels (``kernels/cuda/softmax.cu``), built as a torch extension."""
-    ext = require_cuda_extension(x)
+    ext = cuda_ext.require(x)
     return lambda: ext.softmax(x)
 
 

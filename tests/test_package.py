@@ -137,6 +137,16 @@ def test_no_sys_path_edits_in_the_code():
     assert hits == ""
 
 
+def test_the_harness_is_handed_its_ops_and_never_imports_them():
+    # kernels/ imports the harness (fusebench.registry, backends); the arrow never points back:
+    # only the command line (fusebench/commands) and asv's entry (benchmarks/suite.py) name kernels
+    harness = ["fusebench/measure", "fusebench/history", "fusebench/nsys", "fusebench/lecture",
+               *(str(p.relative_to(PROJECT_ROOT)) for p in (PROJECT_ROOT / "fusebench").glob("*.py"))]
+    hits = subprocess.run(["git", "grep", "-nE", r"^\s*(from|import) kernels\b", "--", *harness],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True).stdout
+    assert hits == ""
+
+
 def test_the_progress_bar_shows_elapsed_and_remaining_time_on_a_terminal_only(monkeypatch):
     pytest.importorskip("tqdm")
     from fusebench.measure import progress

@@ -39,7 +39,7 @@ def script(name, *args, tmp_path=None):
 # --- pitfalls -------------------------------------------------------------------------------------
 
 def test_pitfalls_on_the_cpu_measure_the_first_call_and_explain_the_sync():
-    res = pitfalls.measure(CPU, n=48, launches=2, rounds=1, warm_budget_s=0.0)
+    res = pitfalls.measure(get_op("matmul"), CPU, n=48, launches=2, rounds=1, warm_budget_s=0.0)
     assert res.device == "cpu" and res.n == 48 and res.warm_repeats == 5
     assert res.first_call_ratio == res.first_call_ms / res.warm_median_ms
     assert res.first_call_ms > 0 and res.warm_median_ms > 0
@@ -64,12 +64,12 @@ def test_pitfalls_rendering_of_gpu_figures():
 
 def test_pitfalls_refuse_bad_sizes():
     with pytest.raises(ValueError, match=">= 1"):
-        pitfalls.measure(CPU, n=0)
+        pitfalls.measure(get_op("matmul"), CPU, n=0)
 
 
 @pytest.mark.gpu
 def test_pitfalls_on_the_gpu_show_both_mistakes():
-    res = pitfalls.measure(torch.device("cuda"), n=2048, rounds=2)
+    res = pitfalls.measure(get_op("matmul"), torch.device("cuda"), n=2048, rounds=2)
     assert res.understatement > 5 and res.events_ms == pytest.approx(res.synced_ms, rel=0.5)
 
 

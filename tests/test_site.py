@@ -13,6 +13,7 @@ from asvfiles import main_commits, write_result
 
 from fusebench.history import site, store
 from fusebench.paths import PROJECT_ROOT
+from kernels import OPS
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 
@@ -149,10 +150,11 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     site_dir.mkdir()
     shutil.copy(PROJECT_ROOT / "site" / "package-lock.json", site_dir)
     monkeypatch.setattr(site.shutil, "which", lambda name: None)
-    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", site_dir=site_dir) == 1
+    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", OPS.values(), site_dir=site_dir) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("publish: error: npm not found") and "CDN=1" in err
-    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", cdn=True, site_dir=site_dir) == 0
+    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", OPS.values(), cdn=True,
+                        site_dir=site_dir) == 0
     assert "needs internet" in capsys.readouterr().err
     index = (tmp_path / "html" / "index.html").read_text()
     assert "https://code.jquery.com/jquery-3.3.1.min.js" in site.external_loads(index)

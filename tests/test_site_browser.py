@@ -23,6 +23,7 @@ import pytest
 from fusebench.history import results, site, store
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
+from kernels import OPS
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHECK = PROJECT_ROOT / "site" / "browser_check.mjs"
@@ -70,7 +71,8 @@ def _check(url: str, *args: str) -> tuple[int, dict]:
 @pytest.fixture(scope="module")
 def published(tmp_path_factory):
     html = tmp_path_factory.mktemp("site") / "html"
-    assert site.publish(PROJECT_ROOT / "results", html) == 0  # npm ci, vendor files, rewrite, plots
+    # npm ci, vendor files, rewrite, plots
+    assert site.publish(PROJECT_ROOT / "results", html, OPS.values()) == 0
     return html
 
 

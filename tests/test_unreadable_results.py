@@ -105,13 +105,13 @@ def test_publish_ends_with_the_count_and_lists_the_file_on_the_plots_page(two_co
     site_dir.mkdir()
     monkeypatch.setattr(site.shutil, "which", lambda name: None)  # no npm: CDN URLs, a warning
     html = res.parent / "html"
-    assert site.publish(res, html, cdn=True, site_dir=site_dir) == 1
+    assert site.publish(res, html, OPS.values(), cdn=True, site_dir=site_dir) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert f"publish: error: cannot read {bad}: " in "\n".join(err)
     assert err[-1] == "publish: 1 stored file(s) could not be read (named above) and were left out"
     page = (html / "plots" / "index.html").read_text()
     assert "1 stored file(s) could not be read" in page and str(bad) in page
     bad.unlink()
-    assert site.publish(res, html, cdn=True, site_dir=site_dir) == 0
+    assert site.publish(res, html, OPS.values(), cdn=True, site_dir=site_dir) == 0
     assert capsys.readouterr().err.strip().splitlines()[-1] == \
         "publish: every stored file was read (1 result files)"

@@ -45,7 +45,7 @@ from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
 from fusebench.measure.selection import choose, narrow_shapes, require_measured
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS, Op
-from kernels import REGISTERED, configured
+from kernels import OPS, REGISTERED, configured
 
 
 def results_folder(quick: bool, partial: bool) -> str:
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     if not args.no_publish and results == PROJECT_ROOT / "results":
         t = time.perf_counter()
         # cdn=True: without npm (an offline GPU host) the site still publishes, with a warning.
-        if site.publish(results, args.html, cdn=True) != 0:
+        if site.publish(results, args.html, OPS.values(), cdn=True) != 0:
             print("bench: publishing the site failed (the reason is above); the results are stored",
                   file=sys.stderr)
             return 1

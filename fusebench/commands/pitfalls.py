@@ -36,14 +36,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench pitfalls`` with the parsed options; returns the exit status."""
-    dtypes = get_op("matmul", configured(args.config)).dtypes
+    matmul = get_op("matmul", configured(args.config))
+    dtypes = matmul.dtypes
     if args.dtype not in dtypes:
         raise UsageError(f"unknown dtype {args.dtype!r}; valid dtypes: {', '.join(dtypes)}")
 
     dev = environment.device()
     env = environment.capture(dev)
     try:  # first thing in the process: the first call must really be the first
-        res = pitfalls.measure(dev, args.n, args.dtype, args.launches, args.rounds)
+        res = pitfalls.measure(matmul, dev, args.n, args.dtype, args.launches, args.rounds)
     except SkipCase as exc:
         raise UsageError(f"dtype {args.dtype} cannot run here: {exc}") from exc
     env["clocks_after"] = environment.clocks(dev)

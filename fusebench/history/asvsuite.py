@@ -46,8 +46,9 @@ CACHED_FIELDS = ("op", "backend", "shape", "dtype", "status", "reason",
                  *(m.field for m in metrictable.METRICS))
 
 
-def load_records() -> dict:
-    """The records asv publishes: read from ``$FUSEBENCH_SWEEP`` or measured now.
+def load_records(ops=()) -> dict:
+    """The records asv publishes: read from ``$FUSEBENCH_SWEEP``, or measured now over ``ops``
+    (the :class:`~fusebench.registry.Op` objects the suite was generated from).
 
     Every op's records: asv keys a ``setup_cache`` by its source line, so the one defined in
     :class:`_OpSuite` runs once per ``asv run`` and all generated classes share its value.
@@ -61,24 +62,24 @@ def load_records() -> dict:
     if path:
         result = sweep.Sweep.load(Path(path))
     else:
-        from kernels import OPS
-
-        result = sweep.run(OPS.values())
+        result = sweep.run(ops)
     records = {r.key: {f: getattr(r, f) for f in CACHED_FIELDS}
                for r in result.records}
     return {"records": records, "ceiling_gbps": result.ceiling_gbps, "peak_tflops": result.peak_tflops}
 
 
 class _OpSuite:
-    """Base of the generated classes; ``op`` is set on each subclass."""
+    """Base of the generated classes; ``op`` (its op's name) and ``ops`` (every op of the
+    suite) are set on each subclass."""
 
     op = ""
+    ops: tuple = ()
     param_names = ["backend", "shape", "dtype"]
     timeout = 3600  # setup_cache measures the whole sweep when no sweep file is given
     version = SUITE_VERSION
 
     def setup_cache(self):
-        return load_records()
+        return load_records(self.ops)
 
     def setup(self, cache, backend, shape, dtype):
         rec = cache["records"].get((self.op, backend, shape, dtype))
@@ -111,11 +112,19 @@ def _track(m: Metric):
     return track
 
 
-def suite_class(op: Op) -> type:
+def suite_class(op: Op, ops: tuple[Op, ...] = ()) -> type:
     """The asv class for ``op``: named after it (``Gelu``), params = backends × shapes × the op's
     dtypes, one ``track_*`` method per metric of :mod:`fusebench.metrictable` (TFLOP/s and % of
-    peak only when the op declares flops)."""
+    peak only when the op declares flops). ``ops``: every op of the suite, measured by the shared
+    ``setup_cache`` when no sweep file is given (default: ``op`` alone)."""
     params = [list(BACKENDS), [shape_label(s) for s in op.grids["default"]], list(op.dtypes)]
-    body = {"op": op.name, "params": params, "__module__": "benchmarks.suite"}
+    body = {"op": op.name, "ops": tuple(ops) or (op,), "params": params, "__module__": "benchmarks.suite"}
     body.update({m.name: _track(m) for m in metrictable.for_op(op.flops is not None)})
     return type(class_name(op.name), (_OpSuite,), body)
+
+
+def suite_classes(ops) -> list[type]:
+    """One asv class per op of ``ops`` (an iterable of :class:`~fusebench.registry.Op`, handed
+    over by ``benchmarks/suite.py``), each knowing all of them (see :func:`suite_class`)."""
+    ops = tuple(ops)
+    return [suite_class(op, ops) for op in ops]

@@ -399,12 +399,14 @@ def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None =
     return page
 
 
-def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str = sys.executable,
-            site_dir: Path = SITE_DIR, strict: bool = False) -> int:
+def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python: str = sys.executable,
+             site_dir: Path = SITE_DIR, strict: bool = False) -> int:
     """``asv publish`` of every stored result into ``html_dir``, then made offline, plots and the
     runs page added; every stored result asv will not draw is named (``fusebench.history.drawable``).
 
     Args:
+        ops: the :class:`~fusebench.registry.Op` objects of the stored results (plots per op, each
+            graph opened at its op's headline shape), handed over by the caller.
         cdn: keep asv's CDN URLs (the site then needs internet) instead of failing when the local
             copies cannot be installed; a warning says so.
         strict: a stored result that will not be drawn is an error (exit 1), not a warning.
@@ -416,8 +418,8 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
     """
     from fusebench.cli import report_unreadable
     from fusebench.history import drawable, plots, results, runrecord, site_fixes, store
-    from kernels import OPS
 
+    ops = tuple(ops)
     try:
         undrawn = drawable.undrawn(results_dir)
     except RuntimeError as exc:
@@ -440,10 +442,10 @@ def publish(results_dir: Path, html_dir: Path, *, cdn: bool = False, python: str
         print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
               file=sys.stderr)
     reader = results.Reader(results_dir)
-    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(OPS.values()), reader=reader)
+    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(ops), reader=reader)
     write_plots_page(html_dir, pngs, reader.check())
     add_plots_tab(html_dir)
-    site_fixes.apply(html_dir)  # headline shape first, units in titles, bars on category axes
+    site_fixes.apply(html_dir, ops)  # headline shape first, units in titles, bars on category axes
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
     unreadable = report_unreadable(reader, "publish", count=True)

@@ -157,12 +157,9 @@ def titles_with_units(html_dir: Path) -> int:
     return count
 
 
-def apply(html_dir: Path, ops=None) -> None:
-    """Every fix of this module on a published site (``ops`` default: ``kernels.OPS``)."""
-    if ops is None:
-        from kernels import OPS
-
-        ops = OPS.values()
+def apply(html_dir: Path, ops) -> None:
+    """Every fix of this module on a published site; ``ops``: the site's
+    :class:`~fusebench.registry.Op` objects (their headline shapes)."""
     patch_orderbars(html_dir)
     open_at_headline(html_dir, ops)
     titles_with_units(html_dir)

@@ -27,7 +27,7 @@ from dataclasses import asdict, dataclass
 import torch
 
 from fusebench.measure import inputs, timing
-from fusebench.registry import PRECISIONS
+from fusebench.registry import PRECISIONS, Op
 
 #: Why the synchronization pitfall cannot be shown on the CPU.
 CPU_NOTE = ("On the CPU there is no asynchronous queue: each PyTorch op runs to completion before "
@@ -88,13 +88,14 @@ def _launch_clocks(fn, launches: int) -> tuple[float, float, float]:
     return nosync * 1e3 / launches, synced * 1e3 / launches, begin.elapsed_time(end) / launches
 
 
-def measure(dev: torch.device, n: int | None = None, dtype: str = "float32", launches: int = 10,
-            rounds: int = 5, warm_budget_s: float = 0.5) -> PitfallsResult:
+def measure(matmul: Op, dev: torch.device, n: int | None = None, dtype: str = "float32",
+            launches: int = 10, rounds: int = 5, warm_budget_s: float = 0.5) -> PitfallsResult:
     """Measure both pitfalls on ``dev`` for an ``n x n`` matmul in ``dtype`` (a dtype-axis name).
 
     Call this before any other matmul in the process, or the "first call" is not the first.
 
     Args:
+        matmul: the matmul op (``kernels/matmul.py``); its ``torch`` backend is timed.
         n: matrix size; default 4096 on a GPU, 1024 on the CPU.
         launches: back-to-back calls per round for the synchronization pitfall (>= 1).
         rounds: rounds per clock (>= 1); the median is reported.
@@ -104,15 +105,13 @@ def measure(dev: torch.device, n: int | None = None, dtype: str = "float32", lau
         ValueError: ``n``, ``launches`` or ``rounds`` below 1.
         SkipCase: ``dtype`` cannot run on ``dev`` (tf32 on the CPU).
     """
-    from kernels import get_op
-
     if n is None:
         n = DEFAULT_N_CUDA if dev.type == "cuda" else DEFAULT_N_CPU
     if min(n, launches, rounds) < 1:
         raise ValueError(f"n, launches and rounds must be >= 1 (got {n}, {launches}, {rounds})")
     precision = PRECISIONS[dtype]
     x = inputs.make_input((n, n), precision.dtype, str(dev))
-    fn = precision.bind(get_op("matmul").get_backend("torch").factory, x)
+    fn = precision.bind(matmul.get_backend("torch").factory, x)
 
     first = _first_call_ms(fn, dev)
     warm = timing.measure(fn, dev, warm_budget_s, clock="wall", bounds=(5, 50))
