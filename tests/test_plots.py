@@ -37,7 +37,10 @@ def test_ceiling_is_derived_from_bandwidth_and_pct(h200):
 
 def test_bandwidth_series_by_bytes_moved(h200):
     series = plots.bandwidth_series(h200, OPS["softmax"], "bfloat16")
-    assert set(series) == {"eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems"}
+    bw = h200.values["suite.Softmax.track_bandwidth"]
+    measured = {b for (b, _, d), v in bw.items() if d == "bfloat16" and v is not None and v == v}
+    assert {"eager", "torch", "compile", "triton", "cuda"} <= measured  # the latest run's backends
+    assert set(series) == measured
     sizes = [p[0] for p in series["eager"]]
     assert sizes == sorted(sizes) and len(sizes) == len(OPS["softmax"].grids["default"])
     assert (2 * 8192 * 16384 * 2, h200.values["suite.Softmax.track_bandwidth"][
