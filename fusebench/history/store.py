@@ -228,11 +228,13 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
               file=sys.stderr)
         stored = [[p for p in (s / "results" / machine).glob("*.json")
                    if p.name != "machine.json" and p.stat().st_mtime > started] for s in stagings]
-        failed = next((st for st in statuses if st not in (0, ASV_SOME_FAILED)), 0)
-        if failed or not all(stored):
-            tail = log.read_text(errors="replace").splitlines()[-ASV_LOG_TAIL:]
-            print("\n".join(["asv: the run stored nothing; the end of its output:", *tail]), file=sys.stderr)
-            return failed or 1
+        bad = [i for i, (st, got) in enumerate(zip(statuses, stored))
+               if st not in (0, ASV_SOME_FAILED) or not got]
+        if bad:  # the output of the first run that failed, not of whichever ran last
+            tail = (stagings[bad[0]] / "asv.log").read_text(errors="replace").splitlines()[-ASV_LOG_TAIL:]
+            print("\n".join([f"asv: the run stored nothing; the end of asv run {bad[0] + 1}'s output:",
+                              *tail]), file=sys.stderr)
+            return next((st for st in statuses if st not in (0, ASV_SOME_FAILED)), 0) or 1
         try:
             for i in range(1, len(groups)):
                 for f in stored[0]:
