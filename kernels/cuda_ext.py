@@ -55,10 +55,9 @@ BLOCK_PER_ROW_MAX_COLS = 32768
 # kernels/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
 COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
 COOP_DEFAULT_CHUNK = 8192
-#: Chunks (elements of a row per CTA) softmax_cluster accepts, the largest by element size (65536
-#: is 16-bit only), and the default (chunk 0; softmax_cluster_chunk in softmax_cluster.cu).
-CLUSTER_CHUNKS = (4096, 8192, 16384, 32768, 65536)
-CLUSTER_CHUNK_MAX = {4: 32768, 2: 65536}
+#: Chunks (elements of a row per CTA) softmax_cluster accepts, and the default (chunk 0;
+#: softmax_cluster_chunk in softmax_cluster.cu).
+CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
 CLUSTER_DEFAULT_CHUNK = {4: 32768, 2: 16384}
 #: Knobs of softmax_tma / softmax_tma_grid (TmaConfig, kTmaChunkBytes, kTmaThreads in
 #: kernels/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
@@ -358,13 +357,12 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     """``softmax_variant(x, "cluster")`` with ``chunk`` elements of a row per CTA (the tuning
     entry point; ``scripts/tune_cuda.py`` names it ``cluster:<chunk>``).
 
-    A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) that
-    combine their (max, sum) partials through distributed shared memory: one read, one write.
-    chunk: one of ``CLUSTER_CHUNKS`` (65536 for 16-bit types only) or 0 (``CLUSTER_DEFAULT_CHUNK``:
-    32768 for float32, 16384 for 16-bit types). float32 CTAs hold their chunk as floats: 256, 512, 1024, 1024
-    threads of 16, 16, 16, 32 values. 16-bit CTAs of 4096 and 8192 do the same (256 and 512
-    threads); from 16384 on they hold 64 values per thread as loaded, packed two to a register
-    (256, 512, 1024 threads), and compute exp(x - m) twice instead of keeping it.
+    A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) of 256
+    threads. Each thread copies its ``chunk / 256`` values into shared memory with asynchronous
+    copies (all in flight at once), reads them back once into registers (as float32), and the CTAs
+    exchange their (max, sum) partials through distributed shared memory: one read, one write.
+    chunk: one of ``CLUSTER_CHUNKS`` or 0 (``CLUSTER_DEFAULT_CHUNK``: 32768 for float32, 16384 for
+    16-bit types); it takes ``chunk * itemsize`` bytes of shared memory per CTA.
     Raises ValueError below sm_90, for cols not a multiple of 16 / itemsize, another
     chunk, or a row needing more than 16 CTAs (x is made contiguous, so its rows are aligned).
     """

@@ -55,7 +55,7 @@ def compiled(name: str) -> cuda_check.FileResult:
 
 def test_sources_present_and_standalone():
     assert {p.name for p in SOURCES} >= {"gelu.cu", "softmax.cu"}
-    for p in [*SOURCES, cuda_check.CUDA_DIR / "common.cuh"]:
+    for p in [*SOURCES, cuda_check.CUDA_DIR / "common.cuh", cuda_check.CUDA_DIR / "sm90.cuh"]:
         includes = [ln for ln in p.read_text().splitlines() if ln.lstrip().startswith("#include")]
         assert not [i for i in includes if "torch" in i or "ATen" in i or "c10" in i], p.name
 
@@ -194,4 +194,5 @@ def test_one_binding_preamble_and_one_launch_helper():
         for token in (r"cudaLaunchKernelEx", r"\bcudaLaunchAttribute\b", r"cudaLaunchConfig_t",
                       r"\.id = cudaLaunchAttribute"):
             assert not re.search(token, text), f"{src.name} sets up a launch itself: use launch()"
+        assert "cudaFuncAttributeMaxDynamicSharedMemorySize" not in text, f"{src.name}: use allow_dynamic_smem"
         assert re.search(r"\breturn launch\(", text), src.name

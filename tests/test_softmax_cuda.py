@@ -177,8 +177,8 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
     if shape[0] > 2:
         x[1] = float("-inf")  # an all -inf row gives NaN, as torch.softmax
         x[2] = 7.0  # all equal
-    if chunk > cuda_ext.CLUSTER_CHUNK_MAX[x.element_size()]:
-        with pytest.raises(ValueError, match="at most 32768"):
+    if chunk not in (0, *cuda_ext.CLUSTER_CHUNKS):
+        with pytest.raises(ValueError, match=r"chunk must be 0 or one of \(4096, 8192, 16384, 32768\)"):
             cuda_ext.softmax_cluster(x, chunk)
         return
     if -(-shape[1] // (chunk or cuda_ext.CLUSTER_DEFAULT_CHUNK[x.element_size()])) > 16:

@@ -186,7 +186,7 @@ at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
                           io.dtype, static_cast<int>(chunk_elems), io.stream);
   TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
               " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
-              "8192, 16384, 32768 or (16-bit) 65536, and at most 16 CTAs per row; got cols ",
+              "8192 16384 or 32768, and at most 16 CTAs per row; got cols ",
               io.cols, ", chunk_elems ", chunk_elems, ")");
   return io.y;
 }
@@ -269,7 +269,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x"), py::arg("variant"), py::arg("param"), py::arg("flag") = 1);
   m.def("softmax_cluster", &softmax_cluster,
         "Softmax, variant 7 (cluster) with a given chunk per CTA: chunk_elems 0 (default), 4096, "
-        "8192, 16384, 32768 or (16-bit types) 65536 elements; raises where the variant cannot run",
+        "8192, 16384 or 32768 elements; raises where the variant cannot run",
         py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_coop", &softmax_coop,
         "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 8192), "

@@ -33,9 +33,9 @@ enum class SoftmaxVariant : int {
   SplitRow = 4,      // any cols, rows <= 65535: row split over blocks, two kernels
   OnlineL2 = 5,      // any cols: Online with one block per SM looping over rows
   Coop = 6,          // cols <= ~capacity * chunk: row split over co-resident CTAs, one pass (**)
-  Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768 (16-bit: 16 * 65536): row
-                     // split over a thread-block cluster, partials through distributed shared
-                     // memory, one pass (softmax_cluster)
+  Cluster = 7,       // sm_90+, 16-byte vectors, cols <= 16 * 32768: row split over a thread-block
+                     // cluster, staged by cp.async, held in registers, partials through
+                     // distributed shared memory (st.async), one pass (softmax_cluster.cu)
   Tma = 8,           // sm_90+, 16-byte vectors: a row's chunks staged in shared memory by bulk
                      // copies, split over a cluster of <= 16 CTAs, partials through distributed
                      // shared memory, one read and one write (softmax_tma.cu)
@@ -156,10 +156,10 @@ cudaError_t softmax_tuned(const void* x, void* y, int64_t rows, int64_t cols, DT
                           void* workspace, cudaStream_t stream);
 
 // Softmax of long rows with each row split across a thread-block cluster
-// (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384,
-// 32768, or for 16-bit types 65536; 0 = softmax_cluster_chunk) hold the row in
-// registers and combine
-// their partials through distributed shared memory: one read, one write.
+// (softmax_cluster.cu; sm_90+): CTAs of `chunk` elements (4096, 8192, 16384 or
+// 32768; 0 = softmax_cluster_chunk) stage their share in shared memory by
+// per-thread asynchronous copies, hold it in registers and exchange their
+// (max, sum) partials through distributed shared memory: one read, one write.
 // Returns cudaErrorNotSupported below sm_90, cudaErrorInvalidValue for an
 // unsupported chunk, unaligned pointers, cols not a multiple of the 16-byte
 // vector width, or a row needing more than 16 CTAs.

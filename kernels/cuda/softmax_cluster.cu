@@ -1,201 +1,150 @@
-// Softmax over long rows with a row split across a thread-block cluster
-// (sm_90+): one read and one write of every element, the row held on chip.
+// Softmax over long rows with a row split across a thread-block cluster (sm_90+): one read and
+// one write of every element, the row held on chip, partials exchanged in one step.
 //
-// A cluster of C CTAs owns one row; CTA r holds elements [r * CHUNK, (r + 1) * CHUNK)
-// of it in registers (CHUNK = THREADS * NV * VEC: NV 16-byte vectors per thread).
-// Each CTA reduces its chunk to (m_r, l_r) = (max, sum exp(x - m_r)), keeping
-// e = exp(x - m_r) in registers, and publishes the pair in its shared memory.
-// After a cluster barrier every CTA reads the C pairs through distributed
-// shared memory (DSMEM), combines them (Milakov & Gimelshein 2018, "Online
-// normalizer calculation for softmax", arXiv:1805.02867) into (M, L), and
-// writes y = e * (exp(m_r - M) / L). A second cluster barrier (arrive after
-// the DSMEM reads, wait before exit) keeps each CTA's shared memory alive
-// while the others read it. Clusters are co-scheduled by the hardware, so the
-// barrier cannot deadlock (CUDA C++ Programming Guide, "Thread Block
-// Clusters" and "Distributed Shared Memory").
-//
-// Compared with the two-pass variants (online, split_row) this moves
-// 2 * itemsize bytes per element instead of about 3 * itemsize. Requires the
-// 16-byte vector path (aligned pointers, cols % VEC == 0) and cols <= 16 * CHUNK
-// (16 = the largest, non-portable, cluster size of an H100/H200).
-#include <cooperative_groups.h>
-
-#include <type_traits>
-
+// Method (the structure of QuACK's softmax, Dao-AILab/quack quack/softmax.py, quack/reduce.py
+// and quack/reduction_base.py; our own code):
+//  1. A cluster of C = ceil(cols / CHUNK) CTAs owns one row (C <= 16); CTA r holds elements
+//     [r * CHUNK, (r + 1) * CHUNK) of it, CHUNK = THREADS * NV * VEC (NV 16-byte vectors of VEC
+//     elements per thread; thread t owns vectors t, t + THREADS, ...).
+//  2. Every thread issues all its NV loads at once as per-thread asynchronous copies into
+//     shared memory (cp.async.cg, 16 bytes each): no register is tied up by a load in flight, so
+//     the whole chunk is requested before the first value is needed. After waiting for its own
+//     copies a thread reads its vectors from shared memory once, into registers (slots past the
+//     row's end hold -inf); no block barrier is needed, since each thread reads only what it copied.
+//  3. Each warp reduces its values to (m_w, l_w) = (max, sum exp(x - m_w)), keeping
+//     e = exp(x - m_w) in registers: one exp per element.
+//  4. C > 1: lane j < C of every warp stores (m_w, l_w) into slot [rank * WARPS + warp] of CTA j's
+//     shared exchange buffer with st.async, which also completes 8 bytes of the transaction count
+//     of CTA j's mbarrier; each CTA waits on its own mbarrier until all C * WARPS pairs have
+//     landed. (The barriers are initialized at the start and published by one relaxed cluster
+//     arrive; the matching wait comes just before the first st.async, so it overlaps the loads.)
+//     No second cluster barrier is needed: a CTA only ever receives, and it cannot exit before
+//     it has received everything. C == 1: the same exchange through shared memory and one
+//     __syncthreads. Every warp then combines the pairs into (M, L) (Milakov & Gimelshein 2018,
+//     "Online normalizer calculation for softmax", arXiv:1805.02867).
+//  5. y = e * (exp(m_w - M) / L), stored from registers with 16-byte stores.
+// Requires 16-byte aligned x and y and cols a multiple of VEC; softmax_cluster refuses others.
 #include "common.cuh"
+#include "sm90.cuh"
 
 namespace fusebench {
 namespace cuda {
 namespace {
 
-namespace cg = cooperative_groups;
+constexpr int kClusterThreads = 256;
 
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900  // used only by the sm_90+ kernel body
-// RAW storage: a 16-byte vector of 8 16-bit values as 4 words; word j holds elements 2j (low
-// half) and 2j + 1 (high half). unpack2 converts a word to two floats; unpack2_fresh does the
-// same in volatile asm, so that the compiler cannot reuse a conversion made before the cluster
-// barrier (it would then keep 64 floats live across it instead of 32 words: nvcc 13.0 did so
-// for bfloat16 with a plain conversion, 110 registers).
-template <typename T> __device__ __forceinline__ void unpack2(unsigned w, float& a, float& b);
-template <> __device__ __forceinline__ void unpack2<__nv_bfloat16>(unsigned w, float& a, float& b) {
-  a = __uint_as_float(w << 16);
-  b = __uint_as_float(w & 0xffff0000u);
-}
-template <> __device__ __forceinline__ void unpack2<__half>(unsigned w, float& a, float& b) {
-  const __half2 h = *reinterpret_cast<const __half2*>(&w);
-  a = __low2float(h);
-  b = __high2float(h);
-}
-template <typename T> __device__ __forceinline__ void unpack2_fresh(unsigned w, float& a, float& b);
-template <>
-__device__ __forceinline__ void unpack2_fresh<__nv_bfloat16>(unsigned w, float& a, float& b) {
-  asm volatile("{ shl.b32 %0, %2, 16; and.b32 %1, %2, 0xffff0000; }" : "=f"(a), "=f"(b) : "r"(w));
-}
-template <> __device__ __forceinline__ void unpack2_fresh<__half>(unsigned w, float& a, float& b) {
-  asm volatile("{ .reg .b16 lo, hi; mov.b32 {lo, hi}, %2; cvt.f32.f16 %0, lo; cvt.f32.f16 %1, hi; }"
-               : "=f"(a), "=f"(b) : "r"(w));
-}
-#endif
-
-// RAW (16-bit types): the chunk is kept as loaded, NV 16-byte vectors of 8 elements (4 registers
-// each), and exp(x - m_r) is computed twice (for l_r, then for y) instead of kept: 64 elements
-// per thread in 32 registers, so a CTA holds twice the elements (and the same bytes) as a float32
-// one. Both passes compute the identical exp_approx(x - m_r), so y is the same either way.
-// (The sum adds the exps in another order than the float path; rounding differs in the last bit.)
-template <typename T, int NV, int VEC, int THREADS, bool RAW>
-__global__ void __launch_bounds__(THREADS) softmax_cluster_kernel(const T* x, T* y, int64_t cols) {
+template <typename T, int NV>
+__global__ void __launch_bounds__(kClusterThreads, 1)
+    softmax_cluster_kernel(const T* x, T* y, int cols, int csize) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr float kClusterNegInf = -__builtin_huge_valf();
+  constexpr int VEC = 16 / static_cast<int>(sizeof(T));
+  constexpr float kNegInf = -__builtin_huge_valf();
   constexpr float kFltMax = 3.402823466e38f;
-  constexpr int64_t kChunk = int64_t{THREADS} * NV * VEC;
-  __shared__ float red_max[kWarpSize], red_sum[kWarpSize];
-  __shared__ MaxSum part;  // this CTA's (m_r, l_r), read by the whole cluster
-  cg::cluster_group cluster = cg::this_cluster();
-  const unsigned rank = cluster.block_rank(), csize = cluster.num_blocks();
-  const int64_t row = blockIdx.x / csize;
-  const int64_t base = static_cast<int64_t>(rank) * kChunk;
+  constexpr int kChunk = kClusterThreads * NV * VEC;
+  constexpr int kClusterWarps = kClusterThreads / kWarpSize;
+  extern __shared__ __align__(16) unsigned char cluster_smem[];
+  T* buf = reinterpret_cast<T*>(cluster_smem);
+  __shared__ __align__(8) float2 pairs[kClusterWarps * kMaxCluster];  // (m_w, l_w) of the row
+  __shared__ __align__(8) uint64_t bar;
+  const unsigned rank = blockIdx.x % static_cast<unsigned>(csize);
+  const int64_t row = blockIdx.x / static_cast<unsigned>(csize);
+  const int base = static_cast<int>(rank) * kChunk;
+  const int lane = threadIdx.x % kWarpSize, warp = threadIdx.x / kWarpSize;
   const T* xr = x + row * cols;
   T* yr = y + row * cols;
-  // v: the chunk as floats (!RAW); raw: as loaded (RAW). Slots past the row's end hold -inf.
-  float v[RAW ? 1 : NV][VEC];
-  uint4 raw[RAW ? NV : 1];  // RAW: VEC == 8
-  auto col = [&](int k) { return base + (static_cast<int64_t>(k) * THREADS + threadIdx.x) * VEC; };
-  float m = kClusterNegInf;
+  if (csize > 1) {
+    if (threadIdx.x == 0) {
+      mbar_init(&bar, 1);
+      fence_mbar_init();
+      mbar_expect_tx(&bar, static_cast<unsigned>(csize * kClusterWarps * sizeof(float2)));
+    }
+    cluster_arrive_relaxed();  // waited for before the first st.async below
+  }
+  auto slot = [&](int k) { return (k * kClusterThreads + static_cast<int>(threadIdx.x)) * VEC; };
+#pragma unroll
+  for (int k = 0; k < NV; ++k)
+    if (base + slot(k) < cols) cp_async16(buf + slot(k), xr + base + slot(k));
+  cp_async_wait_all();
+
+  float v[NV][VEC];
+  float m = kNegInf;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t c = col(k);
-    if constexpr (RAW) {
-      static_assert(VEC == 8 && sizeof(T) == 2, "RAW holds 16-byte vectors of 16-bit values");
-      // -inf in both halves: 0xff80 (bfloat16), 0xfc00 (float16).
-      constexpr unsigned kNegInf2 = std::is_same_v<T, __half> ? 0xfc00fc00u : 0xff80ff80u;
-      raw[k] = c < cols ? *reinterpret_cast<const uint4*>(xr + c)
-                        : make_uint4(kNegInf2, kNegInf2, kNegInf2, kNegInf2);
-      const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float a, b;
-        unpack2<T>(w[j], a, b);
-        m = fmaxf(m, fmaxf(a, b));
-      }
+    if (base + slot(k) < cols) {
+      load_vec<T, VEC>(buf + slot(k), v[k]);
     } else {
-      if (c < cols) {
-        load_vec<T, VEC>(xr + c, v[k]);
-      } else {
 #pragma unroll
-        for (int i = 0; i < VEC; ++i) v[k][i] = kClusterNegInf;
-      }
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
+      for (int i = 0; i < VEC; ++i) v[k][i] = kNegInf;
     }
+#pragma unroll
+    for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
   }
-  // An all -inf chunk gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
-  m = fmaxf(block_reduce<MaxOp>(m, red_max), -kFltMax);
+  // A warp with only -inf values gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
+  m = fmaxf(warp_reduce<MaxOp>(m), -kFltMax);
   float s = 0.f;
 #pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    if constexpr (RAW) {
-      const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
+  for (int k = 0; k < NV; ++k)
 #pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        float a, b;
-        unpack2<T>(w[j], a, b);
-        s += exp_approx(a - m) + exp_approx(b - m);
-      }
-    } else {
-#pragma unroll
-      for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
+    for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
+  s = warp_reduce<SumOp>(s);
+
+  const int npairs = csize * kClusterWarps;
+  if (csize > 1) {
+    cluster_wait();  // every CTA's barrier is initialized
+    if (lane < csize) {
+      const unsigned peer = static_cast<unsigned>(lane);
+      st_async_f32x2(map_to_rank(&pairs[rank * kClusterWarps + warp], peer), m, s,
+                     map_to_rank(&bar, peer));
     }
+    mbar_wait(&bar, 0);
+  } else {
+    if (lane == 0) pairs[warp] = make_float2(m, s);
+    __syncthreads();
   }
-  s = block_reduce<SumOp>(s, red_sum);
-  if (threadIdx.x == 0) part = MaxSum{m, s};
-  cluster.sync();  // every CTA's pair is published
   MaxSum tot{-kFltMax, 0.f};
-  for (unsigned r = 0; r < csize; ++r) tot = combine(tot, *cluster.map_shared_rank(&part, r));
-  cluster.barrier_arrive();  // done reading the other CTAs' shared memory
+  for (int j = lane; j < npairs; j += kWarpSize) tot = combine(tot, MaxSum{pairs[j].x, pairs[j].y});
+  tot = warp_reduce(tot);
   // All -inf row: tot = (-FLT_MAX, 0), scale = 1 / 0 = inf, e = 0: y = nan, as torch.softmax.
   const float scale = exp_approx(m - tot.m) / tot.s;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    const int64_t c = col(k);
-    if (c < cols) {
-      float e[VEC];
-      if constexpr (RAW) {
-        const unsigned w[4] = {raw[k].x, raw[k].y, raw[k].z, raw[k].w};
+    if (base + slot(k) < cols) {
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          unpack2_fresh<T>(w[j], e[2 * j], e[2 * j + 1]);
-          e[2 * j] = exp_approx(e[2 * j] - m) * scale;
-          e[2 * j + 1] = exp_approx(e[2 * j + 1] - m) * scale;
-        }
-      } else {
-#pragma unroll
-        for (int i = 0; i < VEC; ++i) e[i] = v[k][i] * scale;
-      }
-      store_vec<T, VEC>(yr + c, e);
+      for (int i = 0; i < VEC; ++i) v[k][i] *= scale;
+      store_vec<T, VEC>(yr + base + slot(k), v[k]);
     }
   }
-  cluster.barrier_wait();  // keep `part` alive until every CTA has read it
 #else
   __trap();  // launched only on sm_90+ (see cluster_launch)
 #endif
 }
 
-template <typename T, int THREADS, int NV, bool RAW = false>
+template <typename T, int NV>
 cudaError_t cluster_launch(const T* x, T* y, int64_t rows, int64_t cols, cudaStream_t s) {
-  constexpr int VEC = vec16<T>();
-  constexpr int64_t kChunk = int64_t{THREADS} * NV * VEC;
+  constexpr int64_t kChunk = int64_t{kClusterThreads} * NV * vec16<T>();
   const int64_t csize = ceil_div(cols, kChunk);
   if (csize > kMaxCluster || rows * csize > 0x7fffffff) return cudaErrorInvalidValue;
-  const auto kernel = softmax_cluster_kernel<T, NV, VEC, THREADS, RAW>;
-  return launch(kernel, dim3(static_cast<unsigned>(rows * csize)), dim3(THREADS), 0, s,
-                LaunchAttr::clusters(static_cast<int>(csize)), x, y, cols);
+  constexpr auto kernel = softmax_cluster_kernel<T, NV>;
+  constexpr int smem = static_cast<int>(kChunk * sizeof(T));
+  const cudaError_t err = allow_dynamic_smem<kernel>(smem);
+  if (err != cudaSuccess) return err;
+  return launch(kernel, dim3(static_cast<unsigned>(rows * csize)), dim3(kClusterThreads), smem, s,
+                csize > 1 ? LaunchAttr::clusters(static_cast<int>(csize)) : LaunchAttr::plain(), x,
+                y, static_cast<int>(cols), static_cast<int>(csize));
 }
 
-// CTA chunk (elements) -> launch. float32: 16 values per thread up to 1024 threads, then 32.
-// 16-bit types: 16 values per thread (as floats) up to 8192, then 64 raw values per thread
-// (RAW: 32 registers) in CTAs of 256, 512 and 1024 threads; 65536 is 16-bit only.
+// CTA chunk (elements) -> launch: 256 threads of chunk / 256 values each (16 to 128), held as
+// floats; the chunk also takes chunk * itemsize bytes of shared memory (at most 128 KB).
 template <typename T>
 cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int chunk,
                              cudaStream_t s) {
   constexpr int VEC = vec16<T>();
-  if constexpr (VEC == 4) {
-    switch (chunk) {
-      case 4096: return cluster_launch<T, 256, 4>(x, y, rows, cols, s);
-      case 8192: return cluster_launch<T, 512, 4>(x, y, rows, cols, s);
-      case 16384: return cluster_launch<T, 1024, 4>(x, y, rows, cols, s);
-      case 32768: return cluster_launch<T, 1024, 8>(x, y, rows, cols, s);
-      default: return cudaErrorInvalidValue;
-    }
-  } else {
-    switch (chunk) {
-      case 4096: return cluster_launch<T, 256, 2>(x, y, rows, cols, s);
-      case 8192: return cluster_launch<T, 512, 2>(x, y, rows, cols, s);
-      case 16384: return cluster_launch<T, 256, 8, true>(x, y, rows, cols, s);
-      case 32768: return cluster_launch<T, 512, 8, true>(x, y, rows, cols, s);
-      case 65536: return cluster_launch<T, 1024, 8, true>(x, y, rows, cols, s);
-      default: return cudaErrorInvalidValue;
-    }
+  switch (chunk) {
+    case 4096: return cluster_launch<T, 4096 / kClusterThreads / VEC>(x, y, rows, cols, s);
+    case 8192: return cluster_launch<T, 8192 / kClusterThreads / VEC>(x, y, rows, cols, s);
+    case 16384: return cluster_launch<T, 16384 / kClusterThreads / VEC>(x, y, rows, cols, s);
+    case 32768: return cluster_launch<T, 32768 / kClusterThreads / VEC>(x, y, rows, cols, s);
+    default: return cudaErrorInvalidValue;
   }
 }
 
@@ -213,7 +162,7 @@ int softmax_cluster_chunk(int64_t cols, int elem_size) {
 
 cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
                             int chunk, cudaStream_t stream) {
-  if (rows < 0 || cols < 0) return cudaErrorInvalidValue;
+  if (rows < 0 || cols < 0 || cols > 0x7fffffff) return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   int device = 0, major = 0;
   cudaError_t err = cudaGetDevice(&device);

@@ -39,10 +39,10 @@
 // softmax_tma() refuses everything else before launching (softmax_refusal says why).
 #include <cooperative_groups.h>
 
-#include <atomic>
 #include <cstdio>
 
 #include "common.cuh"
+#include "sm90.cuh"
 
 namespace fusebench {
 namespace cuda {
@@ -61,22 +61,6 @@ constexpr int kMaxThreadsPerSm = 2048;
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr int kTmaUnroll = 4;  // smem vectors per thread per step of the reduction and the write
 
-__device__ __forceinline__ unsigned smem_u32(const void* p) {
-  return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, unsigned count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count)
-               : "memory");
-}
-// Makes the initialized barriers visible to the async proxy (the bulk copies) and the cluster.
-__device__ __forceinline__ void fence_mbar_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, unsigned bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
-}
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes,
                                           uint64_t* bar) {
   asm volatile(
@@ -84,17 +68,6 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned b
           "r"(smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2; "
-        "selp.u32 %0, 1, 0, p; }"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
 }
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -313,18 +286,10 @@ TmaPlan tma_plan(int64_t rows, int64_t cols, int elem_size, const TmaConfig& cfg
 template <typename T, int THREADS, bool GRID>
 cudaError_t tma_launch(const T* x, T* y, int64_t rows, int64_t cols, const TmaPlan& plan,
                        const TmaConfig& cfg, void* ws, int* counters, cudaStream_t s) {
-  const auto kernel = softmax_tma_kernel<T, THREADS, GRID>;
+  constexpr auto kernel = softmax_tma_kernel<T, THREADS, GRID>;
   const int smem = plan.chunk * static_cast<int>(sizeof(T));
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
+  const cudaError_t err = allow_dynamic_smem<kernel>(smem);
   if (err != cudaSuccess) return err;
-  // The opt-in above 48 KB, raised (never lowered) once per device and kernel.
-  static std::atomic<int> smem_set[kMaxDevices] = {};
-  if (device >= kMaxDevices || smem_set[device].load(std::memory_order_relaxed) < smem) {
-    err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
-    if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) smem_set[device].store(smem, std::memory_order_relaxed);
-  }
   const LaunchAttr attr = GRID              ? LaunchAttr::cooperative()
                           : plan.groups > 1 ? LaunchAttr::clusters(plan.groups)
                                             : LaunchAttr::plain();
@@ -424,11 +389,10 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
     }
     case SoftmaxVariant::Cluster: {
       const int ch = chunk_elems == 0 ? softmax_cluster_chunk(cols, elem_size) : chunk_elems;
-      const int max_chunk = elem_size == 2 ? 65536 : 32768;
-      const bool known = ch == 4096 || ch == 8192 || ch == 16384 || ch == 32768 || ch == 65536;
-      if (chunk_elems != 0 && (!known || ch > max_chunk))
-        return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768, 65536) (at most %d for "
-                      "%d-byte elements), got %d", max_chunk, elem_size, chunk_elems);
+      const int max_chunk = 32768;
+      const bool known = ch == 4096 || ch == 8192 || ch == 16384 || ch == 32768;
+      if (chunk_elems != 0 && !known)
+        return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768), got %d", chunk_elems);
       if (cc_major < 9) return FB_REFUSE("thread-block clusters need sm_90 or newer");
       if (!sixteen || ch == 0 || ceil_div(cols, ch) > kMaxCluster)
         return FB_REFUSE("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
