@@ -196,8 +196,9 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     """Softmax over the last dimension of x (any shape; viewed as
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
     max-subtracted, exp computed as Triton computes ``tl.exp`` (x * log2(e), then
-    the ``ex2.approx.f32`` instruction: at most 2 ulp; ``exp_approx`` in
-    kernels/cuda/common.cuh), so both hand-written backends have the same numerics.
+    the ``ex2.approx.ftz.f32`` instruction: at most 2 ulp, results below 2^-126 flushed to
+    zero; ``exp_approx`` in kernels/cuda/common.cuh), so both hand-written backends have the same
+    numerics but for those subnormal results.
     Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
     when it fits; Coop and Cluster read it from DRAM once). The variant comes from

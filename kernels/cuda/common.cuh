@@ -178,16 +178,20 @@ __device__ __forceinline__ float block_reduce(float v, float* smem, Op op = Op()
 }
 
 // exp(x) for softmax, computed as Triton computes tl.exp on float32: x * log2(e)
-// rounded to float, then ex2.approx.f32 (MUFU.EX2; PTX ISA, "Floating Point
+// rounded to float, then ex2.approx (MUFU.EX2; PTX ISA, "Floating Point
 // Instructions: ex2": at most 2 ulp from the correctly rounded result), which
 // is what the PTX of a Triton 3.7 kernel compiled for sm_90 shows (mul.f32 by
-// 0f3FB8AA3B, then ex2.approx.f32). Two instructions instead of expf's ~10, and the same
-// numerics as the triton backend. exp(-inf) = +0, NaN stays NaN. Softmax only
-// takes it of x - max <= 0, where the product's rounding adds at most
-// |x| * 2^-24 relative error (~6e-7 at x = -10, far below the float32 gate's 1e-5).
+// 0f3FB8AA3B, then ex2.approx.f32). Here with .ftz: without it ptxas wraps MUFU.EX2 in three
+// more instructions (a compare and two multiplies) to produce subnormal results, which took
+// a third of the instructions of a register-resident softmax (Nsight Compute on an H200,
+// softmax_cluster_kernel at commit cae6057). The only difference from Triton's result: a y
+// below 2^-126 (x < -87.3) is +0 instead of a subnormal, an absolute change under 1.2e-38.
+// exp(-inf) = +0, NaN stays NaN. Softmax only takes it of x - max <= 0, where the product's
+// rounding adds at most |x| * 2^-24 relative error (~6e-7 at x = -10, far below the float32
+// gate's 1e-5).
 __device__ __forceinline__ float exp_approx(float x) {
   float y;
-  asm("ex2.approx.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x * 1.4426950408889634f));
   return y;
 }
 
