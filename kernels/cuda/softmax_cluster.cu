@@ -90,19 +90,26 @@ __global__ void __launch_bounds__(kClusterThreads,
       for (int i = 0; i < VEC; ++i) v[k][i] = kNegInf;
     }
   }
-  float m = kNegInf;
+  // Max and sum over kAcc independent accumulators, then a tree: a single running value would
+  // be a chain of NV * VEC dependent instructions, which 2 to 4 warps per scheduler cannot hide.
+  constexpr int kAcc = 4;
+  float acc[kAcc];
+#pragma unroll
+  for (int a = 0; a < kAcc; ++a) acc[a] = kNegInf;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) m = fmaxf(m, v[k][i]);
+    for (int i = 0; i < VEC; ++i) acc[i % kAcc] = fmaxf(acc[i % kAcc], v[k][i]);
+  float m = fmaxf(fmaxf(acc[0], acc[1]), fmaxf(acc[2], acc[3]));
   // A warp with only -inf values gives (-FLT_MAX, 0), never exp(-inf - -inf) = nan.
   m = fmaxf(warp_reduce<MaxOp>(m), -kFltMax);
-  float s = 0.f;
+#pragma unroll
+  for (int a = 0; a < kAcc; ++a) acc[a] = 0.f;
 #pragma unroll
   for (int k = 0; k < NV; ++k)
 #pragma unroll
-    for (int i = 0; i < VEC; ++i) s += (v[k][i] = exp_approx(v[k][i] - m));
-  s = warp_reduce<SumOp>(s);
+    for (int i = 0; i < VEC; ++i) acc[i % kAcc] += (v[k][i] = exp_approx(v[k][i] - m));
+  const float s = warp_reduce<SumOp>((acc[0] + acc[1]) + (acc[2] + acc[3]));
 
   const int npairs = csize * kClusterWarps;
   if (csize > 1) {
