@@ -48,8 +48,10 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
 }
 
 // 16 bytes global -> this CTA's shared memory, cached in L2 only; completes at cp_async_wait_all.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(dst)), "l"(src)
+// When `!valid` nothing is read (src-size 0) and the 16 bytes are zero-filled, without a branch.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid = true) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src),
+               "r"(valid ? 16 : 0)
                : "memory");
 }
 // Waits for all of this thread's cp.async copies; their data is then visible to this thread.

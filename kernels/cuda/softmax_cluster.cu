@@ -75,20 +75,20 @@ __global__ void __launch_bounds__(kClusterThreads,
   T* dst = yr + first;
   T* mine = buf + threadIdx.x * VEC;
   const int left = cols - first;  // this thread's vector k is in the row when k * kStride < left
+  // No branches per vector: a vector past the row's end is zero-filled by its copy, then
+  // replaced by -inf, and its store is predicated.
 #pragma unroll
-  for (int k = 0; k < NV; ++k)
-    if (k * kStride < left) cp_async16(mine + k * kStride, src + k * kStride);
+  for (int k = 0; k < NV; ++k) cp_async16(mine + k * kStride, src + k * kStride, k * kStride < left);
   cp_async_wait_all();
 
   float v[NV][VEC];
 #pragma unroll
-  for (int k = 0; k < NV; ++k) {
-    if (k * kStride < left) {
-      load_vec<T, VEC>(mine + k * kStride, v[k]);
-    } else {
+  for (int k = 0; k < NV; ++k) load_vec<T, VEC>(mine + k * kStride, v[k]);
+  if (left < NV * kStride) {  // only threads of a row's last CTA
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[k][i] = kNegInf;
-    }
+    for (int k = 0; k < NV; ++k)
+#pragma unroll
+      for (int i = 0; i < VEC; ++i) v[k][i] = k * kStride < left ? v[k][i] : kNegInf;
   }
   // Max and sum over kAcc independent accumulators, then a tree: a single running value would
   // be a chain of NV * VEC dependent instructions, which 2 to 4 warps per scheduler cannot hide.
@@ -124,19 +124,24 @@ __global__ void __launch_bounds__(kClusterThreads,
     if (lane == 0) pairs[warp] = make_float2(m, s);
     __syncthreads();
   }
-  // (M, L) over the row's pairs (at most 16 * 8 = 128: up to 4 per lane), then across the warp.
-  MaxSum tot{-kFltMax, 0.f};
-  for (int j = lane; j < npairs; j += kWarpSize) tot = combine(tot, MaxSum{pairs[j].x, pairs[j].y});
-  tot = warp_reduce(tot);
+  // (M, L) over the row's pairs (at most 16 * 8 = 128: up to 4 per lane): M by a max reduction,
+  // then L = sum l_j * exp(m_j - M) (every m_j >= -FLT_MAX is finite, so no inf - inf).
+  float big = -kFltMax;
+#pragma unroll 1
+  for (int j = lane; j < npairs; j += kWarpSize) big = fmaxf(big, pairs[j].x);
+  big = warp_reduce<MaxOp>(big);
+  float sum = 0.f;
+#pragma unroll 1
+  for (int j = lane; j < npairs; j += kWarpSize) sum += pairs[j].y * exp_approx(pairs[j].x - big);
+  sum = warp_reduce<SumOp>(sum);
   // All -inf row: (M, L) = (-FLT_MAX, 0), scale = 1 / 0 = inf, e = 0: y = nan, as torch.softmax.
-  const float scale = exp_approx(m - tot.m) / tot.s;
+  const float scale = exp_approx(m - big) / sum;
 #pragma unroll
   for (int k = 0; k < NV; ++k) {
-    if (k * kStride < left) {
+    Vec<T, VEC> out;
 #pragma unroll
-      for (int i = 0; i < VEC; ++i) v[k][i] *= scale;
-      store_vec<T, VEC>(dst + k * kStride, v[k]);
-    }
+    for (int i = 0; i < VEC; ++i) out.v[i] = from_float<T>(v[k][i] * scale);
+    if (k * kStride < left) *reinterpret_cast<Vec<T, VEC>*>(dst + k * kStride) = out;
   }
 #else
   __trap();  // launched only on sm_90+ (see cluster_launch)
