@@ -58,7 +58,6 @@ COOP_DEFAULT_CHUNK = 8192
 #: Chunks (elements of a row per CTA) softmax_cluster accepts, and the default (chunk 0;
 #: softmax_cluster_chunk in softmax_cluster.cu).
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
-CLUSTER_DEFAULT_CHUNK = {4: 32768, 2: 16384}
 #: Knobs of softmax_tma / softmax_tma_grid (TmaConfig, kTmaChunkBytes, kTmaThreads in
 #: kernels/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
 #: (tma_grid), threads per CTA, bulk copies (pieces) per CTA's chunk.
@@ -362,8 +361,8 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     threads. Each thread copies its ``chunk / 256`` values into shared memory with asynchronous
     copies (all in flight at once), reads them back once into registers (as float32), and the CTAs
     exchange their (max, sum) partials through distributed shared memory: one read, one write.
-    chunk: one of ``CLUSTER_CHUNKS`` or 0 (``CLUSTER_DEFAULT_CHUNK``: 32768 for float32, 16384 for
-    16-bit types); it takes ``chunk * itemsize`` bytes of shared memory per CTA.
+    chunk: one of ``CLUSTER_CHUNKS`` or 0 (``cluster_default_chunk``); it takes
+    ``chunk * itemsize`` bytes of shared memory per CTA.
     Raises ValueError below sm_90, for cols not a multiple of 16 / itemsize, another
     chunk, or a row needing more than 16 CTAs (x is made contiguous, so its rows are aligned).
     """
@@ -403,16 +402,24 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
     return _module().softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1)
 
 
+def cluster_default_chunk(cols: int, elem_size: int) -> int:
+    """Elements of a row per CTA that ``softmax_cluster(x, 0)`` and the automatic cluster pick use
+    for rows of ``cols`` elements of ``elem_size`` (2 or 4) bytes (needs the extension, not a GPU):
+    float32 the smallest of 4096, 8192, 16384, 32768 that 16 CTAs hold, 16-bit types 16384 (or
+    32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot hold the row
+    (``softmax_cluster_chunk`` in kernels/cuda/softmax_cluster.cu, which gives the measurements)."""
+    return _module().softmax_cluster_chunk(int(cols), int(elem_size))
+
+
 def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     """Variant code ``softmax`` uses for a (rows, cols) problem (needs the extension):
-    tma_grid for rows of >= 256 KB when the rows' tma CTAs would fill fewer than half the SMs;
-    tma for cols >= 16384 (float32) or >= 8192 (16-bit) that fit 16 CTAs of the default chunk
-    (where tma cannot run, e.g. unaligned, the rest of the rule applies); else
-    cols <= 1024: warp_per_row; float32 and 32768 < cols <= 262144: cluster (online where it
-    cannot run); 16-bit, 32768 < cols <= 262144 and rows >= sm_count: cluster (likewise);
-    rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768:
-    block_per_row; 16-bit and rows <= 65535: split_row; rows >= 2 * sm_count and
-    sm_count * cols * elem_size <= 36 MiB: online_l2; else online."""
+    cluster for cols > 16384 that 16 CTAs of ``cluster_default_chunk`` hold when rows x those CTAs
+    fill at least half the SMs; else tma for 16-bit cols >= 16384 (float32 >= 32769) that 16 CTAs
+    of 64 KB hold, under the same condition; else the classic pick: cols <= 1024: warp_per_row;
+    rows < sm_count and cols * elem_size >= 64 KiB: split_row; cols <= 32768: block_per_row;
+    16-bit and rows <= 65535: split_row; rows >= 2 * sm_count and sm_count * cols * elem_size <=
+    36 MiB: online_l2; else online. Where cluster or tma cannot run at run time (below sm_90,
+    unaligned rows, cols not a multiple of 16 / itemsize), ``softmax`` takes the classic pick."""
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
 
 

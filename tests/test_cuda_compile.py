@@ -194,5 +194,6 @@ def test_one_binding_preamble_and_one_launch_helper():
         for token in (r"cudaLaunchKernelEx", r"\bcudaLaunchAttribute\b", r"cudaLaunchConfig_t",
                       r"\.id = cudaLaunchAttribute"):
             assert not re.search(token, text), f"{src.name} sets up a launch itself: use launch()"
-        assert "cudaFuncAttributeMaxDynamicSharedMemorySize" not in text, f"{src.name}: use allow_dynamic_smem"
+        opt_in = "cudaFuncAttributeMaxDynamicSharedMemorySize"
+        assert opt_in not in text, f"{src.name}: use allow_dynamic_smem"
         assert re.search(r"\breturn launch\(", text), src.name

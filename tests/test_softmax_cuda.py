@@ -138,7 +138,7 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
     _assert_matches_reference(y, x, "coop after a refusal")
 
 
-def test_auto_picks_tma_for_long_rows_and_never_coop():
+def test_auto_picks_cluster_for_long_rows_and_never_coop():
     from kernels import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -146,14 +146,15 @@ def test_auto_picks_tma_for_long_rows_and_never_coop():
     picks = {(r, c, e): cuda_ext.pick_variant(r, c, e, sms)
              for r, c, e in [(256, 262144, 4), (4096, 65536, 4), (4096, 65536, 2), (256, 262144, 2),
                              (1, 1 << 20, 4), (1, 1 << 20, 2), (200, 32769, 2), (4096, 32768, 4),
-                             (8192, 16384, 2), (8192, 16384, 4)]}
+                             (8192, 16384, 2), (8192, 16384, 4), (1024, 32768, 2), (4, 65536, 4)]}
     assert v["coop"] not in picks.values() and v["tma_grid"] not in picks.values()
-    assert picks[(256, 262144, 4)] == picks[(4096, 65536, 4)] == v["tma"]
-    assert picks[(4096, 65536, 2)] == picks[(256, 262144, 2)] == picks[(8192, 16384, 2)] == v["tma"]
-    # float32 rows up to 32768 stay on block_per_row (measured ahead of tma there)
-    assert picks[(4096, 32768, 4)] == picks[(8192, 16384, 4)] == v["block_per_row"]
-    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == v["split_row"]
-    assert picks[(200, 32769, 2)] == v["tma"]  # refused at run time (cols % 8): falls back
+    long_rows = [(256, 262144, 4), (4096, 65536, 4), (4096, 32768, 4), (4096, 65536, 2),
+                 (256, 262144, 2), (1024, 32768, 2), (200, 32769, 2)]
+    assert {picks[k] for k in long_rows} == {v["cluster"]}  # (200, 32769, 2) falls back at run time
+    assert picks[(8192, 16384, 2)] == v["tma"]  # 16-bit rows of 16384: tma measured ahead
+    assert picks[(8192, 16384, 4)] == v["block_per_row"]  # float32 rows up to 16384
+    # rows whose CTAs fill fewer than half the SMs, or that 16 CTAs cannot hold: split_row
+    assert picks[(1, 1 << 20, 4)] == picks[(1, 1 << 20, 2)] == picks[(4, 65536, 4)] == v["split_row"]
     # Where an automatic cluster pick cannot run (cols not a multiple of the vector), softmax
     # falls back.
     for x in (torch.randn(3, 40001, device="cuda"), torch.randn(200, 40001, device="cuda").half(),
@@ -181,7 +182,10 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
         with pytest.raises(ValueError, match=r"chunk must be 0 or one of \(4096, 8192, 16384, 32768\)"):
             cuda_ext.softmax_cluster(x, chunk)
         return
-    if -(-shape[1] // (chunk or cuda_ext.CLUSTER_DEFAULT_CHUNK[x.element_size()])) > 16:
+    default = cuda_ext.cluster_default_chunk(shape[1], x.element_size())
+    assert default == (16384 if x.element_size() == 2 else min(c for c in (4096, 8192, 16384, 32768)
+                                                              if -(-shape[1] // c) <= 16))
+    if -(-shape[1] // (chunk or default)) > 16:
         with pytest.raises(ValueError, match="at most 16 CTAs"):
             cuda_ext.softmax_cluster(x, chunk)
         return

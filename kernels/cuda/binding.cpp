@@ -247,6 +247,10 @@ int64_t softmax_pick_variant(int64_t rows, int64_t cols, int64_t elem_size, int6
                                                        static_cast<int>(sm_count)));
 }
 
+int64_t softmax_cluster_chunk(int64_t cols, int64_t elem_size) {
+  return fc::softmax_cluster_chunk(cols, static_cast<int>(elem_size));
+}
+
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
@@ -292,4 +296,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),
         py::arg("cols"), py::arg("elem_size"), py::arg("sm_count"));
+  m.def("softmax_cluster_chunk", &softmax_cluster_chunk,
+        "Default cluster chunk (elements per CTA) for rows of `cols`; 0 when 16 CTAs cannot hold one",
+        py::arg("cols"), py::arg("elem_size"));
 }

@@ -810,36 +810,19 @@ namespace {
 // The pick without the Tma variants: what softmax() falls back to where they cannot run.
 SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
-  // Long float32 rows that a portable cluster (<= 8 CTAs of softmax_cluster_chunk elements)
-  // holds: Cluster reads x once. Measured on an H200 (scripts/tune_cuda.py at commit 5790afd):
-  // 4096 x 65536 642 us against 711 (online_l2) and 719 (triton); 256 x 262144 197 us against
-  // 205 (online). (16-bit rows: see below.) softmax() falls back to Online where Cluster cannot
-  // run (below sm_90, unaligned rows, cols not a multiple of 4).
   // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster on
   // every case measured, before and after it was lagged by a row (scripts/tune_cuda.py at
   // a1ed741, best chunk: 256 x 262144 float32 199 us against 193; 4096 x 65536 float32 758
-  // against 622; 4096 x 65536 bfloat16 476 against 402 for triton).
-  if (elem_size == 4 && cols > kBlockPerRowMaxCols) {
-    const int chunk = softmax_cluster_chunk(cols, elem_size);
-    if (chunk > 0 && ceil_div(cols, chunk) <= 8) return SoftmaxVariant::Cluster;
-  }
-  // Long 16-bit rows, at least one per SM: Cluster with 256-thread CTAs of 16384 elements (64
-  // packed values per thread, 4 CTAs per SM), up to 16 CTAs per row. Measured on an H200
-  // (scripts/tune_cuda.py at 83e2ce1, us, cluster:16384 / split_row / triton): 4096 x 65536
-  // bf16 386 / 471 / 402, fp16 386 / 443 / 399; 256 x 262144 bf16 110 / 126 / 111, fp16
-  // 109 / 121 / 109.
-  if (elem_size == 2 && cols > kBlockPerRowMaxCols && rows >= sm_count) {
-    const int chunk = softmax_cluster_chunk(cols, elem_size);
-    if (chunk > 0) return SoftmaxVariant::Cluster;
-  }
+  // against 622; 4096 x 65536 bfloat16 476 against 402 for triton). Cluster is chosen, where it
+  // is, by softmax_pick_variant; this is also the fallback where it cannot run.
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
-  // Long 16-bit rows that Cluster does not take (fewer rows than SMs, or longer than 16 CTAs):
-  // split_row measured fastest of the two-pass variants on an H200 (scripts/tune_cuda.py at
-  // commit 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x
-  // 262144 bf16 133 against 134 and 135).
+  // Long 16-bit rows (where Cluster and Tma cannot run, or fewer rows than SMs): split_row
+  // measured fastest of the two-pass variants on an H200 (scripts/tune_cuda.py at commit
+  // 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x 262144
+  // bf16 133 against 134 and 135).
   if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
@@ -859,17 +842,24 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 // most SMs idle (rows * CTAs per row < sm_count / 2) and whose rows are long (>= 256 KB) goes to
 // TmaGrid, the row spread over every SM.
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
-  // Tma (64 KB of a row per CTA, 256 threads, one bulk copy) where it measured faster on an H200
-  // (scripts/tune_cuda.py at 752e35d, % of the copy ceiling, tma / the classic pick):
-  // float32 rows longer than 32768: 4096 x 65536 87 / 62 (split_row), 256 x 262144 72 / 58;
-  // but up to 32768 block_per_row stays ahead: 8192 x 16384 96 / 97, 1024 x 32768 82 / 87.
-  // 16-bit rows from 16384: 8192 x 16384 bf16 95 / 93, 1024 x 32768 81 / 67, 4096 x 65536 81 / 54,
-  // 256 x 262144 68 / 51. TmaGrid is never picked: on 1 x 1048576 it measured 25 % (fp32) and
-  // 12 % (bf16) against split_row's 28 % and 17 %.
+  // Cluster (softmax_cluster.cu) for rows longer than 16384 that 16 CTAs of the default chunk
+  // hold, where the row's CTAs fill at least half the SMs. Measured on an H200 (fusebench tune
+  // cuda at b4a5752, % of the copy ceiling, cluster / tma / the classic pick): float32
+  // 1024 x 32768 89 / - / 87 (block_per_row), 4096 x 65536 93 / 88 / -, 256 x 262144 82 / 73 / -;
+  // bfloat16 1024 x 32768 83 / 81, 4096 x 65536 93 / 84, 256 x 262144 82 / 70.
+  // Tma (64 KB of a row per CTA) stays ahead on 16-bit rows of 16384 (8192 x 16384 bfloat16:
+  // tma 94, cluster 92). float32 rows up to 16384 stay on the classic pick (8192 x 16384:
+  // block_per_row 97, cluster 92). Rows whose CTAs would fill fewer than half the SMs go to
+  // split_row (through the classic pick), which spreads a row over more CTAs. TmaGrid is never picked: on 1 x 1048576 it measured 25 %
+  // (fp32) and 12 % (bf16) against split_row's 28 % and 17 % (tune_cuda at 752e35d).
+  if (elem_size != 2 && elem_size != 4) return pick_classic(rows, cols, elem_size, sm_count);
+  if (cols > 16384) {
+    const int chunk = softmax_cluster_chunk(cols, elem_size);
+    if (chunk > 0 && rows * ceil_div(cols, chunk) >= sm_count / 2) return SoftmaxVariant::Cluster;
+  }
   const int64_t min_cols = elem_size == 4 ? 32769 : 16384;
-  if (cols >= min_cols && (elem_size == 2 || elem_size == 4)) {
-    const TmaConfig cfg{};
-    const int groups = softmax_tma_groups(rows, cols, elem_size, cfg, false, sm_count);
+  if (cols >= min_cols) {
+    const int groups = softmax_tma_groups(rows, cols, elem_size, TmaConfig{}, false, sm_count);
     const bool few_rows = rows * groups < sm_count / 2;  // one long row: split_row spreads it wider
     if (groups > 0 && groups <= 16 && !few_rows) return SoftmaxVariant::Tma;
   }
@@ -941,10 +931,10 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
   }
   if (variant == SoftmaxVariant::Cluster) {
     const cudaError_t err = softmax_cluster(x, y, rows, cols, dtype, 0, stream);
-    // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector):
-    // an automatic pick falls back to Online, which needs no workspace.
+    // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector): an
+    // automatic pick falls back to the classic pick (covered by softmax_workspace_bytes of Auto).
     if (!picked || (err != cudaErrorNotSupported && err != cudaErrorInvalidValue)) return err;
-    variant = SoftmaxVariant::Online;
+    variant = pick_classic(rows, cols, elem_size(dtype), sm_count);
   }
   const int cc = coop_chunk_elems;
   switch (dtype) {

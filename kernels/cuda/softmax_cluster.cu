@@ -180,13 +180,20 @@ cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int c
 }  // namespace
 
 int softmax_cluster_chunk(int64_t cols, int elem_size) {
-  // The largest chunk (fewest CTAs per row) measured fastest on an H200 (scripts/tune_cuda.py
-  // at commit 5790afd, float32): 4096 x 65536 642 us against 707 (8192) and 879 (16384);
-  // 256 x 262144 197 us against 418 (16384). 16-bit types: 16384, 256 threads of 64 packed
-  // values, 4 CTAs per SM (scripts/tune_cuda.py at 83e2ce1, us, chunk 16384 / 32768 / 65536):
-  // 4096 x 65536 bf16 386 / 398 / 402; 256 x 262144 bf16 110 / 115 / 122.
-  const int64_t chunk = elem_size == 2 ? 16384 : 32768;
-  return ceil_div(cols, chunk) <= kMaxCluster ? static_cast<int>(chunk) : 0;
+  // Measured on an H200 (fusebench tune cuda at b4a5752, % of the copy ceiling, chunk 4096 / 8192
+  // / 16384 / 32768; float32 holds chunk / 256 floats per thread, 16-bit the same as floats):
+  //   float32:  1024 x 32768 89 / 88 / 86 / 79; 4096 x 65536 93 / 93 / 92 / 88; 256 x 262144
+  //             (16 CTAs at most) - / - / 82 / 74: the smallest chunk that 16 CTAs hold;
+  //   bfloat16: 1024 x 32768 71 / 81 / 83 / 60; 4096 x 65536 67 / 88 / 93 / 69; 256 x 262144
+  //             - / - / 82 / 56: 16384 (64 values per thread, 3 CTAs per SM).
+  if (elem_size == 2) {
+    for (const int chunk : {16384, 32768})
+      if (ceil_div(cols, chunk) <= kMaxCluster) return chunk;
+    return 0;
+  }
+  for (const int chunk : {4096, 8192, 16384, 32768})
+    if (ceil_div(cols, chunk) <= kMaxCluster) return chunk;
+  return 0;
 }
 
 cudaError_t softmax_cluster(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
