@@ -405,8 +405,9 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
 def cluster_default_chunk(cols: int, elem_size: int) -> int:
     """Elements of a row per CTA that ``softmax_cluster(x, 0)`` and the automatic cluster pick use
     for rows of ``cols`` elements of ``elem_size`` (2 or 4) bytes (needs the extension, not a GPU):
-    float32 the smallest of 4096, 8192, 16384, 32768 that 16 CTAs hold, 16-bit types 16384 (or
-    32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot hold the row
+    float32 the smallest of 4096, 8192, 16384, 32768 that 8 CTAs (a portable cluster) hold, else
+    that 16 hold; 16-bit types 16384 (or 32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot
+    hold the row
     (``softmax_cluster_chunk`` in kernels/cuda/softmax_cluster.cu, which gives the measurements)."""
     return _module().softmax_cluster_chunk(int(cols), int(elem_size))
 

@@ -844,14 +844,15 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   // Cluster (softmax_cluster.cu) for rows longer than 16384 that 16 CTAs of the default chunk
   // hold, where the row's CTAs fill at least half the SMs. Measured on an H200 (fusebench tune
-  // cuda at b4a5752, % of the copy ceiling, cluster / tma / the classic pick): float32
-  // 1024 x 32768 89 / - / 87 (block_per_row), 4096 x 65536 93 / 88 / -, 256 x 262144 82 / 73 / -;
-  // bfloat16 1024 x 32768 83 / 81, 4096 x 65536 93 / 84, 256 x 262144 82 / 70.
-  // Tma (64 KB of a row per CTA) stays ahead on 16-bit rows of 16384 (8192 x 16384 bfloat16:
-  // tma 94, cluster 92). float32 rows up to 16384 stay on the classic pick (8192 x 16384:
-  // block_per_row 97, cluster 92). Rows whose CTAs would fill fewer than half the SMs go to
-  // split_row (through the classic pick), which spreads a row over more CTAs. TmaGrid is never picked: on 1 x 1048576 it measured 25 %
-  // (fp32) and 12 % (bf16) against split_row's 28 % and 17 % (tune_cuda at 752e35d).
+  // cuda at 26fb749, % of the copy ceiling, cluster / tma): float32 1024 x 32768 93 / 83,
+  // 4096 x 65536 98 / 88, 256 x 262144 82 / 72; bfloat16 1024 x 32768 87 / 81, 4096 x 65536
+  // 97 / 84, 256 x 262144 83 / 69 (block_per_row, the classic pick for float32 rows up to 32768,
+  // had 87 % on 1024 x 32768 at b4a5752).
+  // Rows of 16384 stay as they were, cluster being within a point there (8192 x 16384 at
+  // 26fb749: bfloat16 tma 94, cluster 95; float32 block_per_row 96, cluster 97). Rows whose CTAs
+  // would fill fewer than half the SMs go to split_row (through the classic pick), which spreads
+  // a row over more CTAs. TmaGrid is never picked: on 1 x 1048576 it measured 25 % (fp32) and
+  // 12 % (bf16) against split_row's 28 % and 17 % (tune_cuda at 752e35d).
   if (elem_size != 2 && elem_size != 4) return pick_classic(rows, cols, elem_size, sm_count);
   if (cols > 16384) {
     const int chunk = softmax_cluster_chunk(cols, elem_size);

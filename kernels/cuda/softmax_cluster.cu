@@ -180,19 +180,21 @@ cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int c
 }  // namespace
 
 int softmax_cluster_chunk(int64_t cols, int elem_size) {
-  // Measured on an H200 (fusebench tune cuda at b4a5752, % of the copy ceiling, chunk 4096 / 8192
-  // / 16384 / 32768; float32 holds chunk / 256 floats per thread, 16-bit the same as floats):
-  //   float32:  1024 x 32768 89 / 88 / 86 / 79; 4096 x 65536 93 / 93 / 92 / 88; 256 x 262144
-  //             (16 CTAs at most) - / - / 82 / 74: the smallest chunk that 16 CTAs hold;
-  //   bfloat16: 1024 x 32768 71 / 81 / 83 / 60; 4096 x 65536 67 / 88 / 93 / 69; 256 x 262144
-  //             - / - / 82 / 56: 16384 (64 values per thread, 3 CTAs per SM).
+  // Measured on an H200 (fusebench tune cuda at 26fb749, % of the copy ceiling, chunk 4096 / 8192
+  // / 16384 / 32768; every dtype holds chunk / 256 values per thread as floats):
+  //   float32:  1024 x 32768 93 / 92 / 87 / 84; 4096 x 65536 98 / 97 / 89 / 96; 256 x 262144
+  //             - / - / 78 / 82: the smallest chunk that a portable cluster (8 CTAs) holds, else
+  //             the smallest that 16 CTAs hold;
+  //   bfloat16: 1024 x 32768 70 / 81 / 87 / 64; 4096 x 65536 65 / 87 / 97 / 71; 256 x 262144
+  //             - / - / 83 / 61: 16384 (64 values per thread, 3 CTAs per SM).
   if (elem_size == 2) {
     for (const int chunk : {16384, 32768})
       if (ceil_div(cols, chunk) <= kMaxCluster) return chunk;
     return 0;
   }
-  for (const int chunk : {4096, 8192, 16384, 32768})
-    if (ceil_div(cols, chunk) <= kMaxCluster) return chunk;
+  for (const int most : {kMaxPortableCluster, kMaxCluster})
+    for (const int chunk : {4096, 8192, 16384, 32768})
+      if (ceil_div(cols, chunk) <= most) return chunk;
   return 0;
 }
 
