@@ -9,8 +9,9 @@
 #       untracked files git does not ignore, measured now), at most 64 MiB per call in all:
 #         every folder but the last: one part of the largest wheel (nvidia-cutlass-dsl-libs-cu13,
 #                   92 MB) alone, as large as the call allows, split with `split -b`;
-#         the last: the last part and every other wheel, small enough to travel beside .device/
-#                   too (its measured size; 16 MiB where it is absent; --beside-last MiB says it).
+#         the last: what remains of that wheel (if anything) and every other wheel, small enough
+#                   to travel beside .device/ too (its measured size; 16 MiB where it is absent;
+#                   --beside-last MiB says it).
 #       --headroom MiB (default 1) is kept free in every call, for the checkout's later growth.
 #       One line per folder says its size and how to carry it.
 #   scripts/offline_wheels.sh relayout DIR... [--dir .refwheels] [--headroom 1] [--beside-last MiB]
