@@ -7,8 +7,9 @@
 //     [r * CHUNK, (r + 1) * CHUNK) of it, CHUNK = THREADS * NV * VEC (NV 16-byte vectors of VEC
 //     elements per thread; thread t owns vectors t, t + THREADS, ...).
 //  2. Every thread issues all its NV loads at once as per-thread asynchronous copies into
-//     shared memory (cp.async.cg, 16 bytes each): no register is tied up by a load in flight, so
-//     the whole chunk is requested before the first value is needed. After waiting for its own
+//     shared memory (cp.async.ca, 16 bytes each; sm90.cuh says why not .cg): no register is
+//     tied up by a load in flight, so the whole chunk is requested before the first value is
+//     needed. After waiting for its own
 //     copies a thread reads its vectors from shared memory once, into registers (slots past the
 //     row's end hold -inf); no block barrier is needed, since each thread reads only what it copied.
 //  3. Each warp reduces its values to (m_w, l_w) = (max, sum exp(x - m_w)), keeping
