@@ -408,7 +408,8 @@ def cluster_default_chunk(cols: int, elem_size: int) -> int:
     float32 the smallest of 4096, 8192, 16384, 32768 that 8 CTAs (a portable cluster) hold, else
     that 16 hold; 16-bit types 16384 (or 32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot
     hold the row
-    (``softmax_cluster_chunk`` in kernels/cuda/softmax_cluster.cu, which gives the measurements)."""
+    (``softmax_cluster_chunk`` in kernels/cuda/softmax_cluster.cu, which gives the measurements).
+    Raises RuntimeError when the extension cannot be built or loaded here."""
     return _module().softmax_cluster_chunk(int(cols), int(elem_size))
 
 

@@ -129,6 +129,25 @@ def test_coop_chunk_mirrors_agree():
     assert tuple(int(c) for c in re.findall(r"case (\d+): return coop_cfg", coop)) == chunks
 
 
+def test_cluster_chunk_mirrors_agree():
+    """kClusterChunkElems (fusebench_cuda.h) against its mirrors: the Python constant, the refusal's
+    and the binding's messages and cluster_dispatch's cases in softmax_cluster.cu."""
+    pytest.importorskip("torch")
+    from kernels import cuda_ext
+
+    header = (cuda_check.CUDA_DIR / "fusebench_cuda.h").read_text()
+    chunks = tuple(int(c) for c in re.search(r"kClusterChunkElems\[\] = \{([^}]*)\}", header)[1].split(","))
+    assert chunks == cuda_ext.CLUSTER_CHUNKS
+    listed = ", ".join(map(str, chunks))
+    refusal = (cuda_check.CUDA_DIR / "softmax_tma.cu").read_text()
+    assert f"chunk must be 0 or one of ({listed}), got %d" in refusal
+    binding = re.sub(r'"\s+"', "", (cuda_check.CUDA_DIR / "binding.cpp").read_text())  # joined literals
+    assert f"chunk_elems 0, {', '.join(map(str, chunks[:-1]))} or {chunks[-1]}," in binding
+    source = (cuda_check.CUDA_DIR / "softmax_cluster.cu").read_text()
+    dispatch = re.search(r"cudaError_t cluster_dispatch\(.*?\n}\n", source, re.S)[0]
+    assert tuple(int(c) for c in re.findall(r"case (\d+): return cluster_launch", dispatch)) == chunks
+
+
 def test_unavailable_reason_without_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():

@@ -186,7 +186,7 @@ at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
                           io.dtype, static_cast<int>(chunk_elems), io.stream);
   TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
               " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
-              "8192 16384 or 32768, and at most 16 CTAs per row; got cols ",
+              "8192, 16384 or 32768, and at most 16 CTAs per row; got cols ",
               io.cols, ", chunk_elems ", chunk_elems, ")");
   return io.y;
 }

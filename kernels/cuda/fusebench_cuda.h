@@ -72,6 +72,10 @@ constexpr bool softmax_coop_chunk_supported(int64_t chunk_elems) {
   return false;
 }
 
+// Cluster chunk lengths (elements of a row per CTA, 256 threads of chunk / 256 values) that
+// softmax_cluster accepts, for every dtype (see cluster_dispatch in softmax_cluster.cu).
+inline constexpr int kClusterChunkElems[] = {4096, 8192, 16384, 32768};
+
 // Tuning knobs of Tma / TmaGrid; 0 in a field means its default (softmax_tma_resolve).
 struct TmaConfig {
   int chunk_bytes = 0;  // Tma: most bytes of a row per CTA, one of kTmaChunkBytes

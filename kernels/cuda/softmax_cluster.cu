@@ -194,7 +194,7 @@ int softmax_cluster_chunk(int64_t cols, int elem_size) {
     return 0;
   }
   for (const int most : {kMaxPortableCluster, kMaxCluster})
-    for (const int chunk : {4096, 8192, 16384, 32768})
+    for (const int chunk : kClusterChunkElems)
       if (ceil_div(cols, chunk) <= most) return chunk;
   return 0;
 }

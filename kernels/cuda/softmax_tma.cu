@@ -389,14 +389,12 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
     }
     case SoftmaxVariant::Cluster: {
       const int ch = chunk_elems == 0 ? softmax_cluster_chunk(cols, elem_size) : chunk_elems;
-      const int max_chunk = 32768;
-      const bool known = ch == 4096 || ch == 8192 || ch == 16384 || ch == 32768;
-      if (chunk_elems != 0 && !known)
+      if (chunk_elems != 0 && !in_list(ch, kClusterChunkElems, 4))
         return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768), got %d", chunk_elems);
       if (cc_major < 9) return FB_REFUSE("thread-block clusters need sm_90 or newer");
       if (!sixteen || ch == 0 || ceil_div(cols, ch) > kMaxCluster)
         return FB_REFUSE("needs 16-byte aligned rows, cols a multiple of %d and at most 16 CTAs of %d "
-                      "per row, got cols %lld", vec, ch == 0 ? max_chunk : ch, c);
+                      "per row, got cols %lld", vec, ch == 0 ? 32768 : ch, c);
       return 0;
     }
     case SoftmaxVariant::Tma:
