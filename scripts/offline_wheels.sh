@@ -133,7 +133,7 @@ layout() {
         [ "$room" -gt 0 ] || die "nothing fits beside the checkout ($(mib "$checkout") MiB) in $(mib "$CALL") MiB"
         early=$(( (bigsize - lastroom + room - 1) / room ))   # folders holding a part alone
     fi
-    [ "$early" -lt 26 ] && [ "$early" -lt 100 ] || die "${big##*/} would need $((early + 1)) folders"
+    [ "$early" -lt 26 ] || die "${big##*/} would need $((early + 1)) folders"
     # staged beside the folders it replaces (same file system: the replacing is renames only)
     local letters=({a..z}) name=${big##*/} i parts=()
     mkdir -p "$dir"
