@@ -40,6 +40,7 @@
 #include <cooperative_groups.h>
 
 #include <cstdio>
+#include <iterator>
 
 #include "common.cuh"
 #include "sm90.cuh"
@@ -389,7 +390,8 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
     }
     case SoftmaxVariant::Cluster: {
       const int ch = chunk_elems == 0 ? softmax_cluster_chunk(cols, elem_size) : chunk_elems;
-      if (chunk_elems != 0 && !in_list(ch, kClusterChunkElems, 4))
+      const int n_chunks = static_cast<int>(std::size(kClusterChunkElems));
+      if (chunk_elems != 0 && !in_list(ch, kClusterChunkElems, n_chunks))
         return FB_REFUSE("chunk must be 0 or one of (4096, 8192, 16384, 32768), got %d", chunk_elems);
       if (cc_major < 9) return FB_REFUSE("thread-block clusters need sm_90 or newer");
       if (!sixteen || ch == 0 || ceil_div(cols, ch) > kMaxCluster)
