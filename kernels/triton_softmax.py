@@ -145,7 +145,8 @@ class SoftmaxPlan:
         rows_per_program: rows per program ("row" only; power of two).
         chunk: elements of a row per program ("split"; a multiple of ``block``).
         programs_per_sm: most programs per SM to launch ("coop" and "grid": fewer when the
-            compiled kernel's occupancy is lower; "row" with ``persistent``: exactly this many).
+            compiled kernel's occupancy is lower; "row" and "online" with ``persistent``:
+            exactly this many).
         l2_hints: "coop" and "online": first read ``evict_last``, re-read (and, "online", the
             store) ``evict_first`` (PTX L2 eviction priorities), to keep what awaits its re-read
             in L2.
@@ -156,10 +157,12 @@ class SoftmaxPlan:
         pdl: "split" only: launch kernel B as a programmatic dependent launch (sm_90+): its
             programs start and load their chunk while kernel A finishes, and wait
             (``griddepcontrol.wait``) only before reading A's partials.
-        persistent: "row" only: launch ``programs_per_sm x SMs`` programs (at most one per
+        persistent: "row": launch ``programs_per_sm x SMs`` programs (at most one per
             tile) that stride over the row tiles, each loading its next tile before it reduces
             and writes the current one (two tiles in flight per program: fewer idle gaps between
-            a tile's reduction and the next tile's loads, and no partial last wave).
+            a tile's reduction and the next tile's loads, and no partial last wave). "online":
+            launch ``programs_per_sm x SMs`` programs (at most one per row) that stride over the
+            rows, which bounds the rows between a first read and its re-read to what L2 can keep.
     """
 
     kind: str
@@ -293,7 +296,7 @@ def _row_write(y_ptr, offs, mask, x_raw):
     x = x_raw.to(tl.float32)
     m = tl.max(x, axis=1)
     e = tl.exp(x - m[:, None])
-    y = e / tl.sum(e, axis=1)[:, None]
+    y = e * (1.0 / tl.sum(e, axis=1))[:, None]  # one division per row, not per element
     tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
@@ -327,14 +330,25 @@ def _online_update(m, l, x):
 
 @triton.jit
 def _online_kernel(
-    x_ptr, y_ptr, n_cols, BLOCK: tl.constexpr, TAIL: tl.constexpr, FIRST: tl.constexpr, AGAIN: tl.constexpr
-):
+    x_ptr, y_ptr, n_rows, n_cols, BLOCK: tl.constexpr, TAIL: tl.constexpr, FIRST: tl.constexpr,
+    AGAIN: tl.constexpr,
+):  # fmt: skip
+    # Program i takes rows i, i + grid, ... (one row when the grid has a program per row; a
+    # persistent grid bounds the rows in flight, so their re-reads can hit L2).
+    for row in range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
+        _online_row(x_ptr, y_ptr, row, n_cols, BLOCK, TAIL, FIRST, AGAIN)
+
+
+@triton.jit
+def _online_row(
+    x_ptr, y_ptr, row, n_cols, BLOCK: tl.constexpr, TAIL: tl.constexpr, FIRST: tl.constexpr,
+    AGAIN: tl.constexpr,
+):  # fmt: skip
     # The row is a head [0, head) streamed twice in BLOCK-element chunks and (TAIL > 0) a tail
     # [head, n_cols) of TAIL elements loaded once into registers. Both head loops load chunk
     # k+1 before working on chunk k (software prefetch: two chunks in flight per program, as
     # there are only one or two programs per SM at these block sizes). FIRST, AGAIN: the PTX
     # eviction policies of the first read, and of the re-read and the store ("": none).
-    row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * n_cols
     y_row = y_ptr + row * n_cols
     head = tl.maximum(n_cols - TAIL, 0)
@@ -817,8 +831,9 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         # 1-D grid, one program per row (chosen only when there are >= 4 rows per SM); each
         # program loops over the row's first n_cols - tail elements in BLOCK-element steps,
         # twice, and holds the last `tail` in registers.
-        _online_kernel[(n_rows,)](
-            x, y, n_cols, BLOCK=p.block, TAIL=p.tail, FIRST="evict_last" if p.l2_hints else "",
+        grid = (min(n_rows, p.programs_per_sm * sm_count(x.device)) if p.persistent else n_rows,)
+        _online_kernel[grid](
+            x, y, n_rows, n_cols, BLOCK=p.block, TAIL=p.tail, FIRST="evict_last" if p.l2_hints else "",
             AGAIN="evict_first" if p.l2_hints else "", num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "coop":

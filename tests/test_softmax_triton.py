@@ -31,6 +31,7 @@ FORCED = {
     "online-tail": SoftmaxPlan("online", block=16, num_warps=1, tail=32, l2_hints=True),
     "online-tail-only": SoftmaxPlan("online", block=16, num_warps=1, tail=128),
     "row-persistent": SoftmaxPlan("row", block=128, num_warps=4, rows_per_program=2, persistent=True),
+    "online-persistent": SoftmaxPlan("online", block=16, num_warps=1, tail=32, persistent=True),
 }
 
 
@@ -207,3 +208,10 @@ def test_softmax_grid_and_pdl_split_across_programs(shape, block, dtype):
 
 def test_sm_count_cpu():
     assert ts.sm_count(torch.device("cpu")) == ts.INTERPRETER_SM_COUNT
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_softmax_online_persistent_strides_over_rows(dtype):
+    # More rows than programs (one per SM): every program takes several rows in turn.
+    x = randn((2 * ts.sm_count(torch.device(DEVICE)) + 5, 70), dtype, scale=5.0)
+    _check_softmax(softmax(x, _plan=FORCED["online-persistent"]), x)

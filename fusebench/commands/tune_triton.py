@@ -87,7 +87,7 @@ def _describe(p) -> str:
         "online": f" tail={p.tail}{' l2-hints' if p.l2_hints else ''}",
         "grid": f" {p.programs_per_sm}/SM",
     }.get(p.kind, "")
-    if p.kind == "row" and p.persistent:
+    if p.persistent:
         extra += f" persistent {p.programs_per_sm}/SM"
     if p.kind == "split" and p.pdl:
         extra += " pdl"
@@ -125,12 +125,19 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
             (8192, 16, 16384, True),
             (8192, 16, 16384, False),
             (4096, 8, 8192, True),
+            (8192, 16, 8192, True),  # twice the bytes per step in flight (one program per SM)
+            (8192, 32, 0, True),
+            (8192, 32, 16384, True),
+            (16384, 32, 16384, True),
         ):
             if tail < n_cols:
                 out.append(
                     (f"online block={b} warps={w} tail={tail}{' l2-hints' if hints else ''}",
                      ts.SoftmaxPlan("online", b, w, tail=tail, l2_hints=hints))
                 )  # fmt: skip
+        for b, w, tail in ((8192, 16, 8192), (8192, 32, 0)):  # a persistent grid: one program per SM
+            p = ts.SoftmaxPlan("online", b, w, tail=tail, l2_hints=True, persistent=True)
+            out.append((f"online block={b} warps={w} tail={tail} l2-hints persistent 1/SM", p))
         return out
     for b in (2048, 4096, 8192, 16384):
         if n_rows * triton.cdiv(n_cols, b) <= 2 * sms:
@@ -163,6 +170,9 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
                 plans.append(
                     (f"split block={b} pdl", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=b, pdl=True))
                 )
+            for b, w in ((4096, 16), (8192, 16), (8192, 32)):  # half the row in registers, half streamed
+                plans.append((f"online block={b} warps={w} tail={n_cols // 2} l2-hints",
+                              ts.SoftmaxPlan("online", b, w, tail=n_cols // 2, l2_hints=True)))  # fmt: skip
     else:
         plans += _long_row_candidates(ts, item, n_rows, n_cols, sms)
     seen, out = set(), []
