@@ -163,6 +163,10 @@ class SoftmaxPlan:
             a tile's reduction and the next tile's loads, and no partial last wave). "online":
             launch ``programs_per_sm x SMs`` programs (at most one per row) that stride over the
             rows, which bounds the rows between a first read and its re-read to what L2 can keep.
+        recompute: "row" only, 16-bit inputs only (ignored for float32): keep only the raw
+            16-bit tile live and compute each exp twice (once for the sum, once for the
+            output), which halves the registers a thread needs for its values: longer rows, or
+            more programs per SM, without spills.
     """
 
     kind: str
@@ -175,6 +179,7 @@ class SoftmaxPlan:
     tail: int = 0
     pdl: bool = False
     persistent: bool = False
+    recompute: bool = False
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -282,39 +287,52 @@ def sm_count(device: torch.device) -> int:
 
 @triton.jit
 def _row_tile(x_ptr, tile, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
-    # Offsets, mask and raw values of row tile `tile` (ROWS x BLOCK; padding and rows past the
-    # end load -inf).
-    rows = tile * ROWS + tl.arange(0, ROWS)
+    # The tile's first element (int64), the int32 offsets of its elements from there (ROWS x
+    # BLOCK, at most a few tiles' worth: no overflow), mask and raw values (padding and rows
+    # past the end load -inf). int32 offsets, not int64 ones, keep the registers a thread
+    # needs to hold its offsets until the store to half.
+    rows = tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
-    mask = (rows < n_rows)[:, None] & (cols < n_cols)[None, :]
-    offs = rows.to(tl.int64)[:, None] * n_cols + cols[None, :]
-    return offs, mask, tl.load(x_ptr + offs, mask=mask, other=-float("inf"))
+    start = tile.to(tl.int64) * ROWS * n_cols
+    mask = (tile * ROWS + rows < n_rows)[:, None] & (cols < n_cols)[None, :]
+    offs = rows[:, None] * n_cols + cols[None, :]
+    return start, offs, mask, tl.load(x_ptr + start + offs, mask=mask, other=-float("inf"))
 
 
 @triton.jit
-def _row_write(y_ptr, offs, mask, x_raw):
-    x = x_raw.to(tl.float32)
-    m = tl.max(x, axis=1)
-    e = tl.exp(x - m[:, None])
-    y = e * (1.0 / tl.sum(e, axis=1))[:, None]  # one division per row, not per element
-    tl.store(y_ptr + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
+def _row_write(y_ptr, start, offs, mask, x_raw, RECOMPUTE: tl.constexpr):
+    if RECOMPUTE:
+        # Only the raw 16-bit row stays live (half the registers of a float32 copy): exp is
+        # computed twice, in two forms the compiler cannot merge into one live float32 tensor,
+        # y = 2^(x log2e - (m log2e + log2 s)). Exponent error ~ulp(|x| log2e): below the
+        # 16-bit output's rounding, so 16-bit inputs only.
+        m2 = tl.max(x_raw.to(tl.float32), axis=1) * 1.4426950408889634
+        s = tl.sum(tl.exp2(x_raw.to(tl.float32) * 1.4426950408889634 - m2[:, None]), axis=1)
+        y = tl.exp2(x_raw.to(tl.float32) * 1.4426950408889634 - (m2 + tl.log2(s))[:, None])
+    else:
+        x = x_raw.to(tl.float32)
+        m = tl.max(x, axis=1)
+        e = tl.exp(x - m[:, None])
+        y = e * (1.0 / tl.sum(e, axis=1))[:, None]  # one division per row, not per element
+    tl.store(y_ptr + start + offs, y.to(y_ptr.dtype.element_ty), mask=mask)
 
 
 @triton.jit
 def _row_kernel(
-    x_ptr, y_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr
-):
+    x_ptr, y_ptr, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr, PERSISTENT: tl.constexpr,
+    RECOMPUTE: tl.constexpr,
+):  # fmt: skip
     if PERSISTENT:  # stride over the tiles; load tile t + grid before reducing tile t
         n_tiles = tl.cdiv(n_rows, ROWS)
         step = tl.num_programs(0)
-        offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
+        start, offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
         for t in range(tl.program_id(0), n_tiles, step):
-            offs_n, mask_n, x_n = _row_tile(x_ptr, t + step, n_rows, n_cols, ROWS, BLOCK)
-            _row_write(y_ptr, offs, mask, x)
-            offs, mask, x = offs_n, mask_n, x_n
+            start_n, offs_n, mask_n, x_n = _row_tile(x_ptr, t + step, n_rows, n_cols, ROWS, BLOCK)
+            _row_write(y_ptr, start, offs, mask, x, RECOMPUTE)
+            start, offs, mask, x = start_n, offs_n, mask_n, x_n
     else:
-        offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
-        _row_write(y_ptr, offs, mask, x)
+        start, offs, mask, x = _row_tile(x_ptr, tl.program_id(0), n_rows, n_cols, ROWS, BLOCK)
+        _row_write(y_ptr, start, offs, mask, x, RECOMPUTE)
 
 
 @triton.jit
@@ -825,6 +843,7 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         grid = (min(tiles, p.programs_per_sm * sm_count(x.device)) if p.persistent else tiles,)
         _row_kernel[grid](
             x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, PERSISTENT=p.persistent,
+            RECOMPUTE=p.recompute and x.element_size() == 2,
             num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "online":

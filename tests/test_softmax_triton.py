@@ -31,6 +31,8 @@ FORCED = {
     "online-tail": SoftmaxPlan("online", block=16, num_warps=1, tail=32, l2_hints=True),
     "online-tail-only": SoftmaxPlan("online", block=16, num_warps=1, tail=128),
     "row-persistent": SoftmaxPlan("row", block=128, num_warps=4, rows_per_program=2, persistent=True),
+    "row-recompute": SoftmaxPlan("row", block=128, num_warps=4, rows_per_program=2, recompute=True),
+    "row-persistent-recompute": SoftmaxPlan("row", block=128, num_warps=4, persistent=True, recompute=True),
     "online-persistent": SoftmaxPlan("online", block=16, num_warps=1, tail=32, persistent=True),
 }
 

@@ -19,6 +19,7 @@ device; the softmax run takes about three minutes on an H200 (most of it Triton 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 from typing import Callable
 
@@ -94,7 +95,7 @@ def _describe(p) -> str:
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
 
 
-def _row_candidates(ts, default, n_rows: int, n_cols: int) -> list[tuple[str, object]]:
+def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tuple[str, object]]:
     """ "row" variants: warps and rows per program around the default; persistent tiles where
     a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers)."""
     out = []
@@ -108,6 +109,12 @@ def _row_candidates(ts, default, n_rows: int, n_cols: int) -> list[tuple[str, ob
                 (f"row rows/prog={rr} warps={ww} persistent {pps}/SM",
                  ts.SoftmaxPlan("row", b, ww, rr, programs_per_sm=pps, persistent=True))
             )  # fmt: skip
+    if b >= 16384:  # one program per SM: the next row's loads in flight while this one is reduced
+        out.append((f"row rows/prog={r} warps={w} persistent 1/SM",
+                    ts.SoftmaxPlan("row", b, w, r, persistent=True)))  # fmt: skip
+    if item == 2:  # only the raw 16-bit tile live
+        for p in [default] + [p for _, p in out]:
+            out.append((_describe(p) + " recompute", dataclasses.replace(p, recompute=True)))
     return out
 
 
@@ -118,6 +125,11 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
 
     out = []
     if n_rows >= ts.SPLIT_MAX_ROWS_PER_SM * sms:  # one program per row fills the GPU
+        if item == 2 and n_cols <= 65536:  # the whole 16-bit row in the registers of 32 warps
+            b = triton.next_power_of_2(n_cols)
+            for rc in (False, True):
+                out.append((f"row block={b} warps=32{' recompute' if rc else ''}",
+                            ts.SoftmaxPlan("row", b, 32, recompute=rc)))  # fmt: skip
         for b, w, tail, hints in (
             (8192, 16, 0, False),  # float32's plan before issue 15
             (4096, 8, 0, False),  # 16-bit's plan before issue 15
@@ -164,7 +176,7 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
     default = ts.plan(n_rows, n_cols, item, sms, cooperative=x.device.type == "cuda")
     plans: list[tuple[str, object]] = [(f"default: {_describe(default)}", None)]
     if n_cols <= ts.ROW_MAX_COLS:
-        plans += _row_candidates(ts, default, n_rows, n_cols)
+        plans += _row_candidates(ts, default, n_rows, n_cols, item)
         if n_cols > ts.ROW_MAX_COLS // 2:  # one program per SM holds a row: try halves/quarters
             for b in (n_cols // 2, n_cols // 4):
                 plans.append(
