@@ -300,15 +300,30 @@ def _row_tile(x_ptr, tile, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constex
 
 
 @triton.jit
+def _widen(x):
+    # float32 from a 16-bit tensor through inline PTX marked impure, so that two calls on the
+    # same tensor stay two conversions (GPU only: the interpreter has no inline assembly).
+    if x.dtype == tl.bfloat16:
+        return tl.inline_asm_elementwise(
+            "cvt.f32.bf16 $0, $1;", "=r,h", [x], dtype=tl.float32, is_pure=False, pack=1
+        )
+    else:
+        return tl.inline_asm_elementwise(
+            "cvt.f32.f16 $0, $1;", "=r,h", [x], dtype=tl.float32, is_pure=False, pack=1
+        )
+
+
+@triton.jit
 def _row_write(y_ptr, start, offs, mask, x_raw, RECOMPUTE: tl.constexpr):
     if RECOMPUTE:
-        # Only the raw 16-bit row stays live (half the registers of a float32 copy): exp is
-        # computed twice, in two forms the compiler cannot merge into one live float32 tensor,
+        # Only the raw 16-bit row stays live (half the registers of a float32 copy): each pass
+        # widens it again through an opaque conversion (_widen: the compiler cannot merge the
+        # passes' conversions into one live float32 tensor), and exp is computed twice,
         # y = 2^(x log2e - (m log2e + log2 s)). Exponent error ~ulp(|x| log2e): below the
         # 16-bit output's rounding, so 16-bit inputs only.
-        m2 = tl.max(x_raw.to(tl.float32), axis=1) * 1.4426950408889634
-        s = tl.sum(tl.exp2(x_raw.to(tl.float32) * 1.4426950408889634 - m2[:, None]), axis=1)
-        y = tl.exp2(x_raw.to(tl.float32) * 1.4426950408889634 - (m2 + tl.log2(s))[:, None])
+        m2 = tl.max(_widen(x_raw), axis=1) * 1.4426950408889634
+        s = tl.sum(tl.exp2(_widen(x_raw) * 1.4426950408889634 - m2[:, None]), axis=1)
+        y = tl.exp2(_widen(x_raw) * 1.4426950408889634 - (m2 + tl.log2(s))[:, None])
     else:
         x = x_raw.to(tl.float32)
         m = tl.max(x, axis=1)
@@ -843,7 +858,7 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         grid = (min(tiles, p.programs_per_sm * sm_count(x.device)) if p.persistent else tiles,)
         _row_kernel[grid](
             x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, PERSISTENT=p.persistent,
-            RECOMPUTE=p.recompute and x.element_size() == 2,
+            RECOMPUTE=p.recompute and x.element_size() == 2 and x.device.type == "cuda",
             num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "online":
