@@ -167,6 +167,9 @@ class SoftmaxPlan:
             16-bit tile live and compute each exp twice (once for the sum, once for the
             output), which halves the registers a thread needs for its values: longer rows, or
             more programs per SM, without spills.
+        maxnreg: "row" only, GPU only: registers per thread the compiler may use (PTX
+            ``.maxnreg``), 0 for its own choice; e.g. 64 lets two programs of 16 warps share an
+            SM.
     """
 
     kind: str
@@ -180,6 +183,7 @@ class SoftmaxPlan:
     pdl: bool = False
     persistent: bool = False
     recompute: bool = False
+    maxnreg: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
@@ -190,6 +194,8 @@ class SoftmaxPlan:
                 raise ValueError(f"SoftmaxPlan: {name} must be a power of two, got {v}")
         if self.tail < 0 or self.tail & (self.tail - 1):
             raise ValueError(f"SoftmaxPlan: tail must be 0 or a power of two, got {self.tail}")
+        if self.maxnreg and not 16 <= self.maxnreg <= 255:
+            raise ValueError(f"SoftmaxPlan: maxnreg must be 0 or in [16, 255], got {self.maxnreg}")
         if self.programs_per_sm < 1:
             raise ValueError(f"SoftmaxPlan: programs_per_sm must be >= 1, got {self.programs_per_sm}")
         if self.kind == "split" and (self.chunk < self.block or self.chunk % self.block):
@@ -303,10 +309,11 @@ def _row_tile(x_ptr, tile, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constex
 def _widen(x):
     # float32 from a 16-bit tensor through inline PTX marked impure, so that two calls on the
     # same tensor stay two conversions (GPU only: the interpreter has no inline assembly).
-    if x.dtype == tl.bfloat16:
+    if x.dtype == tl.bfloat16:  # two at a time: a bfloat16 is the high half of its float32
         return tl.inline_asm_elementwise(
-            "cvt.f32.bf16 $0, $1;", "=r,h", [x], dtype=tl.float32, is_pure=False, pack=1
-        )
+            "shl.b32 $0, $2, 16;\n\tand.b32 $1, $2, 0xffff0000;", "=r,=r,r", [x], dtype=tl.float32,
+            is_pure=False, pack=2,
+        )  # fmt: skip
     else:
         return tl.inline_asm_elementwise(
             "cvt.f32.f16 $0, $1;", "=r,h", [x], dtype=tl.float32, is_pure=False, pack=1
@@ -859,6 +866,7 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         _row_kernel[grid](
             x, y, n_rows, n_cols, ROWS=p.rows_per_program, BLOCK=p.block, PERSISTENT=p.persistent,
             RECOMPUTE=p.recompute and x.element_size() == 2 and x.device.type == "cuda",
+            **({"maxnreg": p.maxnreg} if p.maxnreg and x.device.type == "cuda" else {}),
             num_warps=p.num_warps,
         )  # fmt: skip
     elif p.kind == "online":

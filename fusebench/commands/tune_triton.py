@@ -115,6 +115,12 @@ def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tu
     if item == 2:  # only the raw 16-bit tile live
         for p in [default] + [p for _, p in out]:
             out.append((_describe(p) + " recompute", dataclasses.replace(p, recompute=True)))
+        if b >= 16384 and r == 1:  # two programs of 16 warps per SM: 64 registers a thread
+            for pers in (False, True):
+                p = ts.SoftmaxPlan(
+                    "row", b, 16, recompute=True, maxnreg=64, programs_per_sm=2, persistent=pers
+                )
+                out.append((_describe(p) + " recompute maxnreg=64", p))
     return out
 
 
