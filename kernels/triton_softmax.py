@@ -8,7 +8,9 @@ viewed as ``(n_rows, n_cols)``):
 
 * ``"row"``: the whole row (padded to a power of two, padding masked to ``-inf``) is held in
   registers; one program per ``rows_per_program`` rows. Reads once, writes once. After the
-  Triton tutorial 02-fused-softmax.
+  Triton tutorial 02-fused-softmax. 16-bit rows of up to 65536 elements also take it, holding
+  only the raw 16-bit values (``recompute``: each pass widens them again) so that a row fits
+  32 warps, or two programs of 16 warps share an SM.
 * ``"online"``: long rows, many of them. One program per row; a first loop over the row in
   chunks keeps a per-lane running maximum and running sum (online softmax, Milakov &
   Gimelshein 2018, arXiv:1805.02867), the lanes are combined, and a second loop writes
@@ -65,6 +67,16 @@ __all__ = ["SoftmaxPlan", "plan", "sm_count", "softmax"]
 #: Longest row, in elements, held whole in registers ("row"). At 32768 with 16 warps that is 64
 #: float32 values per thread: no spill, one program per SM.
 ROW_MAX_COLS = 32768
+#: 16-bit rows padded to this block: "row" with 16 warps, ``recompute`` and ``maxnreg`` 64 (two
+#: programs per SM, no spill; sm_90 ptxas). 1024 x 32768 on an H200 (fusebench tune triton at
+#: 30d3144, % of the copy ceiling): 81.9 in bfloat16 and float16, against 66.1 for 32 warps
+#: (one program per SM, nothing in flight while a row is reduced).
+ROW16_TWO_PER_SM_BLOCK = 32768
+#: 16-bit rows longer than ROW_MAX_COLS, up to this, held whole by "row" (32 warps, recompute:
+#: 64 raw values, 32 registers a thread) when there are rows enough for "online": 4096 x 65536
+#: on an H200 (same run, and fd11883 for float16): 85.5 bfloat16, 86.6 float16, against 61.5
+#: for "online" (which reads the row twice).
+ROW16_MAX_COLS = 65536
 #: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile.
 ROW_TILE_BYTES = 16384
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
@@ -72,7 +84,9 @@ ROW_MIN_PROGRAMS_PER_SM = 4
 #: "online" chunk (elements per loop step) and warps by element size: 16 values per thread per
 #: step. 16-bit rows take half the step: (4096, 65536) bfloat16 398 against 434 µs on an H200
 #: (scripts/tune_triton.py, commit 51d478e); float32 keeps 8192 (713 against 746 µs).
-ONLINE_LAUNCH = {4: (8192, 16), 2: (4096, 8)}
+#: float32 then took 32 warps: 72.8 and 73.1 % of the copy ceiling against 69.0 for 16, in two
+#: runs (fusebench tune triton at fd11883 and da70bb1).
+ONLINE_LAUNCH = {4: (8192, 32), 2: (4096, 8)}
 #: "online" tail (elements of each row held in registers, read once) by element size, and L2
 #: eviction hints. Without them (4096, 65536) reached 70 % (float32) and 63 % (bfloat16) of the
 #: copy ceiling, about what three reads from HBM give: the re-read found little in L2 (one
@@ -235,7 +249,10 @@ def plan(
             "coop" plan is possible.
 
     Returns:
-        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns; beyond, "grid" when
+        A :class:`SoftmaxPlan`: "row" up to ``ROW_MAX_COLS`` columns (16-bit rows padded to
+        ``ROW16_TWO_PER_SM_BLOCK``: two programs per SM, ``recompute``), and 16-bit rows up to
+        ``ROW16_MAX_COLS`` when there are ``SPLIT_MAX_ROWS_PER_SM * sm_count`` rows or more
+        (``recompute``); beyond, "grid" when
         ``cooperative`` and all the rows' blocks (``GRID_BLOCK`` to ``GRID_MAX_BLOCK``
         elements) fit ``GRID_PROGRAMS_PER_SM * sm_count`` programs; "coop" when
         ``cooperative`` and a row needs at most ``COOP_MAX_CHUNKS_PER_SM * sm_count`` blocks of
@@ -247,12 +264,16 @@ def plan(
     """
     if n_rows < 1 or n_cols < 1 or sm_count < 1 or element_size not in (2, 4):
         raise ValueError(f"plan: bad arguments {(n_rows, n_cols, element_size, sm_count)}")
+    block = max(16, triton.next_power_of_2(n_cols))
+    if element_size == 2 and block == ROW16_TWO_PER_SM_BLOCK:
+        return SoftmaxPlan("row", block, 16, recompute=True, maxnreg=64)
     if n_cols <= ROW_MAX_COLS:
-        block = max(16, triton.next_power_of_2(n_cols))
         rows = max(1, (ROW_TILE_BYTES // element_size) // block)
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
         return SoftmaxPlan("row", block, _warps(block * rows, element_size), rows_per_program=rows)
+    if element_size == 2 and n_cols <= ROW16_MAX_COLS and n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
+        return SoftmaxPlan("row", block, 32, recompute=True)
     if cooperative and GRID_DEFAULT:
         block, most = GRID_BLOCK, GRID_PROGRAMS_PER_SM * sm_count
         while block < GRID_MAX_BLOCK and n_rows * triton.cdiv(n_cols, block) > most:

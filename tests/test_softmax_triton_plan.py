@@ -27,15 +27,21 @@ TARGETS = {
 }
 
 
+#: Where 16-bit inputs take another kind: whole rows of raw 16-bit values (recompute).
+TARGETS_16BIT = {(4096, 65536): "row"}
+
+
 @pytest.mark.parametrize("element_size", (4, 2))
 @pytest.mark.parametrize("shape", sorted(TARGETS))
 def test_plan_targets(shape, element_size):
     n_rows, n_cols = shape
     p = plan(n_rows, n_cols, element_size, H200_SMS)
-    assert p.kind == TARGETS[shape]
+    assert p.kind == (TARGETS_16BIT.get(shape, TARGETS[shape]) if element_size == 2 else TARGETS[shape])
     tile = p.block * p.rows_per_program
     assert tile <= 2**20  # Triton's largest tensor
-    assert tile // (32 * p.num_warps) <= 32  # values per thread: no spilling
+    # values per thread: no spilling (32 float32 values, or 64 raw 16-bit ones in 32 registers)
+    assert tile // (32 * p.num_warps) <= (64 if p.recompute else 32)
+    assert not p.recompute or element_size == 2
     assert p.num_warps <= 32  # Triton's largest program
     if p.kind == "row":
         assert p.block >= n_cols and p.block < 2 * max(n_cols, 16)
@@ -65,7 +71,7 @@ def test_plan_every_kind_reachable_and_thresholds():
 
 
 def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
-    long_rows = ((256, 262144), (4096, 65536), (1, 1048576))
+    long_rows = ((256, 262144), (4096, 131072), (1, 1048576))  # beyond ROW16_MAX_COLS
     assert all(plan(*shape, 4, H200_SMS, cooperative=True).kind != "coop" for shape in long_rows)  # off
     monkeypatch.setattr(ts, "COOP_MAX_CHUNKS_PER_SM", 1)
     monkeypatch.setattr(ts, "GRID_PROGRAMS_PER_SM", 0)  # "grid" would take the few-row shapes
@@ -91,9 +97,10 @@ def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
         p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
         assert p.kind == "split" and p.pdl and p.chunk == p.block == ts.SPLIT_BLOCK // 2
         assert not plan(1, 1 << 20, item, H200_SMS).pdl  # the interpreter: no PDL
-        online = plan(4096, 65536, item, H200_SMS, cooperative=True)
+        online = plan(4096, 131072, item, H200_SMS, cooperative=True)
         assert online.kind == "online" and online.tail == ts.ONLINE_TAIL[item]
         assert online.tail < 65536 and online.l2_hints == ts.ONLINE_L2_HINTS
+        assert (online.block, online.num_warps) == ts.ONLINE_LAUNCH[item]
     monkeypatch.setattr(ts, "GRID_DEFAULT", True)
     plan.cache_clear()
     try:
@@ -106,6 +113,19 @@ def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
             assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
     finally:
         plan.cache_clear()
+
+
+def test_sixteen_bit_long_rows_are_held_raw():
+    p = plan(1024, 32768, 2, H200_SMS)  # two programs of 16 warps per SM
+    assert (p.kind, p.num_warps, p.recompute, p.maxnreg) == ("row", 16, True, 64)
+    assert plan(1024, 20000, 2, H200_SMS) == p  # padded to the same block
+    assert not plan(1024, 32768, 4, H200_SMS).recompute  # float32: unchanged
+    rows = ts.SPLIT_MAX_ROWS_PER_SM * H200_SMS
+    whole = plan(rows, ts.ROW16_MAX_COLS, 2, H200_SMS)
+    assert (whole.kind, whole.block, whole.num_warps, whole.recompute) == ("row", 65536, 32, True)
+    assert plan(rows, ts.ROW16_MAX_COLS + 1, 2, H200_SMS).kind == "online"
+    assert plan(rows - 1, ts.ROW16_MAX_COLS, 2, H200_SMS).kind == "split"  # too few rows to fill
+    assert plan(rows, ts.ROW16_MAX_COLS, 4, H200_SMS).kind == "online"
 
 
 def test_sixteen_bit_row_tiles_take_fewer_warps():
