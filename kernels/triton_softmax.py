@@ -177,7 +177,8 @@ class SoftmaxPlan:
             a tile's reduction and the next tile's loads, and no partial last wave). "online":
             launch ``programs_per_sm x SMs`` programs (at most one per row) that stride over the
             rows, which bounds the rows between a first read and its re-read to what L2 can keep.
-        recompute: "row" only, 16-bit inputs only (ignored for float32): keep only the raw
+        recompute: "row" only, 16-bit inputs on a GPU only (ignored for float32 and in the
+            interpreter, which has no inline assembly for the conversion): keep only the raw
             16-bit tile live and compute each exp twice (once for the sum, once for the
             output), which halves the registers a thread needs for its values: longer rows, or
             more programs per SM, without spills.

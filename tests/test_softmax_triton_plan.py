@@ -128,6 +128,13 @@ def test_sixteen_bit_long_rows_are_held_raw():
     assert plan(rows, ts.ROW16_MAX_COLS, 4, H200_SMS).kind == "online"
 
 
+def test_plan_register_cap_is_checked():
+    assert ts.SoftmaxPlan("row", 32768, 16, maxnreg=64).maxnreg == 64
+    for bad in (8, 256, -1):
+        with pytest.raises(ValueError, match="maxnreg"):
+            ts.SoftmaxPlan("row", 32768, 16, maxnreg=bad)
+
+
 def test_sixteen_bit_row_tiles_take_fewer_warps():
     assert plan(16384, 1024, 2, H200_SMS).num_warps == 8  # a 16 KB tile of 8 rows
     assert plan(8192, 16384, 2, H200_SMS).num_warps == 32
