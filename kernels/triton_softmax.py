@@ -317,8 +317,8 @@ def sm_count(device: torch.device) -> int:
 def _row_tile(x_ptr, tile, n_rows, n_cols, ROWS: tl.constexpr, BLOCK: tl.constexpr):
     # The tile's first element (int64), the int32 offsets of its elements from there (ROWS x
     # BLOCK, at most a few tiles' worth: no overflow), mask and raw values (padding and rows
-    # past the end load -inf). int32 offsets, not int64 ones, keep the registers a thread
-    # needs to hold its offsets until the store to half.
+    # past the end load -inf). The offsets a thread holds until the store are int32: one
+    # register each, not two.
     rows = tl.arange(0, ROWS)
     cols = tl.arange(0, BLOCK)
     start = tile.to(tl.int64) * ROWS * n_cols
@@ -348,11 +348,12 @@ def _row_write(y_ptr, start, offs, mask, x_raw, RECOMPUTE: tl.constexpr):
         # Only the raw 16-bit row stays live (half the registers of a float32 copy): each pass
         # widens it again through an opaque conversion (_widen: the compiler cannot merge the
         # passes' conversions into one live float32 tensor), and exp is computed twice,
-        # y = 2^(x log2e - (m log2e + log2 s)). Exponent error ~ulp(|x| log2e): below the
-        # 16-bit output's rounding, so 16-bit inputs only.
-        m2 = tl.max(_widen(x_raw), axis=1) * 1.4426950408889634
-        s = tl.sum(tl.exp2(_widen(x_raw) * 1.4426950408889634 - m2[:, None]), axis=1)
-        y = tl.exp2(_widen(x_raw) * 1.4426950408889634 - (m2 + tl.log2(s))[:, None])
+        # y = exp((x - m) - log s). (x - m) first, never x log2e - m log2e: a bfloat16 beyond
+        # FLT_MAX / log2(e) would overflow the product. The error of log s (< 1 ulp of at most
+        # ln 65536) is below the 16-bit output's rounding: 16-bit inputs only.
+        m = tl.max(_widen(x_raw), axis=1)
+        s = tl.sum(tl.exp(_widen(x_raw) - m[:, None]), axis=1)
+        y = tl.exp(_widen(x_raw) - m[:, None] - tl.log(s)[:, None])
     else:
         x = x_raw.to(tl.float32)
         m = tl.max(x, axis=1)

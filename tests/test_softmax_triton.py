@@ -217,3 +217,16 @@ def test_softmax_online_persistent_strides_over_rows(dtype):
     # More rows than programs (one per SM): every program takes several rows in turn.
     x = randn((2 * ts.sm_count(torch.device(DEVICE)) + 5, 70), dtype, scale=5.0)
     _check_softmax(softmax(x, _plan=FORCED["online-persistent"]), x)
+
+
+@pytest.mark.parametrize("name", ["row-recompute", "row-persistent-recompute"])
+def test_softmax_recompute_near_the_bfloat16_limits(name):
+    # bfloat16 reaches 3.4e38: x * log2(e) would overflow float32, x - max does not. (The
+    # recompute form runs on a GPU; the interpreter checks the plain form on the same values.)
+    x = randn((3, 100), torch.bfloat16, scale=1.0)
+    x[0, :3] = torch.tensor([3.0e38, 2.9e38, -3.0e38])
+    x[1, 5] = -3.0e38
+    x[2] = 1.0e38
+    y = softmax(x, _plan=FORCED[name])
+    assert torch.isfinite(y.float()).all()
+    close(y, softmax_ref(x), x.dtype)
