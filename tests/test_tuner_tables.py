@@ -1,4 +1,5 @@
-"""CPU tests of the CUDA softmax tuning tables (fusebench tune cuda) and the variant table."""
+"""CPU tests of the softmax tuning tables (fusebench tune cuda, fusebench tune triton) and the CUDA
+variant table."""
 
 import pytest
 
@@ -45,3 +46,26 @@ def test_tuned_scope_and_variant_filter():
     assert not tune_cuda.tuned_scope("tma_grid:1:256:1", 256, 262144, 132, 2)
     assert tune_cuda.keep("tma:64:256:4", ["tma"]) and not tune_cuda.keep("tma_grid:1:256:1", ["tma"])
     assert tune_cuda.keep("quack", None) and not tune_cuda.keep("quack", ["auto", "tma"])
+
+
+@pytest.mark.parametrize("shape", [(16384, 1024), (1024, 32768), (8192, 16384), (4096, 65536)])
+@pytest.mark.parametrize("dtype_name", ["float32", "bfloat16"])
+def test_triton_softmax_candidates_are_distinct_plans(shape, dtype_name):
+    pytest.importorskip("triton")
+    import torch
+
+    from fusebench.commands import tune_triton
+    from kernels import triton_softmax as ts
+
+    dtype = getattr(torch, dtype_name)
+    x = torch.empty(shape, dtype=dtype, device="meta")  # the list needs only the shape and dtype
+    candidates = tune_triton.softmax_candidates(x)
+    labels = [label for label, _ in candidates]
+    assert labels[0].startswith("default: ") and len(set(labels)) == len(labels)
+    default = ts.plan(*shape, x.element_size(), ts.INTERPRETER_SM_COUNT, cooperative=False)
+    plans = [fn.__defaults__[0] for _, fn in candidates[1:]]  # each candidate's forced plan
+    assert all(isinstance(p, ts.SoftmaxPlan) and p != default for p in plans)
+    assert len(set(plans)) == len(plans)
+    assert all(not p.recompute for p in plans) or dtype == torch.bfloat16
+    if default.recompute:  # the plain form is timed beside it
+        assert any(p.kind == "row" and not p.recompute and p.block == default.block for p in plans)

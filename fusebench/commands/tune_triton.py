@@ -90,6 +90,10 @@ def _describe(p) -> str:
     }.get(p.kind, "")
     if p.persistent:
         extra += f" persistent {p.programs_per_sm}/SM"
+    if p.recompute:
+        extra += " recompute"
+    if p.maxnreg:
+        extra += f" maxnreg={p.maxnreg}"
     if p.kind == "split" and p.pdl:
         extra += " pdl"
     return f"{p.kind} block={p.block} warps={p.num_warps}{extra}"
@@ -97,9 +101,15 @@ def _describe(p) -> str:
 
 def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tuple[str, object]]:
     """ "row" variants: warps and rows per program around the default; persistent tiles where
-    a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers)."""
+    a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers); one
+    row per program of 4 or 8 warps (Liger's and FlagGems' layout); for 16-bit rows, the same
+    with ``recompute`` (and the default without it)."""
     out = []
     b, r, w = default.block, default.rows_per_program, default.num_warps
+    if default.recompute or default.maxnreg:
+        out.append((None, dataclasses.replace(default, recompute=False, maxnreg=0)))
+    if b <= 4096:
+        out += [(None, ts.SoftmaxPlan("row", b, ww)) for ww in (4, 8)]
     for rr, ww in ((r, w // 2), (r, 2 * w), (r // 2, w // 2)):
         if 1 <= rr <= n_rows and 1 <= ww <= 32 and b * rr // (32 * ww) <= 64:
             out.append((f"row rows/prog={rr} warps={ww}", ts.SoftmaxPlan("row", b, ww, rr)))
@@ -114,14 +124,13 @@ def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tu
                     ts.SoftmaxPlan("row", b, w, r, persistent=True)))  # fmt: skip
     if item == 2:  # only the raw 16-bit tile live
         for p in [default] + [p for _, p in out]:
-            out.append((_describe(p) + " recompute", dataclasses.replace(p, recompute=True)))
+            out.append((None, dataclasses.replace(p, recompute=True)))
         if b >= 16384 and r == 1:  # two programs of 16 warps per SM: 64 registers a thread
             for pers in (False, True):
-                p = ts.SoftmaxPlan(
-                    "row", b, 16, recompute=True, maxnreg=64, programs_per_sm=2, persistent=pers
-                )
-                out.append((_describe(p) + " recompute maxnreg=64", p))
-    return out
+                out.append((None, ts.SoftmaxPlan(
+                    "row", b, 16, recompute=True, maxnreg=64, programs_per_sm=1 + pers, persistent=pers
+                )))  # fmt: skip
+    return [(label or _describe(p), p) for label, p in out]
 
 
 def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> list[tuple[str, object]]:
