@@ -9,7 +9,12 @@
 //   - the graph of --benchmark has a flot plot with at least one series with points (`longest`:
 //     the most points of one series, one per commit), and a selector button for --machine,
 //   - no request failed (requestfailed: refused connection, DNS failure, blocked), no response had
-//     a status >= 400, no uncaught page error, and the page never went to asv's error.html;
+//     a status >= 400, no uncaught page error, and the page never went to asv's error.html.
+//     One exception, listed apart as `missing_graphs`: a 404 for a graph file (graphs/...json).
+//     asv's page asks for the graph of every machine-field combination of index.json's
+//     graph_param_list, and `asv publish` writes one only where the benchmark has results (a run
+//     of one op on a new host: the other ops have none there); the page counts such a miss and
+//     draws the rest (graphdisplay.js). The caller checks that each one is absent from the site;
 // else 1 (2 on bad arguments). --block-external aborts every request to another origin, as a
 // machine with no internet would (the check then does not depend on this machine's network);
 // such requests are reported as failed.
@@ -59,7 +64,7 @@ function parseArgs(argv) {
 
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
-  const report = { ok: false, failed: [], bad_status: [], page_errors: [], external: [],
+  const report = { ok: false, failed: [], bad_status: [], missing_graphs: [], page_errors: [], external: [],
     error_page: false, benchmarks: [], titles: [], machine_button: false, series: 0, points: 0,
     longest: 0, drawn: 0, hash: "", problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
@@ -77,7 +82,12 @@ async function main() {
       if (!r.url().startsWith(opts.origin) && !r.url().startsWith("data:")) report.external.push(r.url());
     });
     page.on("requestfailed", (r) => report.failed.push(`${r.url()} (${r.failure()?.errorText})`));
-    page.on("response", (r) => { if (r.status() >= 400) report.bad_status.push(`${r.url()} (${r.status()})`); });
+    page.on("response", (r) => {
+      if (r.status() < 400) return;
+      const path = new URL(r.url()).pathname;
+      if (r.status() === 404 && path.startsWith("/graphs/") && path.endsWith(".json")) report.missing_graphs.push(r.url());
+      else report.bad_status.push(`${r.url()} (${r.status()})`);
+    });
     page.on("pageerror", (e) => report.page_errors.push(String(e.message || e).split("\n")[0]));
     page.on("framenavigated", (f) => { if (f === page.mainFrame() && f.url().includes("error.html")) report.error_page = true; });
 

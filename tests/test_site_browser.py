@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import threading
+import urllib.parse
 import urllib.request
 from collections import Counter
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -59,13 +60,21 @@ def serve():
         httpd.server_close()
 
 
-def _check(url: str, *args: str) -> tuple[int, dict]:
+def _check(url: str, *args: str, site_dir: Path | None = None) -> tuple[int, dict]:
+    """Run browser_check; with ``site_dir``, also assert that every graph the page missed
+    (``missing_graphs``: asv asks for every machine-field combination) is absent from the site,
+    and that such a combination has graphs of other benchmarks (a real host, not a broken path)."""
     out = subprocess.run(["node", str(CHECK), url, "--machine", "h200", "--block-external", *args],
                          capture_output=True, text=True, timeout=180, env=dict(os.environ, CHROMIUM=CHROMIUM))
     try:
-        return out.returncode, json.loads(out.stdout)
+        code, report = out.returncode, json.loads(out.stdout)
     except ValueError:
         pytest.fail(f"browser_check printed no report (exit {out.returncode}): {out.stderr[-2000:]}")
+    for missed in report.get("missing_graphs", []) if site_dir else []:
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(missed).path).lstrip("/")
+        assert not (site_dir / rel).exists(), f"the site has {rel}, yet the page got 404"
+        assert any((site_dir / rel).parent.glob("*.json")), f"no graph at all under {rel}'s combination"
+    return code, report
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +86,7 @@ def published(tmp_path_factory):
 
 
 def test_the_published_site_works_offline(published, serve):
-    code, report = _check(serve(published))
+    code, report = _check(serve(published), site_dir=published)
     assert report["problems"] == [] and code == 0, report
     assert {"suite.Gelu.track_bandwidth", "suite.Softmax.track_device_time"} <= set(report["benchmarks"])
     assert report["machine_button"] and report["series"] >= 1 and report["points"] >= 1
@@ -101,7 +110,7 @@ def test_the_first_view_opens_at_the_headline_shape_with_units_and_every_bar(pub
     """Issue 13, item 9: asv's default is the first (smallest) shape; flot-orderbars drew only the
     middle series (compile) of bars against a category axis; tile titles had no unit."""
     base = serve(published)
-    code, report = _check(base, "--benchmark", benchmark)
+    code, report = _check(base, "--benchmark", benchmark, site_dir=published)
     assert code == 0, report
     assert report["hash"] == f"#{benchmark}?machine=h200&p-shape='{headline}'"
     # the bars of fusebench's five backends at least (orderbars once drew only one series); the
@@ -109,7 +118,7 @@ def test_the_first_view_opens_at_the_headline_shape_with_units_and_every_bar(pub
     assert report["drawn"] >= 5 and report["series"] >= len(BACKENDS), report
     assert "Gelu.track_bandwidth [GB/s]" in report["titles"]
     assert "Softmax.track_device_time [seconds]" in report["titles"]
-    code, report = _check(base, "--benchmark", benchmark, "--x-axis", "shape")
+    code, report = _check(base, "--benchmark", benchmark, "--x-axis", "shape", site_dir=published)
     assert code == 0, report
     assert report["drawn"] >= 5 and report["series"] >= len(BACKENDS), report  # the backends' bars
 
