@@ -59,11 +59,12 @@ def test_triton_softmax_candidates_are_distinct_plans(shape, dtype_name):
 
     dtype = getattr(torch, dtype_name)
     x = torch.empty(shape, dtype=dtype, device="meta")  # the list needs only the shape and dtype
-    candidates = tune_triton.softmax_candidates(x)
+    candidates = tune_triton.softmax_plans(x)
     labels = [label for label, _ in candidates]
     assert labels[0].startswith("default: ") and len(set(labels)) == len(labels)
+    assert candidates[0][1] is None  # the default: softmax's own plan
     default = ts.plan(*shape, x.element_size(), ts.INTERPRETER_SM_COUNT, cooperative=False)
-    plans = [fn.__defaults__[0] for _, fn in candidates[1:]]  # each candidate's forced plan
+    plans = [p for _, p in candidates[1:]]
     assert all(isinstance(p, ts.SoftmaxPlan) and p != default for p in plans)
     assert len(set(plans)) == len(plans)
     assert all(not p.recompute for p in plans) or dtype == torch.bfloat16

@@ -143,8 +143,8 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
         if item == 2 and n_cols <= 65536:  # the whole 16-bit row in the registers of 32 warps
             b = triton.next_power_of_2(n_cols)
             for rc in (False, True):
-                out.append((f"row block={b} warps=32{' recompute' if rc else ''}",
-                            ts.SoftmaxPlan("row", b, 32, recompute=rc)))  # fmt: skip
+                p = ts.SoftmaxPlan("row", b, 32, recompute=rc)
+                out.append((_describe(p), p))
         for b, w, tail, hints in (
             (8192, 16, 0, False),  # float32's plan before issue 15
             (4096, 8, 0, False),  # 16-bit's plan before issue 15
@@ -152,10 +152,8 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
             (8192, 16, 16384, True),
             (8192, 16, 16384, False),
             (4096, 8, 8192, True),
-            (8192, 16, 8192, True),  # twice the bytes per step in flight (one program per SM)
-            (8192, 32, 0, True),
+            (8192, 32, 0, True),  # more bytes per step in flight (one program per SM)
             (8192, 32, 16384, True),
-            (16384, 32, 16384, True),
         ):
             if tail < n_cols:
                 out.append(
@@ -179,9 +177,11 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
     return out
 
 
-def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
-    """Default first, then variants of the kind the shape needs (a handful per case: each
-    costs a Triton compilation per dtype)."""
+def softmax_plans(x: torch.Tensor) -> list[tuple[str, object]]:
+    """(label, plan) for an input ``x`` (any device, ``meta`` included: only its shape, dtype and
+    device are read): the default first with plan None, then variants of the kind the shape
+    needs as forced :class:`~kernels.triton_softmax.SoftmaxPlan` objects, none equal to the
+    default or to another (a handful per case: each costs a Triton compilation per dtype)."""
     from kernels import triton_softmax as ts
 
     n_cols = x.shape[-1]
@@ -197,9 +197,6 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
                 plans.append(
                     (f"split block={b} pdl", ts.SoftmaxPlan("split", b, ts._warps(b), chunk=b, pdl=True))
                 )
-            for b, w in ((4096, 16), (8192, 16), (8192, 32)):  # half the row in registers, half streamed
-                plans.append((f"online block={b} warps={w} tail={n_cols // 2} l2-hints",
-                              ts.SoftmaxPlan("online", b, w, tail=n_cols // 2, l2_hints=True)))  # fmt: skip
     else:
         plans += _long_row_candidates(ts, item, n_rows, n_cols, sms)
     seen, out = set(), []
@@ -207,8 +204,15 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
         if p is not None and (p == default or p in seen):
             continue
         seen.add(p)
-        out.append((label, lambda x, p=p: ts.softmax(x, _plan=p)))
+        out.append((label, p))
     return out
+
+
+def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
+    """:func:`softmax_plans` as timed calls: the default (plan None) and each forced plan."""
+    from kernels import triton_softmax as ts
+
+    return [(label, lambda x, p=p: ts.softmax(x, _plan=p)) for label, p in softmax_plans(x)]
 
 
 def _softmax_cases() -> list[tuple[str, tuple[int, ...], torch.dtype, Callable]]:
