@@ -169,7 +169,7 @@ def _module():
     return module
 
 
-def gelu(x: torch.Tensor, pdl: bool | None = None) -> torch.Tensor:
+def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -> torch.Tensor:
     """GELU, tanh approximation, elementwise: any shape, float32/bfloat16/float16.
 
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 (``tanhf``).
@@ -187,8 +187,12 @@ def gelu(x: torch.Tensor, pdl: bool | None = None) -> torch.Tensor:
     kernel of the stream, then lets the next one launch, so back-to-back
     launches overlap (CUDA C++ Programming Guide, "Programmatic Dependent
     Launch and Synchronization").
+
+    ``threads`` (tuning; ``None``: the library's default, 256): threads per block, 128, 256 or
+    512; the grid is resized so each thread still moves four vectors. Another value raises
+    ``RuntimeError`` from the extension.
     """
-    return _module().gelu(x, -1 if pdl is None else int(bool(pdl)))
+    return _module().gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else int(threads))
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:

@@ -80,12 +80,15 @@ int sm_count(c10::DeviceIndex device) {
 }
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
-at::Tensor gelu(const at::Tensor& x, int64_t pdl) {
+// threads: threads per block, 128, 256 or 512; -1 the library's default.
+at::Tensor gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
   const OpIO io(x, "gelu");
   TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
+  TORCH_CHECK(threads == -1 || threads == 128 || threads == 256 || threads == 512,
+              "gelu: threads must be -1, 128, 256 or 512, got ", threads);
   if (io.empty()) return io.y;
   check_launch(fc::gelu(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.x.numel(), io.dtype,
-                        io.stream, static_cast<int>(pdl)),
+                        io.stream, static_cast<int>(pdl), static_cast<int>(threads)),
                "gelu");
   return io.y;
 }
@@ -257,8 +260,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "fusebench hand-written CUDA kernels";
   m.def("gelu", &gelu,
         "GELU (tanh approximation) of a CUDA tensor; pdl: -1 default, 0 plain launch, 1 "
-        "programmatic dependent launch (sm_90+)",
-        py::arg("x"), py::arg("pdl") = -1);
+        "programmatic dependent launch (sm_90+); threads: 128, 256 or 512 per block, -1 default",
+        py::arg("x"), py::arg("pdl") = -1, py::arg("threads") = -1);
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "

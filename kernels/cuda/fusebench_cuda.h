@@ -20,9 +20,10 @@ enum class DType : int { Float32 = 0, BFloat16 = 1, Float16 = 2 };
 // Memory-bound: reads and writes n * itemsize bytes (2 * itemsize per element).
 // pdl: 1 launch as a programmatic dependent launch (sm_90+; ignored below), 0 a
 // plain launch, -1 the library's default (kGeluPdlDefault in gelu.cu); any
-// other value is cudaErrorInvalidValue.
+// other value is cudaErrorInvalidValue. threads: threads per block, 128, 256 or 512, -1 the
+// library's default (kGeluThreadsDefault in gelu.cu); any other value is cudaErrorInvalidValue.
 cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream,
-                 int pdl = -1);
+                 int pdl = -1, int threads = -1);
 
 // Softmax variants; Auto lets softmax_pick_variant choose.
 enum class SoftmaxVariant : int {

@@ -22,7 +22,9 @@ namespace fusebench {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
+// Threads per block when the caller leaves it to the library (threads = -1); 128, 256 and 512
+// are built (tuning: fusebench tune cuda). Not yet measured against each other: 256 since a1ed741.
+constexpr int kGeluThreadsDefault = 256;
 constexpr int kUnroll = 4;
 // Whether gelu() launches with PDL when the caller leaves it to the library (pdl = -1).
 // Measured on an H200 (scripts/tune_cuda.py at a1ed741, hot, % of the copy ceiling, plain ->
@@ -56,27 +58,27 @@ __device__ __forceinline__ float gelu_sigmoid(float x) {
 template <typename T> __device__ __forceinline__ float gelu_f(float x) { return gelu_sigmoid(x); }
 template <> __device__ __forceinline__ float gelu_f<float>(float x) { return gelu_tanh(x); }
 
-// Block b handles vectors [b * kThreads * kUnroll, (b + 1) * kThreads * kUnroll),
+// Block b handles vectors [b * THREADS * kUnroll, (b + 1) * THREADS * kUnroll),
 // coalesced (consecutive threads, consecutive vectors); the last block also
 // does the n % VEC scalar tail.
-template <typename T, int VEC>
-__global__ void __launch_bounds__(kThreads) gelu_kernel(const T* x, T* y, int64_t n) {
+template <typename T, int VEC, int THREADS>
+__global__ void __launch_bounds__(THREADS) gelu_kernel(const T* x, T* y, int64_t n) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   // No-ops unless launched with the programmatic stream serialization attribute.
   cudaGridDependencySynchronize();
   cudaTriggerProgrammaticLaunchCompletion();
 #endif
   const int64_t nvec = n / VEC;
-  const int64_t first = static_cast<int64_t>(blockIdx.x) * kThreads * kUnroll + threadIdx.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * THREADS * kUnroll + threadIdx.x;
   Vec<T, VEC> v[kUnroll];  // raw elements: 16-bit types take half the registers
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const int64_t i = first + u * kThreads;
+    const int64_t i = first + u * THREADS;
     if (i < nvec) v[u] = reinterpret_cast<const Vec<T, VEC>*>(x)[i];
   }
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
-    const int64_t i = first + u * kThreads;
+    const int64_t i = first + u * THREADS;
     if (i < nvec) {
 #pragma unroll
       for (int k = 0; k < VEC; ++k) v[u].v[k] = from_float<T>(gelu_f<T>(to_float(v[u].v[k])));
@@ -89,31 +91,45 @@ __global__ void __launch_bounds__(kThreads) gelu_kernel(const T* x, T* y, int64_
   }
 }
 
-template <typename T>
-cudaError_t gelu_launch(const void* x, void* y, int64_t n, bool pdl, cudaStream_t stream) {
-  const T* xt = static_cast<const T*>(x);
-  T* yt = static_cast<T*>(y);
+template <typename T, int THREADS>
+cudaError_t gelu_launch_t(const T* x, T* y, int64_t n, bool pdl, cudaStream_t stream) {
   constexpr int kVec = vec16<T>();
   const bool vec = aligned16(x) && aligned16(y);
   const int64_t nvec = vec ? n / kVec : n;
-  const int64_t per_block = int64_t{kThreads} * kUnroll;
+  const int64_t per_block = int64_t{THREADS} * kUnroll;
   const int64_t blocks = nvec > 0 ? ceil_div(nvec, per_block) : 1;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  const auto kernel = vec ? gelu_kernel<T, kVec> : gelu_kernel<T, 1>;
-  return launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(kThreads), 0, stream,
-                LaunchAttr::pdl(pdl), xt, yt, n);
+  const auto kernel = vec ? gelu_kernel<T, kVec, THREADS> : gelu_kernel<T, 1, THREADS>;
+  return launch(kernel, dim3(static_cast<unsigned>(blocks)), dim3(THREADS), 0, stream,
+                LaunchAttr::pdl(pdl), x, y, n);
+}
+
+template <typename T>
+cudaError_t gelu_launch(const void* x, void* y, int64_t n, bool pdl, int threads,
+                        cudaStream_t stream) {
+  const T* xt = static_cast<const T*>(x);
+  T* yt = static_cast<T*>(y);
+  switch (threads) {
+    case 128: return gelu_launch_t<T, 128>(xt, yt, n, pdl, stream);
+    case 256: return gelu_launch_t<T, 256>(xt, yt, n, pdl, stream);
+    case 512: return gelu_launch_t<T, 512>(xt, yt, n, pdl, stream);
+  }
+  return cudaErrorInvalidValue;
 }
 
 }  // namespace
 
-cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream, int pdl) {
+cudaError_t gelu(const void* x, void* y, int64_t n, DType dtype, cudaStream_t stream, int pdl,
+                 int threads) {
   if (n < 0 || pdl < -1 || pdl > 1) return cudaErrorInvalidValue;
+  if (threads != -1 && threads != 128 && threads != 256 && threads != 512) return cudaErrorInvalidValue;
   if (n == 0) return cudaSuccess;
   const bool use_pdl = pdl < 0 ? kGeluPdlDefault : pdl != 0;
+  const int t = threads < 0 ? kGeluThreadsDefault : threads;
   switch (dtype) {
-    case DType::Float32: return gelu_launch<float>(x, y, n, use_pdl, stream);
-    case DType::BFloat16: return gelu_launch<__nv_bfloat16>(x, y, n, use_pdl, stream);
-    case DType::Float16: return gelu_launch<__half>(x, y, n, use_pdl, stream);
+    case DType::Float32: return gelu_launch<float>(x, y, n, use_pdl, t, stream);
+    case DType::BFloat16: return gelu_launch<__nv_bfloat16>(x, y, n, use_pdl, t, stream);
+    case DType::Float16: return gelu_launch<__half>(x, y, n, use_pdl, t, stream);
   }
   return cudaErrorInvalidValue;
 }

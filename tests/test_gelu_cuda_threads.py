@@ -1,0 +1,33 @@
+"""The CUDA GELU's block sizes (``cuda_ext.gelu(threads=...)``, a tuning knob): each one covers
+every element, ragged tails and unaligned views too, with the same arithmetic as the default, and
+a size that is not built is refused. Marked ``gpu``."""
+
+import pytest
+import torch
+
+from fusebench.measure import correctness
+from kernels import get_op
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("threads", [128, 256, 512])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
+@pytest.mark.parametrize("numel", [1, 4097, (1 << 22) + 5])
+def test_every_block_size_gives_the_default_result(threads, dtype, numel):
+    from kernels import cuda_ext
+
+    base = torch.randn(numel + 1, device="cuda", dtype=dtype) * 4
+    for x in (base[:numel], base[1:]):  # aligned, then 2 or 4 bytes off 16: the scalar path
+        y = cuda_ext.gelu(x, threads=threads)
+        r = correctness.check(get_op("gelu"), lambda x=x: cuda_ext.gelu(x, threads=threads), x)
+        assert r.passed, r.reason
+        # Per element the arithmetic does not depend on the geometry: equal bit for bit.
+        assert torch.equal(y, cuda_ext.gelu(x))
+
+
+def test_a_block_size_that_is_not_built_is_refused():
+    from kernels import cuda_ext
+
+    with pytest.raises(RuntimeError, match="threads must be -1, 128, 256 or 512"):
+        cuda_ext.gelu(torch.ones(8, device="cuda"), threads=64)
