@@ -169,6 +169,10 @@ def _module():
     return module
 
 
+#: Threads per block that the CUDA GELU is built for (``gelu(threads=...)``; kernels/cuda/gelu.cu).
+GELU_THREADS = (128, 256, 512)
+
+
 def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -> torch.Tensor:
     """GELU, tanh approximation, elementwise: any shape, float32/bfloat16/float16.
 
@@ -188,10 +192,12 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     launches overlap (CUDA C++ Programming Guide, "Programmatic Dependent
     Launch and Synchronization").
 
-    ``threads`` (tuning; ``None``: the library's default, 256): threads per block, 128, 256 or
-    512; the grid is resized so each thread still moves four vectors. Another value raises
-    ``RuntimeError`` from the extension.
+    ``threads`` (tuning; ``None``: the library's default, 256): threads per block, one of
+    :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors. Another
+    value raises ValueError, here: the extension's own check is not reached (see ``_refuse``).
     """
+    if threads is not None and threads not in GELU_THREADS:
+        raise ValueError(f"gelu: threads must be one of {', '.join(map(str, GELU_THREADS))}, got {threads!r}")
     return _module().gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else int(threads))
 
 
@@ -291,8 +297,9 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_coun
 
 def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
     """Raise ValueError (``softmax_<variant>: <why>``) where a forced variant cannot take ``x``, as
-    ``refusal`` says (the extension's TORCH_CHECK refusals of softmax arguments segfault on the
-    H200, torch 2.11 with CUDA 13.0, so they must not be reached; gelu's refusals raise normally)."""
+    ``refusal`` says (the extension's TORCH_CHECK refusals of arguments segfault on the H200,
+    torch 2.11 with CUDA 13.0, so they must not be reached: seen for softmax's, and for gelu's
+    ``threads`` at ee915d4; its checks of dtype and device, in ``OpIO``'s constructor, raise)."""
     if x.numel() == 0 or x.device.type != "cuda" or x.dtype not in _DTYPES:
         return  # the extension's own dtype/device checks raise normally; empty input is fine
     cols = _cols(x)

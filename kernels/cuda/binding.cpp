@@ -81,11 +81,14 @@ int sm_count(c10::DeviceIndex device) {
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
 // threads: threads per block, 128, 256 or 512; -1 the library's default.
+// The argument checks come before OpIO: on the H200 (torch 2.11, CUDA 13.0) a TORCH_CHECK that
+// fails once OpIO is built killed the process (SIGSEGV, tests/test_gelu_cuda_threads.py at
+// ee915d4) where the checks inside OpIO's constructor raise; cuda_ext.gelu checks them first too.
 at::Tensor gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
-  const OpIO io(x, "gelu");
   TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
   TORCH_CHECK(threads == -1 || threads == 128 || threads == 256 || threads == 512,
               "gelu: threads must be -1, 128, 256 or 512, got ", threads);
+  const OpIO io(x, "gelu");
   if (io.empty()) return io.y;
   check_launch(fc::gelu(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.x.numel(), io.dtype,
                         io.stream, static_cast<int>(pdl), static_cast<int>(threads)),
