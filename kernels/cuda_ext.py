@@ -181,9 +181,9 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) with hardware exp2 and
     division (fp32 error ~1e-6, far below 16-bit rounding; fewer instructions
     so the 16-bit kernel stays memory-bound).
-    Moves 2 * itemsize bytes per element (memory-bound). Launch: 256-thread
+    Moves 2 * itemsize bytes per element (memory-bound). Launch: 128-thread
     blocks, each thread four 16-byte vectors (4 fp32 or 8 16-bit elements),
-    grid = ceil(numel / (1024 * elems_per_vector)); unaligned data uses scalar
+    grid = ceil(numel / (512 * elems_per_vector)); unaligned data uses scalar
     accesses with the same geometry.
 
     ``pdl`` (tuning; ``None``: the library's default, on): launch as a programmatic
@@ -192,7 +192,7 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     launches overlap (CUDA C++ Programming Guide, "Programmatic Dependent
     Launch and Synchronization").
 
-    ``threads`` (tuning; ``None``: the library's default, 256): threads per block, one of
+    ``threads`` (tuning; ``None``: the library's default, 128): threads per block, one of
     :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors. Another
     value raises ValueError, here: the extension's own check is not reached (see ``_refuse``).
     """

@@ -256,7 +256,7 @@ def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
         "cuda": lambda x: op.backends["cuda"].factory(x),
         "cuda pdl=0": lambda x: (lambda: cuda_ext.gelu(x, pdl=False)),
         "cuda pdl=1": lambda x: (lambda: cuda_ext.gelu(x, pdl=True)),
-        "cuda t=128": lambda x: (lambda: cuda_ext.gelu(x, threads=128)),
+        "cuda t=256": lambda x: (lambda: cuda_ext.gelu(x, threads=256)),
         "cuda t=512": lambda x: (lambda: cuda_ext.gelu(x, threads=512)),
         "triton": lambda x: op.backends["triton"].factory(x),
         "torch": lambda x: op.backends["torch"].factory(x),

@@ -23,8 +23,13 @@ namespace cuda {
 namespace {
 
 // Threads per block when the caller leaves it to the library (threads = -1); 128, 256 and 512
-// are built (tuning: fusebench tune cuda). Not yet measured against each other: 256 since a1ed741.
-constexpr int kGeluThreadsDefault = 256;
+// are built (tuning: fusebench tune cuda). 128 (4096 16-bit or 2048 float32 elements a block):
+// on an H200 (fusebench tune cuda at ee915d4, hot, GB/s, 256 -> 128 threads) numel 2^22 float32
+// 5661 -> 5774, bfloat16 2645 -> 2781, float16 3614 -> 3644; 2^24 3857 -> 3890, 3650 -> 3676,
+// 3569 -> 3607; 2^26 4050 -> 4056, 3971 -> 3991, 3943 -> 3956: ahead in all nine, by 0.15 to 5 %,
+// where two identical columns of that run (the default and pdl=1) differed by at most 0.3 %.
+// 512 was behind 256 in five of nine.
+constexpr int kGeluThreadsDefault = 128;
 constexpr int kUnroll = 4;
 // Whether gelu() launches with PDL when the caller leaves it to the library (pdl = -1).
 // Measured on an H200 (scripts/tune_cuda.py at a1ed741, hot, % of the copy ceiling, plain ->
