@@ -13,10 +13,13 @@ All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
 same shape and dtype, computed in fp32 and launched on the current stream.
 They are memory-bound: ideal traffic is one read and one write, i.e.
-``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` (from
-TORCH_CHECK, one line) for a non-CUDA tensor, another dtype, a forced
-softmax variant that cannot take the row length, or an unsupported coop chunk; ``RuntimeError`` quoting
-``unavailable_reason()`` when the extension cannot be used.
+``2 * itemsize`` bytes per element. Errors: ``RuntimeError`` quoting ``unavailable_reason()``
+when the extension cannot be used; then ``ValueError`` (one line), raised here before the
+extension is called, for a non-CUDA tensor, another dtype, or an argument the op cannot take (a
+forced softmax variant and the row length, a chunk, a block size). The extension has the same
+checks (TORCH_CHECK), but on the H200 (torch 2.11, CUDA 13.0) every one of them that was reached
+killed the process instead of raising (see ``_check_input``); what remains to the extension is a
+failed launch.
 """
 
 from __future__ import annotations
@@ -162,10 +165,37 @@ def require(x: torch.Tensor):
     return sys.modules[__name__]
 
 
+
+_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+
+
+def _check_input(x: torch.Tensor, op: str) -> None:
+    """Raise ValueError (``<op>: ...``, the extension's wording) when ``x`` is not a CUDA tensor of
+    float32, bfloat16 or float16.
+
+    Checked here because the extension's own refusals (TORCH_CHECK) killed the process with
+    SIGSEGV on the H200 (torch 2.11, CUDA 13.0) each time one was reached: softmax's at 8828e7d,
+    gelu's block size at ee915d4. Why is not known; its dtype and device checks were never
+    reached there, so none of its refusals is left to reach.
+    """
+    if x.device.type != "cuda":
+        raise ValueError(f"{op}: expected a CUDA tensor, got device {x.device}")
+    if x.dtype not in _DTYPES:
+        raise ValueError(f"{op}: dtype must be float32, bfloat16 or float16, got {x.dtype}")
+
+
 def _module():
     module, reason = _load()
     if module is None:
         raise RuntimeError(f"fusebench CUDA extension unavailable: {reason}")
+    return module
+
+
+def _ready(x: torch.Tensor, op: str):
+    """The extension's module, for ``x`` passed to ``op``: RuntimeError when it cannot be used
+    (``_module``), then ValueError when ``x`` is not an input it takes (``_check_input``)."""
+    module = _module()
+    _check_input(x, op)
     return module
 
 
@@ -194,11 +224,12 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
 
     ``threads`` (tuning; ``None``: the library's default, 128): threads per block, one of
     :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors. Another
-    value raises ValueError, here: the extension's own check is not reached (see ``_refuse``).
+    value raises ValueError, here: the extension's own check is not reached (see ``_check_input``).
     """
     if threads is not None and threads not in GELU_THREADS:
         raise ValueError(f"gelu: threads must be one of {', '.join(map(str, GELU_THREADS))}, got {threads!r}")
-    return _module().gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else int(threads))
+    module = _ready(x, "gelu")
+    return module.gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else int(threads))
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -213,7 +244,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     when it fits; Coop and Cluster read it from DRAM once). The variant comes from
     ``pick_variant``; see ``softmax_variant`` for each variant's launch geometry.
     """
-    return _module().softmax(x)
+    return _ready(x, "softmax").softmax(x)
 
 
 def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
@@ -258,18 +289,15 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 7 cluster: see ``softmax_cluster`` (default chunk).
     - 8 tma: see ``softmax_tma`` (default knobs).
     - 9 tma_grid: see ``softmax_tma_grid`` (default knobs).
-    Raises ValueError when the variant is unknown or cannot take x (checked here, before the
-    extension: its own refusals of softmax arguments crash the process on the H200 instead of
-    raising, see ``_refuse``).
+    Raises ValueError when the variant is unknown or cannot take x, x included (checked here,
+    before the extension: its own refusals crash the process on the H200 instead of raising, see
+    ``_check_input``).
     """
     code = VARIANTS[variant] if isinstance(variant, str) and variant in VARIANTS else variant
     if code not in VARIANTS.values():
         raise ValueError(f"softmax_variant: unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     _refuse(x, int(code), 0)
     return _module().softmax_variant(x, int(code))
-
-
-_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
 def _cols(x: torch.Tensor) -> int:
@@ -296,15 +324,16 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_coun
 
 
 def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
-    """Raise ValueError (``softmax_<variant>: <why>``) where a forced variant cannot take ``x``, as
-    ``refusal`` says (the extension's TORCH_CHECK refusals of arguments segfault on the H200,
-    torch 2.11 with CUDA 13.0, so they must not be reached: seen for softmax's, and for gelu's
-    ``threads`` at ee915d4; its checks of dtype and device, in ``OpIO``'s constructor, raise)."""
-    if x.numel() == 0 or x.device.type != "cuda" or x.dtype not in _DTYPES:
-        return  # the extension's own dtype/device checks raise normally; empty input is fine
+    """Raise ValueError (``softmax_<variant>: <why>``) where a forced variant cannot take ``x``:
+    not an input of the extension (``_check_input``), or as ``refusal`` says. The extension's
+    own refusals must not be reached (see ``_check_input``). RuntimeError where the extension
+    cannot be used."""
+    name = {v: k for k, v in VARIANTS.items()}[code]
+    _ready(x, f"softmax_{name}")
+    if x.numel() == 0:
+        return  # empty input is fine: nothing is launched
     cols = _cols(x)
     props = torch.cuda.get_device_properties(x.device)
-    name = {v: k for k, v in VARIANTS.items()}[code]
     why = refusal(x.numel() // cols, cols, x.element_size(), code, sm_count=props.multi_processor_count,
                   cc_major=props.major, aligned=x.contiguous().data_ptr() % 16 == 0, chunk=chunk, **tma)
     if why is not None:
@@ -402,6 +431,7 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
     Raises ValueError for another ``vecs``, cols > 1024, or rows that are not 16-byte aligned
     with cols a multiple of 16 / itemsize.
     """
+    module = _ready(x, "softmax_tuned")
     cols = _cols(x)
     vec = 16 // x.element_size()
     aligned = x.contiguous().data_ptr() % 16 == 0
@@ -410,7 +440,7 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
             f"softmax_warp: needs vecs in (1, 2, 4, 8), cols <= {WARP_PER_ROW_MAX_COLS}, a multiple of "
             f"{vec}, aligned rows; got vecs {vecs}, cols {cols}"
         )
-    return _module().softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1)
+    return module.softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1)
 
 
 def cluster_default_chunk(cols: int, elem_size: int) -> int:

@@ -81,9 +81,10 @@ int sm_count(c10::DeviceIndex device) {
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
 // threads: threads per block, 128, 256 or 512; -1 the library's default.
-// The argument checks come before OpIO: on the H200 (torch 2.11, CUDA 13.0) a TORCH_CHECK that
-// fails once OpIO is built killed the process (SIGSEGV, tests/test_gelu_cuda_threads.py at
-// ee915d4) where the checks inside OpIO's constructor raise; cuda_ext.gelu checks them first too.
+// On the H200 (torch 2.11, CUDA 13.0) every TORCH_CHECK refusal of this extension that was reached
+// killed the process (SIGSEGV) instead of raising: softmax's, and this threads check at ee915d4,
+// which then came after OpIO. Why is not known. kernels/cuda_ext.py checks every argument before
+// calling here (_check_input); the checks come before OpIO in case its unwinding is the cause.
 at::Tensor gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
   TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
   TORCH_CHECK(threads == -1 || threads == 128 || threads == 256 || threads == 512,
