@@ -66,3 +66,31 @@ def test_a_float64_cuda_tensor_is_refused_on_the_gpu(op):
     message = rf"^{op}: dtype must be float32, bfloat16 or float16, got torch.float64$"
     with pytest.raises(ValueError, match=message):
         ENTRY_POINTS[op](torch.ones(4, 1024, device="cuda", dtype=torch.float64))
+
+
+#: The extension's own refusal of a bad ``pdl``, made straight at the module (cuda_ext would refuse
+#: it first): checked before the op's tensors exist, unlike the refusals that crashed.
+_PROBE = """
+import torch
+from kernels import cuda_ext
+try:
+    cuda_ext._module().gelu(torch.ones(8, device="cuda"), 5, -1)
+except RuntimeError as exc:
+    print("raised:", str(exc).splitlines()[0])
+"""
+
+
+@pytest.mark.gpu
+def test_a_refusal_of_the_extension_itself_raises_and_the_process_lives():
+    """Whether a TORCH_CHECK of the extension can raise on this host at all (a failed launch has
+    no other way to report): run in a child process, since on the H200 such refusals have killed
+    the process (SIGSEGV) so far."""
+    import subprocess
+    import sys
+
+    from fusebench.paths import PROJECT_ROOT
+
+    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, f"the extension's refusal killed the process (exit {done.returncode})"
+    assert "raised: gelu: pdl must be -1, 0 or 1, got 5" in done.stdout, done.stdout + done.stderr
