@@ -165,7 +165,6 @@ def require(x: torch.Tensor):
     return sys.modules[__name__]
 
 
-
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
 
@@ -431,7 +430,7 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
     Raises ValueError for another ``vecs``, cols > 1024, or rows that are not 16-byte aligned
     with cols a multiple of 16 / itemsize.
     """
-    module = _ready(x, "softmax_tuned")
+    module = _ready(x, "softmax_warp")
     cols = _cols(x)
     vec = 16 // x.element_size()
     aligned = x.contiguous().data_ptr() % 16 == 0

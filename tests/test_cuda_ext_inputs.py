@@ -21,7 +21,7 @@ ENTRY_POINTS = {
     "softmax_coop": lambda x: cuda_ext.softmax_coop(x),
     "softmax_cluster": lambda x: cuda_ext.softmax_cluster(x),
     "softmax_split_row": lambda x: cuda_ext.softmax_split(x),
-    "softmax_tuned": lambda x: cuda_ext.softmax_warp(x, 1),
+    "softmax_warp": lambda x: cuda_ext.softmax_warp(x, 1),
 }
 
 
