@@ -222,8 +222,11 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     Launch and Synchronization").
 
     ``threads`` (tuning; ``None``: the library's default, 128): threads per block, one of
-    :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors. Another
-    value raises ValueError, here: the extension's own check is not reached (see ``_check_input``).
+    :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors.
+
+    Returns a new tensor of x's shape and dtype. Raises RuntimeError when the extension cannot be
+    used here (``unavailable_reason()``); ValueError for another ``threads``, a tensor not on a
+    CUDA device, or another dtype, all checked before the extension (see ``_check_input``).
     """
     if threads is not None and threads not in GELU_THREADS:
         raise ValueError(f"gelu: threads must be one of {', '.join(map(str, GELU_THREADS))}, got {threads!r}")
@@ -242,6 +245,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
     when it fits; Coop and Cluster read it from DRAM once). The variant comes from
     ``pick_variant``; see ``softmax_variant`` for each variant's launch geometry.
+
+    Returns a new tensor of x's shape and dtype. Raises RuntimeError when the extension cannot be
+    used here (``unavailable_reason()``); ValueError for a tensor not on a CUDA device or another
+    dtype, checked before the extension (see ``_check_input``).
     """
     return _ready(x, "softmax").softmax(x)
 
