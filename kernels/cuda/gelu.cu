@@ -3,7 +3,7 @@
 // computed in fp32: with tanhf (no fast-math) for float32, as PyTorch's
 // gelu(approximate="tanh") and Triton's libdevice tanh do; for bfloat16 and
 // float16 through the identical x * sigmoid(2 inner) form with hardware
-// exp2/divide (see gelu_sigmoid: its error is ~1000x below 16-bit rounding).
+// exp2 and reciprocal (see gelu_sigmoid: its error is ~1000x below 16-bit rounding).
 //
 // Memory-bound: 2 * itemsize bytes per element. Each thread moves kUnroll
 // 16-byte vectors (float4 or 8 x 16-bit), all loads issued before any math,
@@ -45,18 +45,26 @@ __device__ __forceinline__ float gelu_tanh(float x) {
   return 0.5f * x * (1.f + tanhf(inner));
 }
 
-// The same function as x * sigmoid(2 inner) = x / (1 + 2^(-2 inner log2(e))),
-// with exp2f (MUFU.EX2, ~2 ulp) and __fdividef (~2 ulp): fp32 relative error
-// ~1e-6, far below the 16-bit output rounding (2^-9 bf16, 2^-12 fp16), in
-// about 10 instructions instead of tanhf's ~25. Used for 16-bit types only:
-// at ~1e12 elements/s (4 TB/s, 4 bytes moved per element) the tanhf form
-// needs ~30 instructions per element, close to the H200's ~33e12 fp32 lane
-// instructions/s, so 16-bit GELU was issue-bound rather than memory-bound.
-// For |x| so large that the denominator exceeds 2^126, __fdividef returns 0,
-// which is gelu's limit there (the exact value is below 2^-100 in magnitude).
+// The same function as x * sigmoid(2 inner) = x / (1 + 2^(-2 inner log2(e))), in seven fp32
+// instructions: t = x^2; a = x (k + k c t) (k = -2 sqrt(2/pi) log2(e), c = 0.044715, one FMUL
+// and one FFMA after t); e = 2^a with ex2.approx.ftz.f32 (MUFU.EX2, relative error 2^-22);
+// r = 1 / (1 + e) with rcp.approx.ftz.f32 (MUFU.RCP, 1 ulp); x r (PTX ISA, "Floating Point
+// Instructions: ex2, rcp"). fp32 relative error ~1e-6, far below the 16-bit output rounding
+// (2^-9 bf16, 2^-12 fp16). The .ftz forms matter: without them (exp2f, __fdividef) ptxas wraps
+// each MUFU in a compare and two multiplies for subnormal results, which made 12.5 SASS
+// instructions per element of the bfloat16 kernel (cuobjdump of gelu.cu at 1d5e605) instead of
+// about 9, and at ~1e12 elements/s (4 TB/s, 4 bytes moved per element) every instruction per
+// element costs ~3 % of an H200's ~33e12 fp32 lane instructions/s. Flushing only changes
+// results below 2^-126: e underflows to 0 for a < -126 (then r = 1, y = x, exact to fp32), and
+// r flushes to 0 when 1 + e > 2^126 (very negative x: y = 0, gelu's limit; the exact value is
+// below 2^-100 in magnitude). Used for 16-bit types only: tanhf keeps float32 as PyTorch's.
 __device__ __forceinline__ float gelu_sigmoid(float x) {
   constexpr float kScale = -2.f * kSqrt2OverPi * 1.4426950408889634f;  // -2 sqrt(2/pi) log2(e)
-  return __fdividef(x, 1.f + exp2f(kScale * fmaf(kCoeff * x, x * x, x)));
+  const float a = x * fmaf(x * x, kScale * kCoeff, kScale);
+  float e, r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(a));
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(1.f + e));
+  return x * r;
 }
 
 // fp32 keeps the tanhf form; 16-bit types use the cheaper equivalent above.
