@@ -261,8 +261,8 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
       L = min(32, pow2(cols * itemsize / 16)) lanes per row, each lane one
       16-byte vector per row slice, and each group R / (vectors per lane)
       rows (at least 1), so every thread has ~R vectors in flight, R = 4 for
-      float32 and 1 for 16-bit types (128 bf16 columns: 16 lanes x 1 row,
-      8 rows per block). Otherwise a warp per
+      float32 and 2 for 16-bit types (128 bf16 columns: 16 lanes x 2 rows,
+      16 rows per block). Otherwise a warp per
       row, 4 rows per block; grid = ceil(rows / rows per block).
     - 2 block_per_row, cols <= 32768: a block per row (32..1024 threads,
       about 256 when each thread can hold up to 32 values), row in

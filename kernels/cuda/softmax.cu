@@ -60,9 +60,12 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 constexpr int kWarpRows = 4;             // WarpPerRow: warps per 128-thread block
 constexpr int kWarpVecsPerThread = 4;    // WarpPerRow (16-byte path): vectors in flight per thread
-// ... for 16-bit types: 1. Measured on an H200 (scripts/tune_cuda.py at 83e2ce1, 65536 x 128, us,
-// warp:1 / warp:4): bfloat16 8.7 / 9.0, float16 8.6 / 8.8; float32 19.2 / 19.1.
-constexpr int kWarpVecsPerThread16 = 1;
+// ... for 16-bit types: 2. Measured on an H200 (fusebench tune cuda --shapes 65536x128, hot, us,
+// warp:1 / warp:2 / warp:4): at 1d5e605 bfloat16 8.1 / 8.0 / -, float16 7.9 / 7.7 / -, and warp:2
+// the fastest cuda config in both 16-bit dtypes there and in the run at ee915d4; at 83e2ce1
+// (scripts/tune_cuda.py) bfloat16 8.7 / - / 9.0, float16 8.6 / - / 8.8. float32 keeps 4: 18.9
+// against 18.8 for warp:2 at 1d5e605, 19.1 against 19.2 for warp:1 at 83e2ce1.
+constexpr int kWarpVecsPerThread16 = 2;
 constexpr int kBlockTargetThreads = 256; // BlockPerRow: preferred block size
 constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread (vectorized)
 constexpr int kBlockMaxItemsScalar = 16; // ... scalar path (32 spills under 64 registers)
