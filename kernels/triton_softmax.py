@@ -77,8 +77,14 @@ ROW16_TWO_PER_SM_BLOCK = 32768
 #: on an H200 (same run, and fd11883 for float16): 85.5 bfloat16, 86.6 float16, against 61.5
 #: for "online" (which reads the row twice).
 ROW16_MAX_COLS = 65536
-#: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile.
-ROW_TILE_BYTES = 16384
+#: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile. 8 KB
+#: (was 16 KB; warps from ``_row_warps``), from fusebench tune triton --only "x1024 " / "x4096 " on
+#: an H200 at 1d5e605 (% of the copy ceiling; 16 KB tile, default of then -> the plan now):
+#: 16384 x 1024 float32 87.2 (4 rows, 8 warps) -> 89.0 (2 rows, 4 warps), bfloat16 78.6 / float16
+#: 79.6 (8 rows, 8 warps) -> 82.3 / 82.1 (4 rows, 4 warps); 4096 x 4096 bfloat16 81.3 / float16
+#: 81.7 (2 rows, 8 warps) -> 82.5 / 82.6 (1 row, 4 warps). Liger, QuACK and FlagGems in that run:
+#: 90.0 / 90.3 / 90.2 (float32 x1024), 77-84 (16-bit).
+ROW_TILE_BYTES = 8192
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
 ROW_MIN_PROGRAMS_PER_SM = 4
 #: "online" chunk (elements per loop step) and warps by element size: 16 values per thread per
@@ -235,6 +241,22 @@ def _warps(tile_elements: int, element_size: int = 4) -> int:
     return 8 if tile_elements <= 4096 else 16 if tile_elements <= 16384 else 32
 
 
+def _row_warps(tile_elements: int, element_size: int) -> int:
+    """Warps for a "row" tile (``block * rows_per_program`` elements): float32 4 up to 2048
+    elements, 16 up to 16384, then 32; 16-bit 4 up to 4096, 8 up to 8192, then 32.
+
+    Where this differs from :func:`_warps` (float32 tiles of 4096 elements: 16 warps, not 8;
+    16-bit tiles of 4096: 4, not 8), fusebench tune triton on an H200 at 1d5e605 (% of the copy
+    ceiling, old -> new): 4096 x 4096 float32 88.8 -> 89.6, 32768 x 4096 float32 96.1 -> 97.1;
+    16384 x 1024 bfloat16, 8 rows a program: 78.6 with 8 warps, 80.3 with 4; 4096 x 4096 bfloat16,
+    one row: 82.9 with 8 warps, 82.5 with 4 (within one run's spread). Short tiles of 65536 x 128
+    were not in that run.
+    """
+    if element_size == 2:
+        return 4 if tile_elements <= 4096 else 8 if tile_elements <= 8192 else 32
+    return 4 if tile_elements <= 2048 else 16 if tile_elements <= 16384 else 32
+
+
 @functools.lru_cache(maxsize=4096)
 def plan(
     n_rows: int, n_cols: int, element_size: int, sm_count: int, cooperative: bool = False
@@ -272,7 +294,7 @@ def plan(
         rows = max(1, (ROW_TILE_BYTES // element_size) // block)
         while rows > 1 and triton.cdiv(n_rows, rows) < ROW_MIN_PROGRAMS_PER_SM * sm_count:
             rows //= 2
-        return SoftmaxPlan("row", block, _warps(block * rows, element_size), rows_per_program=rows)
+        return SoftmaxPlan("row", block, _row_warps(block * rows, element_size), rows_per_program=rows)
     if element_size == 2 and n_cols <= ROW16_MAX_COLS and n_rows >= SPLIT_MAX_ROWS_PER_SM * sm_count:
         return SoftmaxPlan("row", block, 32, recompute=True)
     if cooperative and GRID_DEFAULT:

@@ -54,8 +54,9 @@ def test_plan_targets(shape, element_size):
 
 
 def test_plan_short_rows_are_packed():
-    p = plan(65536, 128, 4, H200_SMS)
-    assert p.rows_per_program == 32 and triton.cdiv(65536, p.rows_per_program) == 2048
+    p = plan(65536, 128, 4, H200_SMS)  # 8 KB tiles: 16 rows of 128 float32
+    assert p.rows_per_program == 16 and triton.cdiv(65536, p.rows_per_program) == 4096
+    assert plan(65536, 128, 2, H200_SMS).rows_per_program == 32
 
 
 def test_plan_every_kind_reachable_and_thresholds():
@@ -135,7 +136,27 @@ def test_plan_register_cap_is_checked():
             ts.SoftmaxPlan("row", 32768, 16, maxnreg=bad)
 
 
-def test_sixteen_bit_row_tiles_take_fewer_warps():
-    assert plan(16384, 1024, 2, H200_SMS).num_warps == 8  # a 16 KB tile of 8 rows
-    assert plan(8192, 16384, 2, H200_SMS).num_warps == 32
-    assert plan(16384, 1024, 4, H200_SMS).num_warps == 8  # float32: unchanged
+#: (rows, cols, element size) -> (rows per program, warps) of the "row" plans set from the tune
+#: run at 1d5e605 (ROW_TILE_BYTES, _row_warps).
+ROW_TILES = {
+    (16384, 1024, 4): (2, 4),
+    (16384, 1024, 2): (4, 4),
+    (4096, 4096, 4): (1, 16),
+    (4096, 4096, 2): (1, 4),
+    (32768, 4096, 4): (1, 16),
+    (65536, 128, 2): (32, 4),
+    (8192, 16384, 4): (1, 16),
+    (8192, 16384, 2): (1, 32),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ROW_TILES))
+def test_row_tiles_and_warps(case):
+    p = plan(*case[:2], case[2], H200_SMS)
+    assert p.kind == "row" and (p.rows_per_program, p.num_warps) == ROW_TILES[case]
+    assert p.block * p.rows_per_program * case[2] <= ts.ROW_TILE_BYTES or p.rows_per_program == 1
+
+
+def test_row_warps_steps():
+    assert [ts._row_warps(t, 4) for t in (1024, 2048, 4096, 16384, 32768)] == [4, 4, 16, 16, 32]
+    assert [ts._row_warps(t, 2) for t in (2048, 4096, 8192, 16384)] == [4, 4, 8, 32]

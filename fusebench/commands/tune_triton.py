@@ -100,7 +100,8 @@ def _describe(p) -> str:
 
 
 def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tuple[str, object]]:
-    """ "row" variants: warps and rows per program around the default; persistent tiles where
+    """ "row" variants: warps and rows per program around the default (twice the rows and warps:
+    the 16 KB tiles of the default before 1d5e605's tune); persistent tiles where
     a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers); one
     row per program of 4 or 8 warps (Liger's and FlagGems' layout); for 16-bit rows, the same
     with ``recompute`` (and the default without it)."""
@@ -110,7 +111,7 @@ def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tu
         out.append((None, dataclasses.replace(default, recompute=False, maxnreg=0)))
     if b <= 4096:
         out += [(None, ts.SoftmaxPlan("row", b, ww)) for ww in (4, 8)]
-    for rr, ww in ((r, w // 2), (r, 2 * w), (r // 2, w // 2)):
+    for rr, ww in ((r, w // 2), (r, 2 * w), (r // 2, w // 2), (2 * r, 2 * w)):
         if 1 <= rr <= n_rows and 1 <= ww <= 32 and b * rr // (32 * ww) <= 64:
             out.append((f"row rows/prog={rr} warps={ww}", ts.SoftmaxPlan("row", b, ww, rr)))
     for rr, ww, pps in ((max(1, r // 2), max(1, w // 4), 2), (r, max(1, w // 2), 1)):
