@@ -17,9 +17,9 @@ They are memory-bound: ideal traffic is one read and one write, i.e.
 when the extension cannot be used; then ``ValueError`` (one line), raised here before the
 extension is called, for a non-CUDA tensor, another dtype, or an argument the op cannot take (a
 forced softmax variant and the row length, a chunk, a block size). The extension has the same
-checks (TORCH_CHECK), but on the H200 (torch 2.11, CUDA 13.0) every one of them that was reached
-killed the process instead of raising (see ``_check_input``); what remains to the extension is a
-failed launch.
+checks and returns every refusal and failed launch as a value, ``(None, "<op>: why")``, which
+becomes ``RuntimeError`` here (``_value``): its C++ exceptions killed the process on the H200
+(torch 2.11, CUDA 13.0) instead of raising, so it throws none.
 """
 
 from __future__ import annotations
@@ -172,10 +172,11 @@ def _check_input(x: torch.Tensor, op: str) -> None:
     """Raise ValueError (``<op>: ...``, the extension's wording) when ``x`` is not a CUDA tensor of
     float32, bfloat16 or float16.
 
-    Checked here because the extension's own refusals (TORCH_CHECK) killed the process with
-    SIGSEGV on the H200 (torch 2.11, CUDA 13.0) each time one was reached: softmax's at 8828e7d,
-    gelu's block size at ee915d4. Why is not known; its dtype and device checks were never
-    reached there, so none of its refusals is left to reach.
+    Checked here so that a bad input is a ValueError, as every other argument check of this
+    module. (The extension checks it too and returns the refusal as a value: its C++ exceptions
+    killed the process with SIGSEGV on the H200, torch 2.11, CUDA 13.0: softmax's refusals at
+    8828e7d, gelu's block size at ee915d4, and a refusal checked before any tensor existed at
+    1d5e605. Why is not known.)
     """
     if x.device.type != "cuda":
         raise ValueError(f"{op}: expected a CUDA tensor, got device {x.device}")
@@ -188,6 +189,18 @@ def _module():
     if module is None:
         raise RuntimeError(f"fusebench CUDA extension unavailable: {reason}")
     return module
+
+
+def _value(result: tuple[torch.Tensor | None, str]) -> torch.Tensor:
+    """The tensor of an extension op's ``(y, error)`` result; RuntimeError(error) when it failed.
+
+    The extension reports every refusal and failed launch as a value, never as a C++ exception:
+    on the H200 (torch 2.11, CUDA 13.0) its exceptions killed the process (kernels/cuda/binding.cpp,
+    ``Result``)."""
+    y, error = result
+    if error:
+        raise RuntimeError(error)
+    return y
 
 
 def _ready(x: torch.Tensor, op: str):
@@ -225,13 +238,14 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     :data:`GELU_THREADS`; the grid is resized so each thread still moves four vectors.
 
     Returns a new tensor of x's shape and dtype. Raises RuntimeError when the extension cannot be
-    used here (``unavailable_reason()``); ValueError for another ``threads``, a tensor not on a
-    CUDA device, or another dtype, all checked before the extension (see ``_check_input``).
+    used here (``unavailable_reason()``) or the launch fails; ValueError for another ``threads``,
+    a tensor not on a CUDA device, or another dtype, all checked before the extension (see
+    ``_check_input``).
     """
     if threads is not None and threads not in GELU_THREADS:
         raise ValueError(f"gelu: threads must be one of {', '.join(map(str, GELU_THREADS))}, got {threads!r}")
     module = _ready(x, "gelu")
-    return module.gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else int(threads))
+    return _value(module.gelu(x, -1 if pdl is None else int(bool(pdl)), -1 if threads is None else threads))
 
 
 def softmax(x: torch.Tensor) -> torch.Tensor:
@@ -247,10 +261,10 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     ``pick_variant``; see ``softmax_variant`` for each variant's launch geometry.
 
     Returns a new tensor of x's shape and dtype. Raises RuntimeError when the extension cannot be
-    used here (``unavailable_reason()``); ValueError for a tensor not on a CUDA device or another
-    dtype, checked before the extension (see ``_check_input``).
+    used here (``unavailable_reason()``) or the launch fails; ValueError for a tensor not on a CUDA
+    device or another dtype, checked before the extension (see ``_check_input``).
     """
-    return _ready(x, "softmax").softmax(x)
+    return _value(_ready(x, "softmax").softmax(x))
 
 
 def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
@@ -296,14 +310,13 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 8 tma: see ``softmax_tma`` (default knobs).
     - 9 tma_grid: see ``softmax_tma_grid`` (default knobs).
     Raises ValueError when the variant is unknown or cannot take x, x included (checked here,
-    before the extension: its own refusals crash the process on the H200 instead of raising, see
-    ``_check_input``).
+    before the extension); RuntimeError when the extension cannot be used or a launch fails.
     """
     code = VARIANTS[variant] if isinstance(variant, str) and variant in VARIANTS else variant
     if code not in VARIANTS.values():
         raise ValueError(f"softmax_variant: unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
     _refuse(x, int(code), 0)
-    return _module().softmax_variant(x, int(code))
+    return _value(_module().softmax_variant(x, int(code)))
 
 
 def _cols(x: torch.Tensor) -> int:
@@ -331,9 +344,9 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_coun
 
 def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
     """Raise ValueError (``softmax_<variant>: <why>``) where a forced variant cannot take ``x``:
-    not an input of the extension (``_check_input``), or as ``refusal`` says. The extension's
-    own refusals must not be reached (see ``_check_input``). RuntimeError where the extension
-    cannot be used."""
+    not an input of the extension (``_check_input``), or as ``refusal`` says, so that the
+    extension's own refusals (RuntimeError through ``_value``) are not reached. RuntimeError
+    where the extension cannot be used."""
     name = {v: k for k, v in VARIANTS.items()}[code]
     _ready(x, f"softmax_{name}")
     if x.numel() == 0:
@@ -364,7 +377,8 @@ def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: in
     """
     _refuse(x, VARIANTS["tma"], 0, chunk_kb=chunk_kb, threads=threads, pieces=pieces,
             bulk_store=int(bulk_store))
-    return _module().softmax_tma(x, False, int(chunk_kb), 0, int(threads), int(pieces), int(bulk_store))
+    return _value(_module().softmax_tma(x, False, int(chunk_kb), 0, int(threads), int(pieces),
+                                        int(bulk_store)))
 
 
 def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pieces: int = 0,
@@ -381,8 +395,8 @@ def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pi
     """
     _refuse(x, VARIANTS["tma_grid"], 0, ctas_per_sm=ctas_per_sm, threads=threads, pieces=pieces,
             bulk_store=int(bulk_store))
-    return _module().softmax_tma(x, True, 0, int(ctas_per_sm), int(threads), int(pieces),
-                                 int(bulk_store))
+    return _value(_module().softmax_tma(x, True, 0, int(ctas_per_sm), int(threads), int(pieces),
+                                        int(bulk_store)))
 
 
 def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
@@ -396,7 +410,7 @@ def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     Raises ValueError for another chunk, or when ceil(cols / chunk) exceeds the SM count.
     """
     _refuse(x, VARIANTS["coop"], int(chunk))
-    return _module().softmax_coop(x, int(chunk))
+    return _value(_module().softmax_coop(x, int(chunk)))
 
 
 def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
@@ -413,7 +427,7 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     chunk, or a row needing more than 16 CTAs (x is made contiguous, so its rows are aligned).
     """
     _refuse(x, VARIANTS["cluster"], int(chunk))
-    return _module().softmax_cluster(x.contiguous(), int(chunk))
+    return _value(_module().softmax_cluster(x.contiguous(), int(chunk)))
 
 
 def softmax_split(x: torch.Tensor, chunk: int = 0, pdl: bool = True) -> torch.Tensor:
@@ -426,7 +440,7 @@ def softmax_split(x: torch.Tensor, chunk: int = 0, pdl: bool = True) -> torch.Te
     _refuse(x, VARIANTS["split_row"], 0)
     if chunk < 0 or chunk % 1024:
         raise ValueError(f"softmax_split: chunk must be 0 or a multiple of 1024, got {chunk}")
-    return _module().softmax_tuned(x, VARIANTS["split_row"], int(chunk), int(pdl))
+    return _value(_module().softmax_tuned(x, VARIANTS["split_row"], int(chunk), int(pdl)))
 
 
 def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
@@ -446,7 +460,7 @@ def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
             f"softmax_warp: needs vecs in (1, 2, 4, 8), cols <= {WARP_PER_ROW_MAX_COLS}, a multiple of "
             f"{vec}, aligned rows; got vecs {vecs}, cols {cols}"
         )
-    return module.softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1)
+    return _value(module.softmax_tuned(x, VARIANTS["warp_per_row"], int(vecs), 1))
 
 
 def cluster_default_chunk(cols: int, elem_size: int) -> int:

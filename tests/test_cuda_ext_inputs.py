@@ -2,7 +2,8 @@
 CUDA device, or not float32/bfloat16/float16) with a one-line ValueError naming the op, before
 the extension is called: the extension's own refusals killed the process on the H200. The CPU
 tests stand a stub in for the extension that fails if it is touched; the GPU test sends real
-float64 CUDA tensors."""
+float64 CUDA tensors. A refusal or failed launch of the extension itself comes back as a value and
+becomes a RuntimeError."""
 
 from types import SimpleNamespace
 
@@ -68,23 +69,47 @@ def test_a_float64_cuda_tensor_is_refused_on_the_gpu(op):
         ENTRY_POINTS[op](torch.ones(4, 1024, device="cuda", dtype=torch.float64))
 
 
-#: The extension's own refusal of a bad ``pdl``, made straight at the module (cuda_ext would refuse
-#: it first): checked before the op's tensors exist, unlike the refusals that crashed.
+class _Failing:
+    """An extension whose every op reports a failed launch, as the real one does: (None, why)."""
+
+    def __getattr__(self, name):
+        return lambda *args: (None, f"{name}: CUDA launch failed: too many resources requested for launch")
+
+
+@pytest.mark.parametrize("op", ["gelu", "softmax", "softmax_warp", "softmax_split_row"])
+def test_a_failure_the_extension_returns_is_a_runtime_error(op, monkeypatch):
+    monkeypatch.setattr(cuda_ext, "_module", _Failing)
+    monkeypatch.setattr(cuda_ext, "_check_input", lambda x, op: None)  # a CPU tensor stands in
+    monkeypatch.setattr(cuda_ext, "_refuse", lambda *args, **kwargs: None)
+    message = r"^\w+: CUDA launch failed: too many resources requested for launch$"
+    with pytest.raises(RuntimeError, match=message):
+        ENTRY_POINTS[op](torch.ones(4, 8))
+
+
+def test_a_result_without_error_is_its_tensor():
+    y = torch.ones(3)
+    assert cuda_ext._value((y, "")) is y
+    with pytest.raises(RuntimeError, match="^gelu: pdl must be -1, 0 or 1, got 5$"):
+        cuda_ext._value((None, "gelu: pdl must be -1, 0 or 1, got 5"))
+
+
+#: Refusals and a failed launch of the extension itself, made straight at the module (cuda_ext
+#: would refuse the first two first): each must come back as (None, why), and the process live.
 _PROBE = """
 import torch
 from kernels import cuda_ext
-try:
-    cuda_ext._module().gelu(torch.ones(8, device="cuda"), 5, -1)
-except RuntimeError as exc:
-    print("raised:", str(exc).splitlines()[0])
+m = cuda_ext._module()
+x = torch.ones(8, 256, device="cuda")
+for y, why in (m.gelu(x, 5, -1), m.softmax(x.double()), m.softmax_cluster(x[:, :250], 12345)):
+    print("returned:", y, why)
 """
 
 
 @pytest.mark.gpu
-def test_a_refusal_of_the_extension_itself_raises_and_the_process_lives():
-    """Whether a TORCH_CHECK of the extension can raise on this host at all (a failed launch has
-    no other way to report): run in a child process, since on the H200 such refusals have killed
-    the process (SIGSEGV) so far."""
+def test_the_extension_returns_its_errors_and_the_process_lives():
+    """The extension's refusals and failed launches come back as values: run in a child process,
+    since on the H200 its C++ exceptions killed the process (SIGSEGV), at 1d5e605 also one thrown
+    before any tensor was made."""
     import subprocess
     import sys
 
@@ -92,5 +117,9 @@ def test_a_refusal_of_the_extension_itself_raises_and_the_process_lives():
 
     done = subprocess.run([sys.executable, "-c", _PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True,
                           timeout=600)
-    assert done.returncode == 0, f"the extension's refusal killed the process (exit {done.returncode})"
-    assert "raised: gelu: pdl must be -1, 0 or 1, got 5" in done.stdout, done.stdout + done.stderr
+    assert done.returncode == 0, f"the extension killed the process ({done.returncode}): {done.stderr[-999:]}"
+    lines = done.stdout.splitlines()
+    assert lines[0] == "returned: None gelu: pdl must be -1, 0 or 1, got 5", done.stdout
+    dtype_refusal = "softmax: dtype must be float32, bfloat16 or float16, got Double"
+    assert lines[1] == f"returned: None {dtype_refusal}", done.stdout
+    assert lines[2].startswith("returned: None softmax_cluster: invalid argument (needs sm_90+"), done.stdout

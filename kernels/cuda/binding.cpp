@@ -1,10 +1,10 @@
 // PyTorch binding for the fusebench CUDA kernels (gelu.cu, softmax*.cu).
 //
-// Every op (through OpIO) checks the device (CUDA) and dtype (float32, bfloat16,
-// float16), makes the input contiguous (a copy for non-contiguous inputs; the
-// result is always a new contiguous tensor of the input's shape), returns an
-// empty result for empty inputs, and launches on the current CUDA stream of the
-// input's device (c10::cuda::getCurrentCUDAStream, which at::cuda re-exports).
+// Every op checks the device (CUDA) and dtype (float32, bfloat16, float16), makes the input
+// contiguous (a copy for non-contiguous inputs; the result is always a new contiguous tensor of
+// the input's shape), returns an empty result for empty inputs, and launches on the current
+// CUDA stream of the input's device (c10::cuda::getCurrentCUDAStream, which at::cuda
+// re-exports). Every op returns (y, error): errors are values, not exceptions (see Result).
 // Only c10/cuda headers are used (not ATen/cuda/CUDAContext.h, which pulls in
 // cuBLAS/cuSPARSE headers), so the file also compiles against a CUDA toolkit
 // that ships just the runtime.
@@ -17,6 +17,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "fusebench_cuda.h"
@@ -25,30 +26,44 @@ namespace fc = fusebench::cuda;
 
 namespace {
 
-// x's dtype, after checking x is a CUDA tensor of float32, bfloat16 or float16.
-fc::DType checked_dtype(const at::Tensor& x, const char* op) {
-  TORCH_CHECK(x.is_cuda(), op, ": expected a CUDA tensor, got device ", x.device());
-  switch (x.scalar_type()) {
-    case at::kFloat: return fc::DType::Float32;
-    case at::kBFloat16: return fc::DType::BFloat16;
-    case at::kHalf: return fc::DType::Float16;
-    default:
-      TORCH_CHECK(false, op, ": dtype must be float32, bfloat16 or float16, got ", x.scalar_type());
-  }
+// What every op returns to Python: (y, "") when it ran, (None, "<op>: why") when it refused its
+// input or a launch failed; kernels/cuda_ext.py raises RuntimeError with the message. Errors are
+// values, never C++ exceptions: on the H200 (torch 2.11, CUDA 13.0) every exception this
+// extension threw killed the process (SIGSEGV) instead of reaching Python, both TORCH_CHECK
+// refusals after the op's tensors existed and one checked before any tensor was made
+// (tests/test_cuda_ext_inputs.py in a child process, at 1d5e605). What can still throw is
+// PyTorch's own allocation (at::empty, at::zeros, contiguous) when device memory runs out.
+using Result = std::tuple<at::Tensor, std::string>;
+
+template <typename... Parts>
+Result fail(const Parts&... parts) {
+  return {at::Tensor(), c10::str(parts...)};
 }
 
-void check_launch(cudaError_t err, const char* op) {
-  TORCH_CHECK(err == cudaSuccess, op, ": CUDA launch failed: ", cudaGetErrorString(err));
+// Why x cannot be an op's input ("" when it can): a CUDA tensor of float32, bfloat16 or float16.
+std::string input_error(const at::Tensor& x, const char* op) {
+  if (!x.is_cuda()) return c10::str(op, ": expected a CUDA tensor, got device ", x.device());
+  const auto t = x.scalar_type();
+  if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf)
+    return c10::str(op, ": dtype must be float32, bfloat16 or float16, got ", t);
+  return std::string();
 }
 
-// The preamble every op shares: `x` checked (a CUDA tensor of float32, bfloat16 or float16, else
-// RuntimeError "<op>: ..."), its device made current while this lives, made contiguous (a copy
-// when it is not) as `x`, a new tensor of its shape and dtype for the result as `y`, and x viewed
-// as rows x cols for softmax: cols the last dimension (1 for a 0-d tensor), rows 0 when x is
-// empty (nothing to launch: return `y`).
+// "<op>: CUDA launch failed: <error>", or "" for cudaSuccess.
+std::string launch_error(cudaError_t err, const char* op) {
+  if (err == cudaSuccess) return std::string();
+  return c10::str(op, ": CUDA launch failed: ", cudaGetErrorString(err));
+}
+
+// The preamble every op shares, for an `input` that input_error accepted: its dtype, its device
+// made current while this lives, made contiguous (a copy when it is not) as `x`, a new tensor of
+// its shape and dtype for the result as `y`, and x viewed as rows x cols for softmax: cols the
+// last dimension (1 for a 0-d tensor), rows 0 when x is empty (nothing to launch: return `y`).
 struct OpIO {
-  OpIO(const at::Tensor& input, const char* op)
-      : dtype(checked_dtype(input, op)),
+  explicit OpIO(const at::Tensor& input)
+      : dtype(input.scalar_type() == at::kFloat      ? fc::DType::Float32
+              : input.scalar_type() == at::kBFloat16 ? fc::DType::BFloat16
+                                                     : fc::DType::Float16),
         guard(input.device()),
         x(input.contiguous()),
         y(at::empty(x.sizes(), x.options())),
@@ -57,6 +72,11 @@ struct OpIO {
         stream(c10::cuda::getCurrentCUDAStream()) {}
 
   bool empty() const { return x.numel() == 0; }
+  // (y, "") when err is cudaSuccess, else (None, "<op>: CUDA launch failed: ...").
+  Result done(cudaError_t err, const char* op) const {
+    std::string why = launch_error(err, op);
+    return {why.empty() ? y : at::Tensor(), std::move(why)};
+  }
 
   const fc::DType dtype;
   const c10::cuda::CUDAGuard guard;
@@ -66,35 +86,30 @@ struct OpIO {
   const c10::cuda::CUDAStream stream;  // the current stream of x's device
 };
 
-// SM count of `device`, queried once per device.
-int sm_count(c10::DeviceIndex device) {
+// SM count of `device` into *n, queried once per device.
+cudaError_t sm_count(c10::DeviceIndex device, int* n) {
   static std::atomic<int> cache[256] = {};
   std::atomic<int>& slot = cache[static_cast<uint8_t>(device)];
-  int n = slot.load(std::memory_order_relaxed);
-  if (n == 0) {
-    check_launch(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device),
-                 "sm_count");
-    slot.store(n, std::memory_order_relaxed);
-  }
-  return n;
+  *n = slot.load(std::memory_order_relaxed);
+  if (*n > 0) return cudaSuccess;
+  const cudaError_t err = cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
+  if (err == cudaSuccess) slot.store(*n, std::memory_order_relaxed);
+  return err;
 }
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
 // threads: threads per block, 128, 256 or 512; -1 the library's default.
-// On the H200 (torch 2.11, CUDA 13.0) every TORCH_CHECK refusal of this extension that was reached
-// killed the process (SIGSEGV) instead of raising: softmax's, and this threads check at ee915d4,
-// which then came after OpIO. Why is not known. kernels/cuda_ext.py checks every argument before
-// calling here (_check_input); the checks come before OpIO in case its unwinding is the cause.
-at::Tensor gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
-  TORCH_CHECK(pdl >= -1 && pdl <= 1, "gelu: pdl must be -1, 0 or 1, got ", pdl);
-  TORCH_CHECK(threads == -1 || threads == 128 || threads == 256 || threads == 512,
-              "gelu: threads must be -1, 128, 256 or 512, got ", threads);
-  const OpIO io(x, "gelu");
-  if (io.empty()) return io.y;
-  check_launch(fc::gelu(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.x.numel(), io.dtype,
-                        io.stream, static_cast<int>(pdl), static_cast<int>(threads)),
-               "gelu");
-  return io.y;
+Result gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
+  const char* op = "gelu";
+  if (pdl < -1 || pdl > 1) return fail(op, ": pdl must be -1, 0 or 1, got ", pdl);
+  if (threads != -1 && threads != 128 && threads != 256 && threads != 512)
+    return fail(op, ": threads must be -1, 128, 256 or 512, got ", threads);
+  if (std::string why = input_error(x, op); !why.empty()) return fail(why);
+  const OpIO io(x);
+  if (io.empty()) return {io.y, ""};
+  return io.done(fc::gelu(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.x.numel(), io.dtype,
+                          io.stream, static_cast<int>(pdl), static_cast<int>(threads)),
+                 op);
 }
 
 // Coop's counters (fc::softmax_counter_ints): at least `ints` zeroed int32s on the device of
@@ -116,21 +131,25 @@ int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
 
 // Softmax over the last dimension (a 0-d tensor is one row of one element). coop_chunk: Coop's
 // chunk (0 = default), ignored by the other variants.
-at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
-  const OpIO io(x, op);
+Result softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
+  if (variant < 0 || variant > 9) return fail(op, ": variant must be 0..9, got ", variant);
+  if (coop_chunk != 0 && !fc::softmax_coop_chunk_supported(coop_chunk))
+    return fail(op, ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
+                ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
+  if (std::string why = input_error(x, op); !why.empty()) return fail(why);
+  const OpIO io(x);
   const int64_t cols = io.cols, rows = io.rows;
-  TORCH_CHECK(variant >= 0 && variant <= 9, op, ": variant must be 0..9, got ", variant);
-  TORCH_CHECK(coop_chunk == 0 || fc::softmax_coop_chunk_supported(coop_chunk), op,
-              ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
-              ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
-  TORCH_CHECK(v != fc::SoftmaxVariant::WarpPerRow || cols <= fc::kWarpPerRowMaxCols, op,
-              ": variant 1 (warp per row) needs cols <= ", fc::kWarpPerRowMaxCols, ", got ", cols);
-  TORCH_CHECK(v != fc::SoftmaxVariant::BlockPerRow || cols <= fc::kBlockPerRowMaxCols, op,
-              ": variant 2 (block per row) needs cols <= ", fc::kBlockPerRowMaxCols, ", got ",
-              cols);
-  if (io.empty()) return io.y;
-  const int sms = sm_count(x.device().index());
+  if (v == fc::SoftmaxVariant::WarpPerRow && cols > fc::kWarpPerRowMaxCols)
+    return fail(op, ": variant 1 (warp per row) needs cols <= ", fc::kWarpPerRowMaxCols, ", got ",
+                cols);
+  if (v == fc::SoftmaxVariant::BlockPerRow && cols > fc::kBlockPerRowMaxCols)
+    return fail(op, ": variant 2 (block per row) needs cols <= ", fc::kBlockPerRowMaxCols,
+                ", got ", cols);
+  if (io.empty()) return {io.y, ""};
+  int sms = 0;
+  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
+    return io.done(err, op);
   const int cc = static_cast<int>(coop_chunk);
   const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v, cc);
   at::Tensor ws;
@@ -142,33 +161,35 @@ at::Tensor softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk
                   ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, io.stream, cc);
   if (err != cudaSuccess && counter_ints > 0 && v == fc::SoftmaxVariant::Coop) {
     const int64_t chunk = cc > 0 ? cc : fc::kCoopDefaultChunkElems;
-    TORCH_CHECK(false, op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
+    return fail(op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
                 (cols + chunk - 1) / chunk, " co-resident CTAs of ", chunk,
                 " elements, at most CTAs per SM x ", sms, " SMs)");
   }
-  check_launch(err, op);
-  return io.y;
+  return io.done(err, op);
 }
 
-at::Tensor softmax(const at::Tensor& x) { return softmax_impl(x, 0, 0, "softmax"); }
+Result softmax(const at::Tensor& x) { return softmax_impl(x, 0, 0, "softmax"); }
 
-at::Tensor softmax_variant(const at::Tensor& x, int64_t variant) {
+Result softmax_variant(const at::Tensor& x, int64_t variant) {
   return softmax_impl(x, variant, 0, "softmax_variant");
 }
 
-at::Tensor softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
+Result softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
   return softmax_impl(x, static_cast<int64_t>(fc::SoftmaxVariant::Coop), chunk_elems,
                       "softmax_coop");
 }
 
 // Tuning: split_row with chunk `param` and PDL `flag`, or warp_per_row with `param` vectors per
 // thread (fc::softmax_tuned); the Python wrapper validates the arguments first.
-at::Tensor softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, int64_t flag) {
+Result softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, int64_t flag) {
   const char* op = "softmax_tuned";
-  const OpIO io(x, op);
-  if (io.empty()) return io.y;
+  if (std::string why = input_error(x, op); !why.empty()) return fail(why);
+  const OpIO io(x);
+  if (io.empty()) return {io.y, ""};
   const int64_t cols = io.cols, rows = io.rows;
-  const int sms = sm_count(x.device().index());
+  int sms = 0;
+  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
+    return io.done(err, op);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   at::Tensor ws;
   if (v == fc::SoftmaxVariant::SplitRow) {
@@ -176,26 +197,26 @@ at::Tensor softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, in
                                     : fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v);
     ws = at::empty({bytes}, io.x.options().dtype(at::kByte));
   }
-  check_launch(fc::softmax_tuned(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols,
-                                 io.dtype, v, param, static_cast<int>(flag), sms,
-                                 ws.defined() ? ws.mutable_data_ptr() : nullptr, io.stream),
-               op);
-  return io.y;
+  return io.done(fc::softmax_tuned(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols,
+                                   io.dtype, v, param, static_cast<int>(flag), sms,
+                                   ws.defined() ? ws.mutable_data_ptr() : nullptr, io.stream),
+                 op);
 }
 
 // Variant 7 (cluster) with a given chunk per CTA (0: softmax_cluster_chunk), for tuning.
-at::Tensor softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
+Result softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
   const char* op = "softmax_cluster";
-  const OpIO io(x, op);
-  if (io.empty()) return io.y;
+  if (std::string why = input_error(x, op); !why.empty()) return fail(why);
+  const OpIO io(x);
+  if (io.empty()) return {io.y, ""};
   const cudaError_t err =
       fc::softmax_cluster(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.rows, io.cols,
                           io.dtype, static_cast<int>(chunk_elems), io.stream);
-  TORCH_CHECK(err == cudaSuccess, op, ": ", cudaGetErrorString(err),
-              " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, 4096, "
-              "8192, 16384 or 32768, and at most 16 CTAs per row; got cols ",
+  if (err == cudaSuccess) return {io.y, ""};
+  return fail(op, ": ", cudaGetErrorString(err),
+              " (needs sm_90+, 16-byte aligned rows of a multiple of 16 bytes, chunk_elems 0, "
+              "4096, 8192, 16384 or 32768, and at most 16 CTAs per row; got cols ",
               io.cols, ", chunk_elems ", chunk_elems, ")");
-  return io.y;
 }
 
 fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
@@ -211,13 +232,16 @@ fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads,
 
 // Variants 8 (tma) and 9 (tma_grid, when `grid`) with explicit knobs (0: default), for tuning;
 // the Python wrapper asks softmax_refusal first.
-at::Tensor softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t ctas_per_sm,
-                       int64_t threads, int64_t pieces, int64_t bulk_store) {
+Result softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t ctas_per_sm,
+                   int64_t threads, int64_t pieces, int64_t bulk_store) {
   const char* op = "softmax_tma";
-  const OpIO io(x, op);
-  if (io.empty()) return io.y;
+  if (std::string why = input_error(x, op); !why.empty()) return fail(why);
+  const OpIO io(x);
+  if (io.empty()) return {io.y, ""};
   const int64_t cols = io.cols, rows = io.rows;
-  const int sms = sm_count(x.device().index());
+  int sms = 0;
+  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
+    return io.done(err, op);
   const fc::TmaConfig cfg = tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store);
   at::Tensor ws;
   int* counters = nullptr;
@@ -227,11 +251,11 @@ at::Tensor softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t
     ws = at::empty({rows * groups * 8}, io.x.options().dtype(at::kByte));
     counters = coop_counters(2 * rows, io.stream);
   }
-  check_launch(fc::softmax_tma(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols, io.dtype,
-                               grid, cfg, sms, ws.defined() ? ws.mutable_data_ptr() : nullptr,
-                               counters, io.stream),
-               op);
-  return io.y;
+  return io.done(fc::softmax_tma(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols,
+                                 io.dtype, grid, cfg, sms,
+                                 ws.defined() ? ws.mutable_data_ptr() : nullptr, counters,
+                                 io.stream),
+                 op);
 }
 
 // fc::softmax_refusal: "" when the variant accepts the problem, else why (one line, no prefix).
@@ -261,7 +285,9 @@ int64_t softmax_cluster_chunk(int64_t cols, int64_t elem_size) {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.doc() = "fusebench hand-written CUDA kernels";
+  m.doc() =
+      "fusebench hand-written CUDA kernels; every op returns (y, error): y None and error "
+      "'<op>: why' when it failed (errors are values, never exceptions)";
   m.def("gelu", &gelu,
         "GELU (tanh approximation) of a CUDA tensor; pdl: -1 default, 0 plain launch, 1 "
         "programmatic dependent launch (sm_90+); threads: 128, 256 or 512 per block, -1 default",
@@ -280,12 +306,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         py::arg("x"), py::arg("variant"), py::arg("param"), py::arg("flag") = 1);
   m.def("softmax_cluster", &softmax_cluster,
         "Softmax, variant 7 (cluster) with a given chunk per CTA: chunk_elems 0 (default), 4096, "
-        "8192, 16384 or 32768 elements; raises where the variant cannot run",
+        "8192, 16384 or 32768 elements; (None, why) where the variant cannot run",
         py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_coop", &softmax_coop,
         "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 8192), "
-        "2048, 4096, 8192, 16384 or 32768 elements; raises for another chunk or rows too long "
-        "for it",
+        "2048, 4096, 8192, 16384 or 32768 elements; (None, why) for another chunk or rows too "
+        "long for it",
         py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_tma", &softmax_tma,
         "Softmax, variant 8 (tma: a row over a cluster) or 9 (tma_grid: a row over co-resident "
