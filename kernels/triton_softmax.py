@@ -79,11 +79,12 @@ ROW16_TWO_PER_SM_BLOCK = 32768
 ROW16_MAX_COLS = 65536
 #: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile. 8 KB
 #: (was 16 KB; warps from ``_row_warps``), from fusebench tune triton --only "x1024 " / "x4096 " on
-#: an H200 at 1d5e605 (% of the copy ceiling; 16 KB tile, default of then -> the plan now):
-#: 16384 x 1024 float32 87.2 (4 rows, 8 warps) -> 89.0 (2 rows, 4 warps), bfloat16 78.6 / float16
-#: 79.6 (8 rows, 8 warps) -> 82.3 / 82.1 (4 rows, 4 warps); 4096 x 4096 bfloat16 81.3 / float16
-#: 81.7 (2 rows, 8 warps) -> 82.5 / 82.6 (1 row, 4 warps). Liger, QuACK and FlagGems in that run:
-#: 90.0 / 90.3 / 90.2 (float32 x1024), 77-84 (16-bit).
+#: an H200 at 1d5e605 (% of the copy ceiling; 16 KB tile, the default then -> 8 KB): 16384 x 1024
+#: float32 87.2 (4 rows, 8 warps) -> 89.0 (2 rows, 4 warps), bfloat16 78.6 / float16 79.6 (8 rows,
+#: 8 warps) -> 82.3 / 82.1 (4 rows, 4 warps); 4096 x 4096 bfloat16 81.3 / float16 81.7 (2 rows, 8
+#: warps) -> 82.9 / 83.0 (1 row, 8 warps). Liger, QuACK and FlagGems in that run: 90.0 / 90.3 /
+#: 90.2 (float32 x1024), 77-84 (16-bit). A second run (962f5d8) had 65536 x 128 at 82.7 / 98.0 /
+#: 99.8 (float32 / bfloat16 / float16) with 16 KB tiles and 82.5 / 98.8 / 99.8 with 8 KB.
 ROW_TILE_BYTES = 8192
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
 ROW_MIN_PROGRAMS_PER_SM = 4
@@ -243,17 +244,17 @@ def _warps(tile_elements: int, element_size: int = 4) -> int:
 
 def _row_warps(tile_elements: int, element_size: int) -> int:
     """Warps for a "row" tile (``block * rows_per_program`` elements): float32 4 up to 2048
-    elements, 16 up to 16384, then 32; 16-bit 4 up to 4096, 8 up to 8192, then 32.
+    elements, 16 up to 16384, then 32; 16-bit tiles as :func:`_warps` (4 up to 2048, 8 up to 8192,
+    then 32).
 
-    Where this differs from :func:`_warps` (float32 tiles of 4096 elements: 16 warps, not 8;
-    16-bit tiles of 4096: 4, not 8), fusebench tune triton on an H200 at 1d5e605 (% of the copy
-    ceiling, old -> new): 4096 x 4096 float32 88.8 -> 89.6, 32768 x 4096 float32 96.1 -> 97.1;
-    16384 x 1024 bfloat16, 8 rows a program: 78.6 with 8 warps, 80.3 with 4; 4096 x 4096 bfloat16,
-    one row: 82.9 with 8 warps, 82.5 with 4 (within one run's spread). Short tiles of 65536 x 128
-    were not in that run.
+    float32 tiles of 4096 elements take 16 warps, not :func:`_warps`' 8: fusebench tune triton on
+    an H200, two runs at 1d5e605 and 962f5d8 (% of the copy ceiling, 8 -> 16 warps): 4096 x 4096
+    88.8 -> 89.6 and 88.2 -> 89.2, 32768 x 4096 96.1 -> 97.1 and 96.1 -> 97.2. 16-bit tiles of
+    4096 elements: 8 warps were 0.1 to 0.5 points ahead of 4 in 10 of the 12 pairs of those runs
+    (4096 x 4096, 32768 x 4096 and 16384 x 1024 of 4 rows, both 16-bit dtypes).
     """
     if element_size == 2:
-        return 4 if tile_elements <= 4096 else 8 if tile_elements <= 8192 else 32
+        return _warps(tile_elements, element_size)
     return 4 if tile_elements <= 2048 else 16 if tile_elements <= 16384 else 32
 
 

@@ -98,10 +98,16 @@ def test_a_result_without_error_is_its_tensor():
 _PROBE = """
 import torch
 from kernels import cuda_ext
+print("start")
 m = cuda_ext._module()
+print("loaded")
 x = torch.ones(8, 256, device="cuda")
-for y, why in (m.gelu(x, 5, -1), m.softmax(x.double()), m.softmax_cluster(x[:, :250], 12345)):
+calls = (lambda: m.gelu(x, 5, -1), lambda: m.softmax(x.double()),
+         lambda: m.softmax_cluster(x[:, :250], 12345))
+for call in calls:
+    y, why = call()
     print("returned:", y, why)
+print("done")
 """
 
 
@@ -115,10 +121,10 @@ def test_the_extension_returns_its_errors_and_the_process_lives():
 
     from fusebench.paths import PROJECT_ROOT
 
-    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=PROJECT_ROOT, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, f"the extension killed the process ({done.returncode}): {done.stderr[-999:]}"
-    lines = done.stdout.splitlines()
+    done = subprocess.run([sys.executable, "-X", "faulthandler", "-u", "-c", _PROBE], cwd=PROJECT_ROOT,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, f"died ({done.returncode}) after {done.stdout!r}: {done.stderr[-1500:]}"
+    lines = done.stdout.splitlines()[2:]
     assert lines[0] == "returned: None gelu: pdl must be -1, 0 or 1, got 5", done.stdout
     dtype_refusal = "softmax: dtype must be float32, bfloat16 or float16, got Double"
     assert lines[1] == f"returned: None {dtype_refusal}", done.stdout
