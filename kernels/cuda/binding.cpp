@@ -16,6 +16,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -33,11 +34,13 @@ namespace {
 // refusals after the op's tensors existed and one checked before any tensor was made
 // (tests/test_cuda_ext_inputs.py in a child process, at 1d5e605). What can still throw is
 // PyTorch's own allocation (at::empty, at::zeros, contiguous) when device memory runs out.
-using Result = std::tuple<at::Tensor, std::string>;
+// y is a std::optional, never an undefined at::Tensor: at 319ecd0 an error returned with an
+// undefined tensor (which torch's caster turns into None) still killed the process there.
+using Result = std::tuple<std::optional<at::Tensor>, std::string>;
 
 template <typename... Parts>
 Result fail(const Parts&... parts) {
-  return {at::Tensor(), c10::str(parts...)};
+  return {std::nullopt, c10::str(parts...)};
 }
 
 // Why x cannot be an op's input ("" when it can): a CUDA tensor of float32, bfloat16 or float16.
@@ -75,7 +78,8 @@ struct OpIO {
   // (y, "") when err is cudaSuccess, else (None, "<op>: CUDA launch failed: ...").
   Result done(cudaError_t err, const char* op) const {
     std::string why = launch_error(err, op);
-    return {why.empty() ? y : at::Tensor(), std::move(why)};
+    if (!why.empty()) return {std::nullopt, std::move(why)};
+    return {y, std::string()};
   }
 
   const fc::DType dtype;
