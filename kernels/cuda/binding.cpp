@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "fusebench_cuda.h"
@@ -38,24 +39,41 @@ namespace {
 // undefined tensor (which torch's caster turns into None) still killed the process there.
 using Result = std::tuple<std::optional<at::Tensor>, std::string>;
 
+// Messages are joined without iostreams: a refusal built with c10::str (std::ostringstream, also
+// what TORCH_CHECK builds its message with) killed the process on the H200 at 9233792 before
+// anything was returned, while the same call without a message ran; the likely cause is the
+// extension's libstdc++ headers against the older libstdc++ loaded in that process.
+inline void append(std::string& s, const char* part) { s += part; }
+inline void append(std::string& s, const std::string& part) { s += part; }
+template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
+void append(std::string& s, I part) {
+  s += std::to_string(part);
+}
+template <typename... Parts>
+std::string cat(const Parts&... parts) {
+  std::string s;
+  (append(s, parts), ...);
+  return s;
+}
+
 template <typename... Parts>
 Result fail(const Parts&... parts) {
-  return {std::nullopt, c10::str(parts...)};
+  return {std::nullopt, cat(parts...)};
 }
 
 // Why x cannot be an op's input ("" when it can): a CUDA tensor of float32, bfloat16 or float16.
 std::string input_error(const at::Tensor& x, const char* op) {
-  if (!x.is_cuda()) return c10::str(op, ": expected a CUDA tensor, got device ", x.device());
+  if (!x.is_cuda()) return cat(op, ": expected a CUDA tensor, got device ", x.device().str());
   const auto t = x.scalar_type();
   if (t != at::kFloat && t != at::kBFloat16 && t != at::kHalf)
-    return c10::str(op, ": dtype must be float32, bfloat16 or float16, got ", t);
+    return cat(op, ": dtype must be float32, bfloat16 or float16, got ", c10::toString(t));
   return std::string();
 }
 
 // "<op>: CUDA launch failed: <error>", or "" for cudaSuccess.
 std::string launch_error(cudaError_t err, const char* op) {
   if (err == cudaSuccess) return std::string();
-  return c10::str(op, ": CUDA launch failed: ", cudaGetErrorString(err));
+  return cat(op, ": CUDA launch failed: ", cudaGetErrorString(err));
 }
 
 // The preamble every op shares, for an `input` that input_error accepted: its dtype, its device
