@@ -18,8 +18,9 @@ when the extension cannot be used; then ``ValueError`` (one line), raised here b
 extension is called, for a non-CUDA tensor, another dtype, or an argument the op cannot take (a
 forced softmax variant and the row length, a chunk, a block size). The extension has the same
 checks and returns every refusal and failed launch as a value, ``(None, "<op>: why")``, which
-becomes ``RuntimeError`` here (``_value``): its C++ exceptions killed the process on the H200
-(torch 2.11, CUDA 13.0) instead of raising, so it throws none.
+becomes ``RuntimeError`` here (``_value``): on the H200 (torch 2.11, CUDA 13.0) its refusals killed
+the process until they were neither exceptions nor messages built with c10::str
+(kernels/cuda/binding.cpp, ``Result``, says what was seen).
 """
 
 from __future__ import annotations
@@ -173,10 +174,8 @@ def _check_input(x: torch.Tensor, op: str) -> None:
     float32, bfloat16 or float16.
 
     Checked here so that a bad input is a ValueError, as every other argument check of this
-    module. (The extension checks it too and returns the refusal as a value: its C++ exceptions
-    killed the process with SIGSEGV on the H200, torch 2.11, CUDA 13.0: softmax's refusals at
-    8828e7d, gelu's block size at ee915d4, and a refusal checked before any tensor existed at
-    1d5e605. Why is not known.)
+    module. (The extension checks it too and returns the refusal as a value; its refusals killed
+    the process on the H200 until ee5d3c6: kernels/cuda/binding.cpp, ``Result``.)
     """
     if x.device.type != "cuda":
         raise ValueError(f"{op}: expected a CUDA tensor, got device {x.device}")
@@ -194,9 +193,8 @@ def _module():
 def _value(result: tuple[torch.Tensor | None, str]) -> torch.Tensor:
     """The tensor of an extension op's ``(y, error)`` result; RuntimeError(error) when it failed.
 
-    The extension reports every refusal and failed launch as a value, never as a C++ exception:
-    on the H200 (torch 2.11, CUDA 13.0) its exceptions killed the process (kernels/cuda/binding.cpp,
-    ``Result``)."""
+    The extension reports every refusal and failed launch as a value, never as a C++ exception
+    (kernels/cuda/binding.cpp, ``Result``, says why)."""
     y, error = result
     if error:
         raise RuntimeError(error)

@@ -1,6 +1,6 @@
 """Every entry point of ``kernels.cuda_ext`` refuses a tensor the extension does not take (not on a
 CUDA device, or not float32/bfloat16/float16) with a one-line ValueError naming the op, before
-the extension is called: the extension's own refusals killed the process on the H200. The CPU
+the extension is called, as every other argument check of cuda_ext. The CPU
 tests stand a stub in for the extension that fails if it is touched; the GPU test sends real
 float64 CUDA tensors. A refusal or failed launch of the extension itself comes back as a value and
 becomes a RuntimeError."""
@@ -114,8 +114,8 @@ print("done")
 @pytest.mark.gpu
 def test_the_extension_returns_its_errors_and_the_process_lives():
     """The extension's refusals and failed launches come back as values: run in a child process,
-    since on the H200 its C++ exceptions killed the process (SIGSEGV), at 1d5e605 also one thrown
-    before any tensor was made."""
+    since on the H200 its refusals killed the process (SIGSEGV) until ee5d3c6 (binding.cpp's
+    ``Result`` says what was seen); -X faulthandler names the call that died."""
     import subprocess
     import sys
 

@@ -29,20 +29,21 @@ namespace fc = fusebench::cuda;
 namespace {
 
 // What every op returns to Python: (y, "") when it ran, (None, "<op>: why") when it refused its
-// input or a launch failed; kernels/cuda_ext.py raises RuntimeError with the message. Errors are
-// values, never C++ exceptions: on the H200 (torch 2.11, CUDA 13.0) every exception this
-// extension threw killed the process (SIGSEGV) instead of reaching Python, both TORCH_CHECK
-// refusals after the op's tensors existed and one checked before any tensor was made
-// (tests/test_cuda_ext_inputs.py in a child process, at 1d5e605). What can still throw is
-// PyTorch's own allocation (at::empty, at::zeros, contiguous) when device memory runs out.
-// y is a std::optional, never an undefined at::Tensor: at 319ecd0 an error returned with an
-// undefined tensor (which torch's caster turns into None) still killed the process there.
+// input or a launch failed (y is std::nullopt then); kernels/cuda_ext.py raises RuntimeError with
+// the message. Why errors are values and messages are joined by cat() below, not c10::str: on the
+// H200 (torch 2.11, CUDA 13.0) every refusal of this extension killed the process (SIGSEGV)
+// instead of reaching Python: TORCH_CHECK's after the op's tensors existed (8828e7d, ee915d4),
+// one before any tensor was made (1d5e605), and, once errors were values, a refusal returned with
+// a c10::str message (319ecd0, 9233792; a faulthandler trace put the fault inside the call, and
+// the same op without a refusal ran). With cat() the same refusals return and the process lives
+// (tests/test_cuda_ext_inputs.py, in a child process, at ee5d3c6). c10::str, which TORCH_CHECK
+// also builds its message with, writes through std::ostringstream; the extension's libstdc++
+// headers against an older libstdc++ loaded in that process are the likely cause (not proven).
+// What can still throw is PyTorch's own allocation (at::empty, at::zeros, contiguous) when device
+// memory runs out.
 using Result = std::tuple<std::optional<at::Tensor>, std::string>;
 
-// Messages are joined without iostreams: a refusal built with c10::str (std::ostringstream, also
-// what TORCH_CHECK builds its message with) killed the process on the H200 at 9233792 before
-// anything was returned, while the same call without a message ran; the likely cause is the
-// extension's libstdc++ headers against the older libstdc++ loaded in that process.
+// A message from strings and integers, without iostreams (see Result).
 inline void append(std::string& s, const char* part) { s += part; }
 inline void append(std::string& s, const std::string& part) { s += part; }
 template <typename I, std::enable_if_t<std::is_integral_v<I>, int> = 0>
