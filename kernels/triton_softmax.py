@@ -83,8 +83,10 @@ ROW16_MAX_COLS = 65536
 #: float32 87.2 (4 rows, 8 warps) -> 89.0 (2 rows, 4 warps), bfloat16 78.6 / float16 79.6 (8 rows,
 #: 8 warps) -> 82.3 / 82.1 (4 rows, 4 warps); 4096 x 4096 bfloat16 81.3 / float16 81.7 (2 rows, 8
 #: warps) -> 82.9 / 83.0 (1 row, 8 warps). Liger, QuACK and FlagGems in that run: 90.0 / 90.3 /
-#: 90.2 (float32 x1024), 77-84 (16-bit). A second run (962f5d8) had 65536 x 128 at 82.7 / 98.0 /
-#: 99.8 (float32 / bfloat16 / float16) with 16 KB tiles and 82.5 / 98.8 / 99.8 with 8 KB.
+#: 90.2 (float32 x1024), 77-84 (16-bit). A second run (962f5d8): 16384 x 1024 bfloat16 / float16
+#: 79.5 / 79.9 with 16 KB tiles, 82.1 / 82.7 with 4 rows of 8 warps (this plan); 65536 x 128
+#: 82.7 / 98.0 / 99.8 (float32 / bfloat16 / float16) with 16 KB tiles, 82.5 / 97.8 / 106.6 with
+#: 8 KB (16-bit: 32 rows of 8 warps).
 ROW_TILE_BYTES = 8192
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
 ROW_MIN_PROGRAMS_PER_SM = 4
