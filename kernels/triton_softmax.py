@@ -252,8 +252,9 @@ def _row_warps(tile_elements: int, element_size: int) -> int:
     float32 tiles of 4096 elements take 16 warps, not :func:`_warps`' 8: fusebench tune triton on
     an H200, two runs at 1d5e605 and 962f5d8 (% of the copy ceiling, 8 -> 16 warps): 4096 x 4096
     88.8 -> 89.6 and 88.2 -> 89.2, 32768 x 4096 96.1 -> 97.1 and 96.1 -> 97.2. 16-bit tiles of
-    4096 elements: 8 warps were 0.1 to 0.5 points ahead of 4 in 10 of the 12 pairs of those runs
-    (4096 x 4096, 32768 x 4096 and 16384 x 1024 of 4 rows, both 16-bit dtypes).
+    4096 elements, 8 warps against 4 in those runs: 0.1 to 0.5 points ahead in all 8 pairs of
+    4096 x 4096 and 32768 x 4096 (both runs, both 16-bit dtypes), 0.9 and 0.1 behind for
+    16384 x 1024 of 4 rows (second run only).
     """
     if element_size == 2:
         return _warps(tile_elements, element_size)
