@@ -47,7 +47,7 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 // The same function as x * sigmoid(2 inner) = x / (1 + 2^(-2 inner log2(e))), in seven fp32
 // instructions: t = x^2; a = x (k + k c t) (k = -2 sqrt(2/pi) log2(e), c = 0.044715, one FMUL
-// and one FFMA after t); e = 2^a with ex2.approx.ftz.f32 (MUFU.EX2, relative error 2^-22);
+// and one FFMA after t); e = 2^a with ex2.approx.ftz.f32 (MUFU.EX2, at most 2 ulp);
 // r = 1 / (1 + e) with rcp.approx.ftz.f32 (MUFU.RCP, 1 ulp); x r (PTX ISA, "Floating Point
 // Instructions: ex2, rcp"). fp32 relative error ~1e-6, far below the 16-bit output rounding
 // (2^-9 bf16, 2^-12 fp16). The .ftz forms matter: without them (exp2f, __fdividef) ptxas wraps
