@@ -219,8 +219,8 @@ def gelu(x: torch.Tensor, pdl: bool | None = None, threads: int | None = None) -
     0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) in fp32 (``tanhf``).
     float32 uses ``tanhf``; bfloat16/float16 the identical
     x / (1 + exp(-2 sqrt(2/pi) (x + 0.044715 x^3))) with hardware exp2 and
-    division (fp32 error ~1e-6, far below 16-bit rounding; fewer instructions
-    so the 16-bit kernel stays memory-bound).
+    reciprocal (``ex2.approx.ftz``, ``rcp.approx.ftz``; fp32 error ~1e-6, far below 16-bit
+    rounding; fewer instructions so the 16-bit kernel stays memory-bound).
     Moves 2 * itemsize bytes per element (memory-bound). Launch: 128-thread
     blocks, each thread four 16-byte vectors (4 fp32 or 8 16-bit elements),
     grid = ceil(numel / (512 * elems_per_vector)); unaligned data uses scalar

@@ -109,15 +109,17 @@ struct OpIO {
   const c10::cuda::CUDAStream stream;  // the current stream of x's device
 };
 
-// SM count of `device` into *n, queried once per device.
-cudaError_t sm_count(c10::DeviceIndex device, int* n) {
+// SM count of `device` into *n, queried once per device; why it could not be read ("" when it
+// was), as input_error.
+std::string sm_count(c10::DeviceIndex device, int* n, const char* op) {
   static std::atomic<int> cache[256] = {};
   std::atomic<int>& slot = cache[static_cast<uint8_t>(device)];
   *n = slot.load(std::memory_order_relaxed);
-  if (*n > 0) return cudaSuccess;
+  if (*n > 0) return std::string();
   const cudaError_t err = cudaDeviceGetAttribute(n, cudaDevAttrMultiProcessorCount, device);
-  if (err == cudaSuccess) slot.store(*n, std::memory_order_relaxed);
-  return err;
+  if (err != cudaSuccess) return cat(op, ": cannot read the SM count: ", cudaGetErrorString(err));
+  slot.store(*n, std::memory_order_relaxed);
+  return std::string();
 }
 
 // pdl: -1 the library's default, 0 a plain launch, 1 a programmatic dependent launch.
@@ -171,8 +173,7 @@ Result softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, co
                 ", got ", cols);
   if (io.empty()) return {io.y, ""};
   int sms = 0;
-  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
-    return io.done(err, op);
+  if (std::string why = sm_count(x.device().index(), &sms, op); !why.empty()) return fail(why);
   const int cc = static_cast<int>(coop_chunk);
   const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v, cc);
   at::Tensor ws;
@@ -211,8 +212,7 @@ Result softmax_tuned(const at::Tensor& x, int64_t variant, int64_t param, int64_
   if (io.empty()) return {io.y, ""};
   const int64_t cols = io.cols, rows = io.rows;
   int sms = 0;
-  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
-    return io.done(err, op);
+  if (std::string why = sm_count(x.device().index(), &sms, op); !why.empty()) return fail(why);
   const auto v = static_cast<fc::SoftmaxVariant>(variant);
   at::Tensor ws;
   if (v == fc::SoftmaxVariant::SplitRow) {
@@ -263,8 +263,7 @@ Result softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t cta
   if (io.empty()) return {io.y, ""};
   const int64_t cols = io.cols, rows = io.rows;
   int sms = 0;
-  if (cudaError_t err = sm_count(x.device().index(), &sms); err != cudaSuccess)
-    return io.done(err, op);
+  if (std::string why = sm_count(x.device().index(), &sms, op); !why.empty()) return fail(why);
   const fc::TmaConfig cfg = tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store);
   at::Tensor ws;
   int* counters = nullptr;
