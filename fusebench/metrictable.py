@@ -45,6 +45,8 @@ class Metric:
         label: human label, used in tables and plot axes.
         compute_only: stored only for ops that declare their arithmetic (``Op.flops``).
         doc: the asv docstring (shown on the site).
+        method: version of the way the value is measured; bump it when that way changes, so
+            that the gate's history (``fusebench.history.noise``) never pairs runs across it.
     """
 
     name: str
@@ -57,6 +59,7 @@ class Metric:
     label: str
     compute_only: bool = False
     doc: str = ""
+    method: int = 1
 
     @property
     def sign(self) -> int:
@@ -74,6 +77,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("track_device_time_cold", "device_time_cold_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
            "cold device time", doc="Device time with L2 flushed before each call, median over "
            "rounds, seconds."),
+    Metric("track_device_time_graph", "device_time_graph_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
+           "graph device time", doc="Device time of calls captured in one CUDA graph and replayed "
+           "(no launch gaps: what the GPU does), median over rounds, seconds."),
     Metric("track_wall_time", "wall_time_ms", "seconds", 1e-3, LOWER, False,
            "the host: Python, launch overhead, the driver (tens of % between hosts)", "wall time",
            doc="Wall time (host clock around a synchronized call), median over rounds, seconds."),
@@ -95,6 +101,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("track_device_time_cold_iqr", "device_time_cold_iqr_ms", "seconds", 1e-3, LOWER, False,
            _BATCH, "cold device time IQR", doc="Interquartile range of the cold device time "
            "within one round (median over rounds), seconds."),
+    Metric("track_device_time_graph_iqr", "device_time_graph_iqr_ms", "seconds", 1e-3, LOWER, False,
+           _BATCH, "graph device time IQR", doc="Interquartile range of the graph device time "
+           "within one round (median over rounds), seconds."),
     Metric("track_wall_time_iqr", "wall_time_iqr_ms", "seconds", 1e-3, LOWER, False, _BATCH,
            "wall time IQR", doc="Interquartile range of the wall time within one round (median "
            "over rounds), seconds."),
@@ -112,6 +121,11 @@ def metric(name: str) -> Metric:
         KeyError: no such metric.
     """
     return BY_NAME[name.rsplit(".", 1)[-1]]
+
+
+def methods() -> dict[str, int]:
+    """Each metric's method version by record field (stored with every run)."""
+    return {m.field: m.method for m in METRICS}
 
 
 def for_op(flops_declared: bool) -> tuple[Metric, ...]:

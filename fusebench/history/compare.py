@@ -3,21 +3,30 @@
 ``asv compare`` prints a table but always exits 0, and asv stores one number per case, so the
 gate is done here, from each run's record (``fusebench.history.runrecord``: every round's figures).
 
-**What is judged**: the gated metrics of :mod:`fusebench.metrictable`, hot and cold device time.
-Wall time, bandwidth and the percentages are shown elsewhere, never judged.
+**What is judged**: the gated metrics of :mod:`fusebench.metrictable`: hot, cold and graph
+device time. Wall time, bandwidth and the percentages are shown elsewhere, never judged.
 
 **The rule.** For one case of one metric, with per-round figures ``b`` (base) and ``h`` (head):
 
 * ``slowdown`` = median(h) / median(b) (> 1 slower);
-* ``limit`` = max(FACTOR, A/A allowance of the case, 1 + NOISE_K × noise), where ``noise`` is the
-  larger of the two runs' spread between rounds ((max - min) / median); for a result with one
-  value per case (stored before records), the batch's IQR / median instead;
+* ``limit`` = max(FACTOR, history limit, 1 + NOISE_K × noise): the history limit is the case's
+  between-run drift learned from the committed records (``fusebench.history.noise``: K sigmas
+  of its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
+  between rounds ((max - min) / median). Without history (a new case or metric) the limit is
+  the rounds rule alone and the note says ``no history``. The limit is the case's minimum
+  detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05 (with 3 rounds a side the smallest p is 1/20 = 0.05:
   every head round slower than every base round). Where the test cannot reach ``ALPHA`` (fewer
   rounds), the limit alone decides;
 * **improvement**: the same, the other way; **within noise**: beyond FACTOR but not beyond the
   limit or not separated; **same**: within FACTOR;
+* **launch path** (not gated, shown): a stream figure that, in the base run, measures the launch
+  path rather than the kernel: hot device time more than :data:`LAUNCH_PATH_RATIO` × the graph
+  device time (the GPU waited for the host between kernels), or a cold figure under
+  :data:`COLD_LAUNCH_MS` (one launch between an event pair whose fixed cost is a large share of
+  it). Such a case gates on its graph device time; a case without a graph figure on both sides
+  keeps gating on every metric;
 * **contaminated**: a case that would be a regression, improvement or within noise, but one of
   the runs measured it throttled or beside another process: never a regression;
 * **different kernel**: the same, but the backend picks its kernel by timing at first use
@@ -25,34 +34,10 @@ Wall time, bandwidth and the percentages are shown elsewhere, never judged.
   the code's; reported apart, never a regression;
 * **new failure**: failed at head, not at base; **fixed**: the other way.
 
-Regressions and new failures fail the gate (exit 1); nothing else does.
-
-**The constants and the A/A data behind them.** Two full H200 runs of the same kernels,
-c54e967 -> d0a40cb (one round each, two hosts; the Triton 16-bit GELU cases, whose code changed,
-left out), hot device time, ratio of the slower to the faster run:
-
-==========================  ====  ======  =====  =====
-device time per launch      n     median  p99    max
-==========================  ====  ======  =====  =====
-under 5 µs                  47    1.047   1.107  1.123
-5 to 20 µs                  56    1.017   1.097  1.103
-20 to 100 µs                56    1.004   1.143  1.157
-100 µs and over             104   1.001   1.010  1.090
-==========================  ====  ======  =====  =====
-
-(cold device time: under 5 µs max 1.166, 5 to 20 µs max 1.101.) Launch-bound cases, whose
-kernels last a few µs each, move with the host and driver (launch latency, clocks ramping between
-tiny kernels): per launch, under 5 µs they get :data:`LAUNCH_BOUND` 1.20 and under 20 µs 1.12,
-above what the A/A pair showed. The largest moves above 20 µs were ``compile`` softmax
-4096x4096 16-bit (1.14 and 1.16: Inductor's timing-based pick, now recorded and reported as
-*different kernel*) and ``torch`` tf32 matmul (1.07 to 1.09: a power-capped tensor-core loop,
-now *contaminated* when NVML says so). Every other case of 20 µs per launch or more stayed
-within 1.022 in that pair and in fed51be -> c54e967 and 8828e7d -> fed51be (their unchanged
-cases). The default FACTOR is therefore 1.04 (:data:`fusebench.metrictable.DEFAULT_FACTOR`):
-about 2 points above the largest A/A move, and low enough that a true 5 % slowdown, measured
-within ±1 %, exceeds it.
-NOISE_K = 2: the range of 3 rounds is about 1.7 standard deviations of one round, and the
-difference of two medians of 3 about 1.6, so 2 × range covers a 3-sigma move.
+Regressions and new failures fail the gate (exit 1); nothing else does. NOISE_K = 2: the range
+of 3 rounds is about 1.7 standard deviations of one round, and the difference of two medians of
+3 about 1.6, so 2 × range covers a 3-sigma move. ``docs/gate.md`` has the data behind the
+constants.
 """
 
 from __future__ import annotations
@@ -63,11 +48,16 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from fusebench import metrictable
+from fusebench.history import noise
 from fusebench.history.results import Params, Run, is_failed, is_measured
 from fusebench.measure.sweep import clean_rounds
 
-#: Wider thresholds for launch-bound cases: (device time per launch below, ms; allowance).
-LAUNCH_BOUND = ((0.002, 1.75), (0.005, 1.20), (0.020, 1.12))
+#: A hot figure above this many times the graph figure measures the launch path.
+LAUNCH_PATH_RATIO = 1.25
+#: A cold figure under this (ms) is one launch between an event pair: the launch path.
+COLD_LAUNCH_MS = 0.008
+#: The slowdowns the gate's summary counts the case-metrics it can see at.
+DETECTABLE = (1.05, 1.10, 1.20)
 #: The limit allows NOISE_K × the spread between rounds.
 NOISE_K = 2.0
 #: Significance of the one-sided Mann-Whitney U test over the rounds (the default of the case
@@ -75,11 +65,11 @@ NOISE_K = 2.0
 ALPHA = 0.05
 
 (REGRESSION, NEW_FAILURE, IMPROVEMENT, WITHIN_NOISE, FIXED, SAME, CONTAMINATED,
- DIFFERENT_KERNEL) = ("regression", "new failure", "improvement", "within noise", "fixed", "same",
-                      "contaminated", "different kernel")
+ DIFFERENT_KERNEL, LAUNCH_PATH) = ("regression", "new failure", "improvement", "within noise", "fixed",
+                                  "same", "contaminated", "different kernel", "launch path")
 #: Marks in the table's first column (asv compare's ``+`` slower / ``-`` faster / ``~`` noise).
 MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", FIXED: "*", SAME: " ",
-        CONTAMINATED: "c", DIFFERENT_KERNEL: "k"}
+        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l"}
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
 
@@ -97,6 +87,8 @@ class Case:
         contamination: why that run's figure is contaminated (empty: clean).
         kernel_id: identity of the kernels that ran (None unknown).
         kernel_by_timing: the backend picks its kernel by timing at first use.
+        graph_ms: the case's graph device time in that run, ms (None: not captured or unknown).
+        launches: kernels one call launches (None unknown).
     """
 
     values: tuple[float, ...] = ()
@@ -106,6 +98,8 @@ class Case:
     contamination: tuple[str, ...] = ()
     kernel_id: str | None = None
     kernel_by_timing: bool = False
+    graph_ms: float | None = None
+    launches: int | None = None
 
     @property
     def measured(self) -> bool:
@@ -146,15 +140,20 @@ class Row:
     note: str = ""
 
 
-def allowance(per_launch_ms: float | None) -> tuple[float, str]:
-    """The A/A allowance of a case from its device time per launch (ms) and why: 1.0 for a case
-    that is not launch-bound (FACTOR then decides), :data:`LAUNCH_BOUND` otherwise."""
-    if per_launch_ms is None or not math.isfinite(per_launch_ms):
-        return 1.0, ""
-    for below, allowed in LAUNCH_BOUND:
-        if per_launch_ms < below:
-            return allowed, f"launch-bound ({1e3 * per_launch_ms:.1f} us per launch)"
-    return 1.0, ""
+def launch_path(metric: metrictable.Metric, base: Case, head: Case) -> str:
+    """Why ``metric``'s figures of a case measure the launch path rather than the kernel (empty:
+    they measure the kernel, or no graph figure says otherwise): see the module doc. The base run
+    decides (a head that became launch-bound is judged), with a graph figure on both sides."""
+    if metric.field not in ("device_time_ms", "device_time_cold_ms"):
+        return ""
+    if not (base.measured and head.measured and base.graph_ms and head.graph_ms):
+        return ""  # without a graph figure on both sides the stream figure keeps gating
+    ms = base.median / metric.scale
+    if metric.field == "device_time_ms" and ms > LAUNCH_PATH_RATIO * base.graph_ms:
+        return f"launch path: hot {1e3 * ms:.3g} us vs graph {1e3 * base.graph_ms:.3g} us per call"
+    if metric.field == "device_time_cold_ms" and ms < COLD_LAUNCH_MS:
+        return f"launch path: cold {1e3 * ms:.3g} us, one launch between an event pair"
+    return ""
 
 
 @lru_cache(maxsize=None)
@@ -195,9 +194,11 @@ def min_p(n: int, m: int) -> float:
 
 
 def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
-          alpha: float = ALPHA) -> tuple[str, float, float, float | None, str]:
+          alpha: float = ALPHA, history: "noise.Limit | None" = None
+          ) -> tuple[str, float, float, float | None, str]:
     """Status, slowdown, limit, p-value and note of one case (see the module doc for the rule;
-    ``alpha`` is the test's significance, :data:`ALPHA` by default)."""
+    ``alpha`` is the test's significance, :data:`ALPHA` by default; ``history`` the case's
+    history limit, ``fusebench.history.noise``, None or without a limit: the rounds rule alone)."""
     if head.failed:
         return (SAME if base.failed else NEW_FAILURE), math.nan, math.nan, None, ""
     if not (base.measured and head.measured):
@@ -205,11 +206,15 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
     before, after = base.median, head.median
     worse, better = (after, before) if metric.sign < 0 else (before, after)
     ratio = (1.0 if worse == 0 else math.inf) if better == 0 else worse / better
-    known = [c.per_launch_ms for c in (base, head) if c.per_launch_ms is not None]
-    aa, why = allowance(min(known) if known else None)  # the faster run's class: the wider limit
     noise = max(base.noise, head.noise)
-    limit = max(factor, aa, 1.0 + NOISE_K * noise)
-    notes = [why] if why else []
+    limit = max(factor, 1.0 + NOISE_K * noise)
+    notes = []
+    if history is not None and history.limit is not None:
+        limit = max(limit, history.limit)
+        if history.limit > factor:
+            notes.append(f"history: {history.source}")
+    elif history is not None:
+        notes.append("no history: rounds only")
     p = None
     testable = min_p(len(base.values), len(head.values)) <= alpha
     if testable:
@@ -235,11 +240,17 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
             notes.append("; ".join(dict.fromkeys(base.contamination + head.contamination)))
         elif kernel_changed and (base.kernel_by_timing or head.kernel_by_timing):
             status = DIFFERENT_KERNEL
+    if why := launch_path(metric, base, head):
+        status = LAUNCH_PATH
+        notes.insert(0, why)
     return status, ratio, limit, p, "; ".join(notes)
 
 
 def _op_of(benchmark: str) -> str:
     return benchmark.split(".")[1].lower()
+
+
+_GRAPH = "device_time_graph_ms"
 
 
 def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
@@ -258,6 +269,8 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
     if rec is not None and rec.status == "ok" and rec.rounds:
         rounds, contamination = clean_rounds(rec.rounds)
         values = tuple(r[metric.field] * metric.scale for r in rounds if r.get(metric.field) is not None)
+        graph = [r[_GRAPH] for r in rounds if r.get(_GRAPH) is not None]
+        graph_ms = statistics.median(graph) if graph and not rec.graph_reason else None
         if values:
             med = statistics.median(values)
             noise = (max(values) - min(values)) / med if len(values) > 1 and med > 0 else 0.0
@@ -266,20 +279,22 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
                 iqr = rounds[0].get(iqr_field)
                 noise = iqr * metric.scale / med if iqr is not None and med > 0 else 0.0
             return Case(values, False, noise, rec.time_per_launch_ms(), tuple(contamination),
-                        rec.kernel_id, rec.kernel_by_timing)
+                        rec.kernel_id, rec.kernel_by_timing, graph_ms, rec.launches)
     if not is_measured(value):
         return Case()
     noise = 0.0
     iqr = run.value(f"{benchmark}_iqr", params) if metric.field.endswith("_ms") else math.nan
     if is_measured(iqr) and value > 0:
         noise = iqr / value
-    per_launch = run.value(benchmark.rsplit(".", 1)[0] + ".track_device_time", params)
+    prefix = benchmark.rsplit(".", 1)[0]
+    per_launch = run.value(prefix + ".track_device_time", params)
     per_launch_ms = per_launch * 1e3 if is_measured(per_launch) else None
-    return Case((value,), False, noise, per_launch_ms)
+    graph = run.value(prefix + ".track_device_time_graph", params)
+    return Case((value,), False, noise, per_launch_ms, graph_ms=graph * 1e3 if is_measured(graph) else None)
 
 
 def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, base_record=None,
-            head_record=None, alpha: float = ALPHA) -> list[Row]:
+            head_record=None, alpha: float = ALPHA, history: "noise.History | None" = None) -> list[Row]:
     """Every case of every gated metric in ``base`` or ``head``, judged.
 
     Args:
@@ -287,6 +302,8 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
         factor: allowed slowdown before noise (1.04 = 4 %); must be >= 1.
         base_record, head_record: the runs' records (``fusebench.history.runrecord.load``), or None.
         alpha: significance of the test separating the rounds (default :data:`ALPHA`).
+        history: the machine's A/A history (``fusebench.history.noise``); None: the rounds rule
+            alone, without saying so per case.
 
     Raises:
         ValueError: ``factor`` < 1.
@@ -295,6 +312,7 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
         raise ValueError(f"factor must be >= 1, got {factor}")
     rows = []
     gated = {m.name for m in metrictable.GATED}
+    pair = (base.commit, head.commit) if getattr(base, "commit", None) else None
     for benchmark in sorted(set(base.values) | set(head.values)):
         if benchmark.rsplit(".", 1)[-1] not in gated:
             continue
@@ -303,12 +321,43 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
         for params in sorted(keys):
             b = case_of(base, base_record, benchmark, params)
             h = case_of(head, head_record, benchmark, params)
-            status, ratio, limit, p, note = judge(metric, b, h, factor, alpha)
+            lim = None
+            if history is not None:
+                ref = b if b.measured else h
+                per_launch = ref.median / metric.scale / (ref.launches or 1) if ref.measured else None
+                lim = history.limit(metric.field, (_op_of(benchmark), *params), per_launch, exclude=pair)
+            status, ratio, limit, p, note = judge(metric, b, h, factor, alpha, lim)
             before = None if b.failed else (b.median if b.values else math.nan)
             after = None if h.failed else (h.median if h.values else math.nan)
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,
                             max(b.noise, h.noise), status, limit, p, note))
     return rows
+
+
+def detectable(rows: list[Row]) -> tuple[dict[float, int], int, list[Row]]:
+    """What the gate could see in ``rows``: per slowdown of :data:`DETECTABLE`, how many judged
+    case-metrics (measured on both sides, gated) had a limit at or under it; the number judged;
+    and the judged rows whose limit is above the largest (it cannot see even that)."""
+    judged = [r for r in rows if r.status != LAUNCH_PATH and math.isfinite(r.limit)]
+    counts = {d: sum(r.limit <= d for r in judged) for d in DETECTABLE}
+    return counts, len(judged), [r for r in judged if r.limit > DETECTABLE[-1]]
+
+
+def detectable_text(rows: list[Row]) -> str:
+    """The gate's closing lines: how many case-metrics it can judge at 5, 10 and 20 %, how many
+    gate on their graph time only (launch path), and the ones it cannot judge at 20 %, named."""
+    counts, n, blind = detectable(rows)
+    if not n:
+        return "compare: no case-metric measured on both sides"
+    path = sum(r.status == LAUNCH_PATH for r in rows)
+    parts = ", ".join(f"{counts[d]} ({100 * counts[d] / n:.0f} %) at {100 * (d - 1):.0f} %" for d in DETECTABLE)
+    lines = [f"compare: of {n} gated case-metrics, the gate can see a slowdown of {parts}"
+             + (f"; {path} stream figures measure the launch path and are not gated (graph time is)"
+                if path else "")]
+    for r in sorted(blind, key=lambda r: -r.limit):
+        lines.append(f"compare: cannot see 20 %: {r.benchmark} ({', '.join(r.params)}) limit "
+                     f"{r.limit:.3f}x" + (f" [{r.note}]" if r.note else ""))
+    return "\n".join(lines)
 
 
 def failed_gate(rows: list[Row]) -> bool:
@@ -329,7 +378,8 @@ def human(value: float | None, unit: str) -> str:
     return f"{value:.4g} {unit}".rstrip()
 
 
-ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_KERNEL, WITHIN_NOISE, FIXED, IMPROVEMENT, SAME)
+ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_KERNEL, WITHIN_NOISE, FIXED, IMPROVEMENT,
+         LAUNCH_PATH, SAME)
 
 
 def table(rows: list[Row], show_all: bool = False) -> str:
@@ -339,20 +389,22 @@ def table(rows: list[Row], show_all: bool = False) -> str:
     and a note (launch-bound, kernel change, contamination).
     """
     order = {s: i for i, s in enumerate(ORDER)}
-    shown = [r for r in rows if show_all or r.status != SAME]
+    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH)]
     shown.sort(key=lambda r: (order[r.status], -(r.slowdown if math.isfinite(r.slowdown) else 0.0)))
     header = ("", "before", "after", "slowdown", "noise", "limit", "p", "benchmark (backend, shape, dtype)")
     lines = [header]
     for r in shown:
-        ratio = f"{r.slowdown:.2f}x" if math.isfinite(r.slowdown) else ""
+        ratio = f"{r.slowdown:.3f}x" if math.isfinite(r.slowdown) else ""
         noise = f"{100 * r.noise:.1f}%" if r.noise else ""
-        limit = f"{r.limit:.2f}x" if math.isfinite(r.limit) else ""
-        p = f"{r.p_value:.2f}" if r.p_value is not None else ""
+        limit = f"{r.limit:.3f}x" if math.isfinite(r.limit) else ""
+        p = f"{r.p_value:.3f}" if r.p_value is not None else "-" if math.isfinite(r.slowdown) else ""
         case = f"{r.benchmark} ({', '.join(r.params)})" + (f"  [{r.note}]" if r.note else "")
         lines.append((MARK[r.status], human(r.before, r.unit), human(r.after, r.unit), ratio, noise,
                       limit, p, case))
     if not shown:
         return "no case changed by more than the factor"
+    lines.append(("", "", "", "", "", "", "", "p: one-sided Mann-Whitney over the rounds; '-': too few "
+                  "rounds for the test, the limit alone decides"))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join([c.rjust(w) for c, w in zip(line[:-1], widths)] + [line[-1]]).rstrip()
                      for line in lines)

@@ -38,6 +38,7 @@ from typing import Callable, Iterable
 
 import torch
 
+from fusebench import metrictable
 from fusebench.errors import SkipCase, first_line
 from fusebench.measure import correctness, environment, inputs, launches, metrics, progress, timing
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
@@ -51,7 +52,10 @@ DEFAULT_ROUNDS = 3
 ROUND_BUDGET_S = 0.04
 #: The per-round figures of a record (ms), aggregated as the median over rounds.
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
-                "device_time_cold_iqr_ms", "wall_time_ms", "wall_time_iqr_ms")
+                "device_time_cold_iqr_ms", "device_time_graph_ms", "device_time_graph_iqr_ms",
+                "wall_time_ms", "wall_time_iqr_ms")
+#: Fewest graph replays per round (a replay is ``Record.graph_calls`` calls).
+MIN_GRAPH_REPLAYS = 10
 
 
 @dataclass
@@ -77,6 +81,9 @@ class Record:
     ``kernel_by_timing`` says the backend picks its kernel by timing at first use (Inductor), so
     that a different ``kernel_id`` between two runs is the compiler's choice, not the code's.
     ``hot_calls`` is the hot batch size (calls between one event pair), fixed across rounds.
+    ``device_time_graph_ms`` is the graph device time (``graph_calls`` calls captured in one CUDA
+    graph, replayed: ``timing.graph_device_time``); None with ``graph_reason`` saying why when the
+    case cannot be captured (the other figures stand).
     ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
     cannot say) name the one GPU that timed every round of the case.
     """
@@ -95,6 +102,10 @@ class Record:
     device_time_iqr_ms: float | None = None
     device_time_cold_ms: float | None = None
     device_time_cold_iqr_ms: float | None = None
+    device_time_graph_ms: float | None = None
+    device_time_graph_iqr_ms: float | None = None
+    graph_calls: int | None = None
+    graph_reason: str = ""
     wall_time_ms: float | None = None
     wall_time_iqr_ms: float | None = None
     repeats: int | None = None
@@ -165,6 +176,7 @@ class Sweep:
     ceilings_gbps: list[float] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
+    methods: dict[str, int] = field(default_factory=metrictable.methods)
 
     def save(self, path: Path) -> None:
         """Write as JSON (atomically: a temporary file, then a rename)."""
@@ -184,6 +196,7 @@ class Sweep:
         if data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: not a fusebench sweep of format {FORMAT_VERSION}")
         data["records"] = [Record(**r) for r in data["records"]]
+        data.setdefault("methods", {})  # stored before methods were: version 1 of every metric
         return cls(**data)
 
     def by_key(self) -> dict[tuple[str, str, str, str], Record]:
@@ -273,7 +286,9 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
     try:
         timing.warm_up(built.fn, dev)
         if dev.type == "cuda":
-            rec.hot_calls = timing.hot_calls(built.fn)
+            one_call_ms = timing.device_time(built.fn, 5).median_ms
+            rec.hot_calls = timing.hot_calls(built.fn, one_call_ms)
+            rec.graph_calls = timing.graph_calls(one_call_ms)
             prof = launches.profile_call(built.fn, dev)
             rec.launches, rec.kernels, rec.kernel_id = prof.launches, list(prof.kernels), prof.kernel_id
     except Exception as exc:
@@ -298,6 +313,13 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         cold = timing.device_time(fn, reps, flush)
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
                    device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)
+        if rec.graph_calls and not rec.graph_reason:
+            try:
+                graph = timing.graph_device_time(
+                    fn, max(MIN_GRAPH_REPLAYS, reps // rec.graph_calls), rec.graph_calls)
+                fig.update(device_time_graph_ms=graph.median_ms, device_time_graph_iqr_ms=graph.iqr_ms)
+            except timing.CaptureError as exc:
+                rec.graph_reason = f"not captured in a CUDA graph: {exc}"
     wall = timing.wall_time(fn, min(reps, 100), dev)
     samples.append(environment.gpu_sample(dev))
     fig.update(wall_time_ms=wall.median_ms, wall_time_iqr_ms=wall.iqr_ms, clock=wall.clock
@@ -341,6 +363,8 @@ def finish(rec: Record, ceiling_gbps: float, peak_tflops: float | None) -> None:
     for name in ROUND_FIELDS:
         values = [r[name] for r in rounds if r.get(name) is not None]
         setattr(rec, name, statistics.median(values) if values else None)
+    if rec.graph_reason:  # a capture that failed in a later round: no figure from fewer rounds
+        rec.device_time_graph_ms = rec.device_time_graph_iqr_ms = None
     rec.repeats = rounds[-1]["repeats"]
     rec.clock = rounds[-1]["clock"]
     main_field = "device_time_ms" if rec.device_time_ms is not None else "wall_time_ms"
@@ -403,6 +427,8 @@ def progress_line(i: int, n: int, rec: Record) -> str:
             text += f" {rec.pct_of_peak:5.1f}% of peak"
     else:
         text += f"{rec.bandwidth_gbps:8.1f} GB/s {rec.pct_of_ceiling:5.1f}% of ceiling"
+    if rec.device_time_graph_ms is not None:
+        text += f"  graph {rec.device_time_graph_ms:.4f} ms"
     if rec.launches is not None:
         text += f"  {rec.launches} launch{'es' if rec.launches != 1 else ''}"
     if rec.cache_flag:

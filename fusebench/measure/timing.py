@@ -13,6 +13,9 @@ Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
   a batch of calls between each event pair (nvbench's "batch GPU time"): each repeat lasts at
   least ``HOT_BATCH_MS``, so the fixed cost of recording an event pair (about 2 µs on an H200,
   the device time of an empty call) is spread over the batch instead of added to every call;
+* graph device time: ``calls`` calls captured in one CUDA graph and replayed, an event pair
+  around each replay, queued behind the blocking kernel: what the GPU does when the host is out
+  of the way (no launch gaps); the regime of ``triton.testing.do_bench_cudagraph``;
 * wall time: synchronize, host ``perf_counter``, call, synchronize, read the clock: what a
   caller sees, launch overhead and Python included;
 * on the CPU, host clocks only (there is no asynchronous device to wait for).
@@ -191,13 +194,15 @@ HOT_BATCH_MS = 0.2
 HOT_MAX_CALLS = 64
 
 
-def hot_calls(fn: Callable[[], object]) -> int:
+def hot_calls(fn: Callable[[], object], one_call_ms: float | None = None) -> int:
     """Calls per hot repeat: enough back-to-back calls of ``fn`` to fill ``HOT_BATCH_MS``.
 
-    From a short per-call event measurement, which overestimates short calls (it includes the
-    event pair's fixed cost), so the batch errs short. Method: NVIDIA nvbench, "batch GPU time".
+    From a short per-call event measurement (``one_call_ms`` when the caller has it), which
+    overestimates short calls (it includes the event pair's fixed cost), so the batch errs short.
+    Method: NVIDIA nvbench, "batch GPU time".
     """
-    one_call_ms = device_time(fn, 5).median_ms
+    if one_call_ms is None:
+        one_call_ms = device_time(fn, 5).median_ms
     return max(1, min(HOT_MAX_CALLS, math.ceil(HOT_BATCH_MS / max(one_call_ms, 1e-6))))
 
 
@@ -228,6 +233,86 @@ def hot_device_time(fn: Callable[[], object], repeats: int, calls: int | None = 
     if calls is None:
         calls = hot_calls(fn)
     return device_time(fn, max(MIN_REPEATS, repeats // calls), calls=calls)
+
+
+#: Graph mode: calls captured in one graph, at least this long in total (ms) ...
+GRAPH_BATCH_MS = 0.2
+#: ... and between these many calls (a graph of more calls costs more to instantiate than it
+#: gains; one of fewer is dominated by the replay's fixed cost).
+GRAPH_CALLS = (1, 256)
+
+
+class CaptureError(RuntimeError):
+    """``fn`` cannot be captured in a CUDA graph (it synchronizes, uses another stream, ...)."""
+
+
+def graph_calls(one_call_ms: float) -> int:
+    """Calls per captured graph for a call of ``one_call_ms``: enough to fill ``GRAPH_BATCH_MS``,
+    within :data:`GRAPH_CALLS`."""
+    lo, hi = GRAPH_CALLS
+    return max(lo, min(hi, math.ceil(GRAPH_BATCH_MS / max(one_call_ms, 1e-6))))
+
+
+def capture(fn: Callable[[], object], calls: int) -> "torch.cuda.CUDAGraph":
+    """``calls`` back-to-back calls of ``fn`` captured in one CUDA graph.
+
+    Warm-up runs on a side stream first, as ``torch.cuda.graphs`` documents (lazy allocations and
+    cuBLAS workspaces happen outside the capture). Outputs allocated during capture live in the
+    graph's private memory pool and are reused by each replay.
+
+    Raises:
+        CaptureError: the capture failed (the reason is the first line of CUDA's or torch's error).
+    """
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    graph = torch.cuda.CUDAGraph()
+    try:
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        with torch.cuda.graph(graph):
+            for _ in range(calls):
+                fn()
+        torch.cuda.synchronize()
+    except Exception as exc:  # capture errors are RuntimeError, AssertionError, or a library's own
+        torch.cuda.synchronize()
+        text = str(exc).strip().splitlines()
+        raise CaptureError(text[0] if text else type(exc).__name__) from exc
+    return graph
+
+
+def graph_device_time(fn: Callable[[], object], repeats: int, calls: int) -> Timing:
+    """Graph device time of one call of ``fn``: ``calls`` calls captured in one CUDA graph
+    (:func:`capture`), ``repeats`` replays, each between one event pair, queued in groups behind
+    a blocking kernel as in :func:`device_time`; a sample is the replay's elapsed time / ``calls``.
+
+    Raises:
+        CaptureError: ``fn`` cannot be captured.
+    """
+    graph = capture(fn, calls)
+    try:
+        graph.replay()  # the first replay uploads the graph: never timed
+        torch.cuda.synchronize()
+        start = time.perf_counter()
+        graph.replay()
+        per_repeat_ms = 2.0 * (time.perf_counter() - start) * 1e3 + 0.02
+        group = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+        for i, (s, e) in enumerate(zip(starts, ends)):
+            if i % group == 0:
+                n = min(group, repeats - i)
+                torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * BLOCK_CLOCK_GHZ * 1e9))
+            s.record()
+            graph.replay()
+            e.record()
+        torch.cuda.synchronize()
+        return Timing.from_samples([s.elapsed_time(e) / calls for s, e in zip(starts, ends)],
+                                   "cuda-graph")
+    finally:
+        graph.reset()
 
 
 #: What :func:`measure` times: ``"hot"``, hot device time on a GPU and the host clock on the CPU;

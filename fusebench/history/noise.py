@@ -1,0 +1,245 @@
+"""Each case's between-run noise, learned from the committed run records of one machine.
+
+The gate needs, per case and metric, how far two runs of unchanged code drift apart: the spread
+between one run's rounds misses what moves a whole run (the machine it landed on, clocks,
+the driver's state). That drift is read off the history:
+
+* **A/A pair** of a case: two records of the machine whose commits differ in no file the case's
+  backend is measured from (:func:`measured_paths`), measured in the same environment
+  (:data:`ENVIRONMENT_KEYS`) with the same method version of the metric
+  (``metrictable.Metric.method``), neither from a dirty tree, and, for a backend that picks its
+  kernel by timing (Inductor), with the same kernel on both sides.
+* **sample**: ``d = ln(median_a / median_b)`` of the clean rounds' figures of that pair.
+* **case sigma**: the root mean square of the case's samples, shrunk toward its class
+  (the same metric and time band of its figure per launch, :data:`BANDS_MS`) with the weight of :data:`PRIOR_PAIRS` pairs:
+  ``sigma² = (Σ d² + PRIOR_PAIRS · sigma_class²) / (n + PRIOR_PAIRS)``.
+* **limit** = ``exp(K · sigma)``: the slowdown beyond which a move is K sigmas of between-run
+  drift. With no sample of its own and a class of fewer than :data:`MIN_CLASS` samples, a case
+  has no history limit (the gate then falls back to its rounds rule and says so).
+
+The pair being judged is never its own history (``exclude``). ``docs/gate.md`` gives the
+calibration on the committed records (:func:`calibration`, ``fusebench compare --calibrate``).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import subprocess
+from collections import defaultdict
+from dataclasses import dataclass
+from fnmatch import fnmatch
+from itertools import combinations
+from pathlib import Path
+
+from fusebench import metrictable
+from fusebench.measure.sweep import Record, Sweep, clean_rounds
+
+#: Files every backend of an op is measured from, and each backend's own (``{op}`` is the op's
+#: name; a path ending in ``/`` is a folder). A backend not named here is measured from all of
+#: ``kernels/``: a change anywhere there ends its A/A pairs (the safe side).
+OP_PATHS = ("kernels/{op}.py", "kernels/{op}/")
+BACKEND_PATHS: dict[str, tuple[str, ...]] = {
+    "eager": (),
+    "torch": (),
+    "compile": (),
+    "triton": ("kernels/triton_{op}.py",),
+    "cuda": ("kernels/cuda/", "kernels/cuda_ext.py", "kernels/cuda_check.py"),
+    "liger": ("kernels/reference_libs.py",),
+    "quack": ("kernels/reference_libs.py",),
+    "flaggems": ("kernels/reference_libs.py",),
+}
+#: Environment fields two runs must share to be a pair.
+ENVIRONMENT_KEYS = ("gpu", "driver", "cuda_runtime", "torch", "triton", "python")
+#: Time bands of a class (upper bounds, ms, of the metric's own figure per launch).
+BANDS_MS = (0.002, 0.005, 0.02, 0.1)
+#: The limit is K sigmas of between-run drift.
+K = 4.0
+#: Weight of the class sigma, in pairs, in a case's sigma.
+PRIOR_PAIRS = 2.0
+#: Fewest samples a class needs to stand in for a case with none of its own.
+MIN_CLASS = 8
+
+
+def measured_paths(op: str, backend: str) -> tuple[str, ...]:
+    """The paths (files, or folders ending in ``/``) whose change makes ``op``/``backend`` new code."""
+    own = BACKEND_PATHS.get(backend, ("kernels/",))
+    return tuple(p.format(op=op) for p in OP_PATHS + own)
+
+
+def touches(changed: set[str], paths: tuple[str, ...]) -> bool:
+    """True when a changed file is one of ``paths`` or lies under one of its folders."""
+    return any(f.startswith(p) if p.endswith("/") else fnmatch(f, p) for f in changed for p in paths)
+
+
+def band(per_launch_ms: float | None) -> int:
+    """The index of the time band of :data:`BANDS_MS` (``len(BANDS_MS)`` above the last)."""
+    if per_launch_ms is None or not math.isfinite(per_launch_ms):
+        return len(BANDS_MS)
+    return next((i for i, hi in enumerate(BANDS_MS) if per_launch_ms < hi), len(BANDS_MS))
+
+
+def case_median(rec: Record, field: str) -> float | None:
+    """Median over the clean rounds of ``field`` (None when not measured or contaminated)."""
+    if rec.status != "ok" or not rec.rounds:
+        return None
+    rounds, contamination = clean_rounds(rec.rounds)
+    values = [r[field] for r in rounds if r.get(field) is not None]
+    if contamination or not values:
+        return None
+    return statistics.median(values)
+
+
+Key = tuple[str, str, str, str]  # op, backend, shape, dtype
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One A/A pair's log ratio of one case-metric."""
+
+    pair: frozenset[str]
+    d: float
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A case-metric's history limit: ``limit`` (exp(K·sigma), None without history), from ``n``
+    samples of its own and its class's sigma; ``source`` says which in a few words."""
+
+    limit: float | None
+    sigma: float | None
+    n: int
+    source: str
+
+
+def _git_changed(root: Path, a: str, b: str) -> set[str] | None:
+    try:
+        out = subprocess.run(["git", "diff", "--name-only", a, b], cwd=root, capture_output=True,
+                             text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return set(out.stdout.split()) if out.returncode == 0 else None
+
+
+class History:
+    """The A/A samples of every case-metric in a set of run records.
+
+    Args:
+        sweeps: the records (``Sweep``), each of one commit (``environment.git_commit``).
+        changed: ``changed(commit_a, commit_b)`` -> the files that differ, or None when unknown
+            (the pair is then not used).
+    """
+
+    def __init__(self, sweeps: list[Sweep], changed):
+        self.samples: dict[tuple[str, Key], list[Sample]] = defaultdict(list)
+        self.bands: dict[tuple[str, Key], int] = {}
+        self.pairs = 0
+        runs = [s for s in sweeps if s.environment.get("git_commit") and not s.environment.get("git_dirty")]
+        gated = [m.field for m in metrictable.GATED]
+        for a, b in combinations(runs, 2):
+            ca, cb = a.environment["git_commit"], b.environment["git_commit"]
+            if ca == cb or any(a.environment.get(k) != b.environment.get(k) for k in ENVIRONMENT_KEYS):
+                continue
+            files = changed(ca, cb)
+            if files is None:
+                continue
+            self.pairs += 1
+            pair = frozenset((ca, cb))
+            rb = b.by_key()
+            fresh: dict[tuple[str, str], bool] = {}
+            for ra in a.records:
+                other = rb.get(ra.key)
+                if other is None:
+                    continue
+                group = (ra.op, ra.backend)
+                if group not in fresh:
+                    fresh[group] = not touches(files, measured_paths(*group))
+                if not fresh[group]:
+                    continue
+                if (ra.kernel_by_timing or other.kernel_by_timing) and ra.kernel_id != other.kernel_id:
+                    continue
+                for field in gated:
+                    if a.methods.get(field, 1) != b.methods.get(field, 1):
+                        continue
+                    x, y = case_median(ra, field), case_median(other, field)
+                    if x and y and x > 0 and y > 0:
+                        self.samples[(field, ra.key)].append(Sample(pair, math.log(x / y)))
+                        self.bands.setdefault((field, ra.key), band(x / (ra.launches or 1)))
+
+    def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
+        ds = [s.d for (f, key), ss in self.samples.items()
+              if f == field and self.bands[(f, key)] == band_index for s in ss if s.pair != exclude]
+        return (math.sqrt(sum(d * d for d in ds) / len(ds)) if ds else math.nan), len(ds)
+
+    def limit(self, field: str, key: Key, per_launch_ms: float | None = None,
+              exclude: tuple[str, str] | None = None) -> Limit:
+        """The history limit of ``key``'s metric ``field`` (see the module doc), leaving out the
+        pair ``exclude`` (the two commits being judged)."""
+        ex = frozenset(exclude or ())
+        own = [s.d for s in self.samples.get((field, key), ()) if s.pair != ex]
+        b = self.bands.get((field, key), band(per_launch_ms))
+        cls, n_cls = self._class_sigma(field, b, ex)
+        if own and n_cls >= MIN_CLASS:
+            sigma = math.sqrt((sum(d * d for d in own) + PRIOR_PAIRS * cls * cls) / (len(own) + PRIOR_PAIRS))
+            source = f"{len(own)} A/A pair{'s' if len(own) != 1 else ''} and its class"
+        elif own:
+            sigma = math.sqrt(sum(d * d for d in own) / len(own))
+            source = f"{len(own)} A/A pair{'s' if len(own) != 1 else ''}"
+        elif n_cls >= MIN_CLASS:
+            sigma, source = cls, f"its class ({n_cls} samples)"
+        else:
+            return Limit(None, None, 0, "no history")
+        return Limit(math.exp(K * sigma), sigma, len(own), source)
+
+
+def load_records(folder: Path) -> list[Sweep]:
+    """Every readable run record in ``folder`` (one machine's); unreadable files are skipped."""
+    out = []
+    for path in sorted(Path(folder).glob("*.json")):
+        if path.is_symlink():
+            continue
+        try:
+            out.append(Sweep.load(path))
+        except (OSError, ValueError, TypeError, KeyError):
+            continue
+    return out
+
+
+def from_records(folder: Path, repo: Path) -> History:
+    """The history of the records in ``folder``, with the changed files from git in ``repo``."""
+    cache: dict[frozenset[str], set[str] | None] = {}
+
+    def changed(a: str, b: str) -> set[str] | None:
+        k = frozenset((a, b))
+        if k not in cache:
+            cache[k] = _git_changed(repo, a, b)
+        return cache[k]
+
+    return History(load_records(folder), changed)
+
+
+def calibration(history: History) -> dict[str, dict[str, float]]:
+    """Leave-one-pair-out check of the rule on the history itself: for every sample, the limit
+    from the other pairs, and whether the sample's move ``exp(|d|)`` exceeds it.
+
+    Returns, per metric field: ``samples``, ``beyond`` (moves beyond their limit), ``at_5``
+    (share of samples held to a limit <= 1.05), ``median_limit``.
+    """
+    out = {}
+    for m in metrictable.GATED:
+        limits, beyond, n = [], 0, 0
+        for (field, key), ss in history.samples.items():
+            if field != m.field:
+                continue
+            for s in ss:
+                lim = history.limit(field, key, exclude=tuple(s.pair)).limit
+                if lim is None:
+                    continue
+                n += 1
+                limits.append(lim)
+                beyond += math.exp(abs(s.d)) > lim
+        if n:
+            out[m.field] = {"samples": n, "beyond": beyond,
+                            "at_5": sum(x <= 1.05 for x in limits) / n,
+                            "median_limit": statistics.median(limits)}
+    return out

@@ -1,0 +1,133 @@
+"""The gate's per-case limits learned from the history of run records (fusebench.history.noise),
+on synthetic records."""
+
+import math
+import random
+
+import pytest
+
+from fusebench import metrictable
+from fusebench.history import compare, noise
+from fusebench.history.compare import Case
+from fusebench.measure import sweep
+
+HOT = metrictable.BY_NAME["track_device_time"]
+ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda_runtime": "13.0", "torch": "2.11", "triton": "3.6",
+       "python": "3.12", "git_dirty": False}
+
+
+def run(commit: str, cases: dict, env=None, methods=None) -> sweep.Sweep:
+    """A record of ``commit`` with, per (backend, shape), three rounds of hot device time (ms)."""
+    recs = []
+    for (backend, shape), rounds in cases.items():
+        r = sweep.Record("gelu", backend, shape, "float32", launches=1)
+        r.rounds = [{"device_time_ms": t, "device_time_cold_ms": t, "contamination": []} for t in rounds]
+        r.device_time_ms = sorted(rounds)[1]
+        recs.append(r)
+    s = sweep.Sweep(dict(ENV, git_commit=commit, **(env or {})), 1000.0, "default", recs, rounds=3)
+    if methods is not None:
+        s.methods = methods
+    return s
+
+
+def nothing_changed(a, b):
+    return set()
+
+
+def drifting_history(sigma: float, runs: int, seed: int = 1, t: float = 0.01):
+    """``runs`` records of unchanged code whose whole-run figure drifts with ``sigma`` (log), rounds
+    within ±0.2 % of it."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(runs):
+        level = t * math.exp(rng.gauss(0, sigma))
+        out.append(run(f"c{i:039d}", {("triton", "1024"): [level * (1 + rng.uniform(-0.002, 0.002))
+                                                          for _ in range(3)]}))
+    return out
+
+
+def case_from(s: sweep.Sweep) -> Case:
+    vals = tuple(r["device_time_ms"] * 1e-3 for r in s.records[0].rounds)
+    med = sorted(vals)[1]
+    return Case(vals, noise=(max(vals) - min(vals)) / med, per_launch_ms=med * 1e3)
+
+
+KEY = ("gelu", "triton", "1024", "float32")
+
+
+def test_aa_like_history_never_flags():
+    """A case drifting 3 % (sigma) between runs: 40 runs, every one of the 780 pairs judged with the
+    limit learned from the others is never a regression or an improvement."""
+    runs = drifting_history(0.03, 40)
+    hist = noise.History(runs, nothing_changed)
+    flagged = 0
+    for i in range(len(runs)):
+        for j in range(i + 1, len(runs)):
+            a, b = runs[i], runs[j]
+            lim = hist.limit("device_time_ms", KEY, exclude=(a.environment["git_commit"], b.environment["git_commit"]))
+            assert lim.limit == pytest.approx(math.exp(noise.K * 0.03), rel=0.25)
+            flagged += compare.judge(HOT, case_from(a), case_from(b), 1.04, history=lim)[0] in (
+                compare.REGRESSION, compare.IMPROVEMENT)
+    assert flagged == 0
+
+
+def test_a_five_percent_shift_on_a_quiet_case_flags():
+    runs = drifting_history(0.002, 6)
+    hist = noise.History(runs, nothing_changed)
+    lim = hist.limit("device_time_ms", KEY)
+    assert lim.limit < 1.02 and lim.n == 15 and "15 A/A pairs" in lim.source
+    base = case_from(runs[0])
+    head = Case(tuple(v * 1.05 for v in base.values), noise=base.noise, per_launch_ms=base.per_launch_ms)
+    status, ratio, limit, *_ = compare.judge(HOT, base, head, 1.04, history=lim)
+    assert status == compare.REGRESSION and limit == 1.04 and ratio == pytest.approx(1.05)
+
+
+def test_thin_history_falls_back_as_documented():
+    # one record: no pair at all -> no history limit, and the gate says "no history: rounds only"
+    hist = noise.History(drifting_history(0.01, 1), nothing_changed)
+    lim = hist.limit("device_time_ms", KEY)
+    assert lim == noise.Limit(None, None, 0, "no history")
+    # a case with no pair of its own takes its class's sigma once the class has MIN_CLASS samples
+    runs = drifting_history(0.01, 5)  # 10 pairs of the class (band of 10 us per launch)
+    hist = noise.History(runs, nothing_changed)
+    other = hist.limit("device_time_ms", ("gelu", "triton", "2048", "float32"), per_launch_ms=0.01)
+    assert other.n == 0 and other.source == "its class (10 samples)" and other.limit > 1.0
+    # ... and below MIN_CLASS samples it has none
+    hist = noise.History(drifting_history(0.01, 4), nothing_changed)  # 6 samples
+    assert hist.limit("device_time_ms", ("gelu", "triton", "2048", "float32"), 0.01).limit is None
+    # the judged pair is never its own history
+    hist = noise.History(drifting_history(0.01, 2), nothing_changed)
+    assert hist.limit("device_time_ms", KEY, exclude=(f"c{0:039d}", f"c{1:039d}")).limit is None
+
+
+def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
+    a = run("a" * 40, {("triton", "1024"): [0.01] * 3, ("torch", "1024"): [0.01] * 3})
+    b = run("b" * 40, {("triton", "1024"): [0.011] * 3, ("torch", "1024"): [0.011] * 3})
+    hist = noise.History([a, b], lambda x, y: {"kernels/triton_gelu.py"})
+    assert ("device_time_ms", KEY) not in hist.samples  # triton's own file changed
+    torch_key = ("device_time_ms", ("gelu", "torch", "1024", "float32"))
+    assert hist.samples[torch_key][0].d == pytest.approx(math.log(0.01 / 0.011))
+    assert noise.touches({"kernels/cuda/gelu.cu"}, noise.measured_paths("gelu", "cuda"))
+    assert not noise.touches({"kernels/cuda/gelu.cu"}, noise.measured_paths("gelu", "torch"))
+    assert noise.touches({"kernels/gelu.py"}, noise.measured_paths("gelu", "torch"))
+    assert noise.touches({"kernels/x.py"}, noise.measured_paths("gelu", "some-new-backend"))
+    # another torch, another method version of the metric, a dirty tree, an unknown diff: no pair
+    for b2 in (run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"torch": "2.12"}),
+               run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"git_dirty": True})):
+        assert not noise.History([a, b2], nothing_changed).samples
+    b3 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={"device_time_ms": 2})
+    assert torch_key not in noise.History([a, b3], nothing_changed).samples
+    assert not noise.History([a, b], lambda x, y: None).samples
+
+
+def test_detectable_counts_and_names_what_the_gate_cannot_see():
+    rows = [compare.Row("suite.Gelu.track_device_time", ("torch", str(i), "float32"), "seconds", 1.0, 1.0,
+                        1.0, 0.0, compare.SAME, limit) for i, limit in enumerate((1.04, 1.04, 1.08, 1.15, 1.6))]
+    rows.append(compare.Row("suite.Gelu.track_device_time", ("eager", "1024", "float32"), "seconds", 1.0, 1.0,
+                            1.0, 0.0, compare.LAUNCH_PATH, 1.3, note="launch path: hot 18 us vs graph 9.5 us"))
+    counts, n, blind = compare.detectable(rows)
+    assert n == 5 and counts == {1.05: 2, 1.10: 3, 1.20: 4} and [r.params[1] for r in blind] == ["4"]
+    text = compare.detectable_text(rows)
+    assert "2 (40 %) at 5 %, 3 (60 %) at 10 %, 4 (80 %) at 20 %" in text
+    assert "1 stream figures measure the launch path" in text
+    assert "cannot see 20 %: suite.Gelu.track_device_time (torch, 4, float32) limit 1.600x" in text
