@@ -19,9 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-import yaml
-
-from fusebench import metrictable
+from fusebench import metrictable, safeyaml
 from fusebench.errors import UsageError
 from fusebench.history import compare
 from fusebench.measure import sweep
@@ -40,6 +38,11 @@ DEFAULT_FACTOR = metrictable.DEFAULT_FACTOR
 DEFAULT_ALPHA = compare.ALPHA
 #: The plain dtypes: an op's dtype axis when its entry names none.
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
+
+#: The most elements a shape may have: 2^32 elements take 103 GB as a float32 input and output
+#: plus the float64 reference (24 B per element), within an H200's 141 GB; checked on reading,
+#: before any tensor is built.
+MAX_ELEMENTS = 1 << 32
 
 _TOP_KEYS = ("settings", "ops")
 _SETTINGS_KEYS = ("rounds", "gate")
@@ -115,6 +118,11 @@ def _show(path: Path) -> str:
         return str(path)
 
 
+def _q(value: Any) -> str:
+    """A value as the user wrote it, cut to one short line (a long list is not printed whole)."""
+    return safeyaml.quote(value) if isinstance(value, str) else safeyaml.quote(repr(value))[1:-1]
+
+
 def _fail(path: Path, key: str, problem: str) -> ConfigError:
     return ConfigError(f"{_show(path)}: {key}: {problem}")
 
@@ -123,7 +131,7 @@ def _mapping(path: Path, key: str, value: Any, valid: tuple[str, ...]) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise _fail(path, key, f"expected a mapping of {', '.join(valid)}, got {value!r}")
+        raise _fail(path, key, f"expected a mapping of {', '.join(valid)}, got {_q(value)}")
     for k in value:
         if k not in valid:
             raise _fail(path, f"{key}.{k}" if key else str(k), f"unknown key; valid keys: {', '.join(valid)}")
@@ -136,29 +144,33 @@ def _names(path: Path, key: str, value: Any, valid, kind: str) -> tuple[str, ...
         raise _fail(path, key, f"expected a non-empty list of {kind}s; valid {kind}s: {', '.join(valid)}")
     for i, name in enumerate(value):
         if name not in valid:
-            raise _fail(path, f"{key}[{i}]", f"unknown {kind} {name!r}; valid {kind}s: {', '.join(valid)}")
+            raise _fail(path, f"{key}[{i}]", f"unknown {kind} {_q(name)}; valid {kind}s: {', '.join(valid)}")
     if len(set(value)) != len(value):
-        raise _fail(path, key, f"a {kind} is listed twice: {value}")
+        raise _fail(path, key, f"a {kind} is listed twice: {_q(value)}")
     return tuple(value)
 
 
 def _shape(path: Path, key: str, value: Any) -> Shape:
     if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _fail(path, key, f"bad shape {value!r}; write dimensions joined by 'x', e.g. 4096x4096 "
+        raise _fail(path, key, f"bad shape {_q(value)}; write dimensions joined by 'x', e.g. 4096x4096 "
                                "(a number for 1-D)")
     try:
         shape = parse_shape(str(value))
     except UsageError:
-        raise _fail(path, key, f"bad shape {value!r}; write dimensions joined by 'x', e.g. 4096x4096 "
+        raise _fail(path, key, f"bad shape {_q(value)}; write dimensions joined by 'x', e.g. 4096x4096 "
                                "(a number for 1-D)") from None
     if math.prod(shape) == 0:
-        raise _fail(path, key, f"bad shape {value!r}: a dimension is 0")
+        raise _fail(path, key, f"bad shape {_q(value)}: a dimension is 0")
+    if math.prod(shape) > MAX_ELEMENTS:
+        raise _fail(path, key, f"bad shape {_q(value)}: {math.prod(shape):.3g} elements, more than "
+                               f"{MAX_ELEMENTS:.3g} (2^{MAX_ELEMENTS.bit_length() - 1}), the most a GPU "
+                               "here holds with its float64 reference")
     return shape
 
 
 def _number(path: Path, key: str, value: Any, low: float, high: float, text: str) -> float:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise _fail(path, key, f"bad value {value!r}; valid: {text}")
+        raise _fail(path, key, f"bad value {_q(value)}; valid: {text}")
     return float(value)
 
 
@@ -222,22 +234,22 @@ def load(path: Path | str | None = None) -> Config:
         path = os.environ.get(CONFIG_ENV) or DEFAULT_PATH
     path = Path(path)
     try:
+        if path.stat().st_size > safeyaml.MAX_BYTES:
+            raise ConfigError(f"{_show(path)}: larger than {safeyaml.MAX_BYTES // 1024} KB; a case "
+                              "file is a few KB")
         text = path.read_text()
     except OSError as exc:
         raise ConfigError(f"{_show(path)}: cannot read the case file: {exc.strerror or exc}") from None
     try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(f"{_show(path)}: not valid YAML{where}: {problem}") from None
+        data = safeyaml.load(text)
+    except safeyaml.StrictYAMLError as exc:
+        raise ConfigError(f"{_show(path)}: {exc}") from None
     data = _mapping(path, "", data, _TOP_KEYS)
     settings = _mapping(path, "settings", data.get("settings"), _SETTINGS_KEYS)
     gate = _mapping(path, "settings.gate", settings.get("gate"), _GATE_KEYS)
     rounds = settings.get("rounds", DEFAULT_ROUNDS)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise _fail(path, "settings.rounds", f"bad value {rounds!r}; valid: an integer >= 1")
+        raise _fail(path, "settings.rounds", f"bad value {_q(rounds)}; valid: an integer >= 1")
     factor = _number(path, "settings.gate.factor", gate.get("factor", DEFAULT_FACTOR), 1.0, 100.0,
                      "a number from 1 to 100 (1.04 allows 4 %)")
     alpha = _number(path, "settings.gate.alpha", gate.get("alpha", DEFAULT_ALPHA), 1e-9, 0.5,

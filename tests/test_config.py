@@ -178,3 +178,66 @@ def test_list_reads_another_config(tmp_path):
               str(mutated(tmp_path, change)))
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines() == ["op    backend  shape  dtype", "gelu  torch    12345  float32"]
+
+
+# Issue 28, items 3 and 11: the case file is read by a strict loader (fusebench/safeyaml.py).
+def _with_text(tmp_path, old: str, new: str) -> Path:
+    text = (PROJECT_ROOT / "fusebench.yaml").read_text()
+    assert old in text
+    path = tmp_path / "cases.yaml"
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def test_a_yaml_alias_bomb_is_refused_at_once_in_one_line(tmp_path):
+    """Nine levels of nested aliases under settings.rounds hung `fusebench list --config` at 3 GB."""
+    levels = ["&l0 [x, x, x, x, x, x, x, x, x]"] + [
+        f"&l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    bomb = "\n".join(f"  r{i}: {level}" for i, level in enumerate(levels))
+    path = tmp_path / "bomb.yaml"
+    path.write_text(f"settings:\n{bomb}\nops: {{}}\n")
+    out = run("list", "--config", str(path))
+    assert out.returncode == 2
+    assert out.stderr == (f"list: error: {path}: line 2, column 7: anchors and aliases are not accepted "
+                          "(&l0); write the value out\n")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("rounds: 3", "rounds: 3\n  rounds: 5", "line 14, column 3: duplicate key 'rounds' (first at line 13, "
+                                            "column 3); each key may appear once"),
+    ("nsys: [4096x4096", "nsys: [0x16",
+     "'0x16' is a YAML 1.1 non-decimal number (hex, octal, binary, '_' or ':'); write it in decimal, or "
+     "quote it if it is text"),
+    ("rounds: 3", "rounds: 010", "'010' is a YAML 1.1 non-decimal number"),
+    ("rounds: 3", "rounds: 1_000", "'1_000' is a YAML 1.1 non-decimal number"),
+    ("rounds: 3", "rounds: yes", "'yes' is read as a YAML 1.1 boolean; write true or false"),
+])
+def test_duplicate_keys_and_yaml_1_1_numbers_are_refused_quoting_the_text(tmp_path, old, new, message):
+    path = _with_text(tmp_path, old, new)
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path)
+    assert str(err.value).startswith(f"{path}: line ") and message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_a_huge_shape_is_refused_before_anything_is_built(tmp_path):
+    path = mutated(tmp_path, _set(["ops", "gelu", "grids", "default", 0], "1000000x1000000"))
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path).apply(REGISTERED)
+    assert str(err.value) == (f"{path}: ops.gelu.grids.default[0]: bad shape '1000000x1000000': 1e+12 "
+                              "elements, more than 4.29e+09 (2^32), the most a GPU here holds with its "
+                              "float64 reference")
+
+
+def test_a_long_value_is_cut_in_the_error_line(tmp_path):
+    path = mutated(tmp_path, _set(["settings", "rounds"], list(range(100000))))
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path)
+    assert len(str(err.value)) < len(str(path)) + 120 and "..." in str(err.value)
+
+
+def test_a_case_file_larger_than_1_mb_is_refused_unread(tmp_path):
+    path = tmp_path / "big.yaml"
+    path.write_text("# " + "x" * (1 << 20) + "\nops: {}\n")
+    with pytest.raises(config.ConfigError, match=r"big\.yaml: larger than 1024 KB; a case file is a few KB$"):
+        config.load(path)
