@@ -64,7 +64,8 @@ def test_aa_like_history_never_flags():
     for i in range(len(runs)):
         for j in range(i + 1, len(runs)):
             a, b = runs[i], runs[j]
-            lim = hist.limit("device_time_ms", KEY, exclude=(a.environment["git_commit"], b.environment["git_commit"]))
+            pair = (a.environment["git_commit"], b.environment["git_commit"])
+            lim = hist.limit("device_time_ms", KEY, exclude=pair)
             assert lim.limit == pytest.approx(math.exp(noise.K * 0.03), rel=0.25)
             flagged += compare.judge(HOT, case_from(a), case_from(b), 1.04, history=lim)[0] in (
                 compare.REGRESSION, compare.IMPROVEMENT)
@@ -121,10 +122,11 @@ def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
 
 
 def test_detectable_counts_and_names_what_the_gate_cannot_see():
-    rows = [compare.Row("suite.Gelu.track_device_time", ("torch", str(i), "float32"), "seconds", 1.0, 1.0,
-                        1.0, 0.0, compare.SAME, limit) for i, limit in enumerate((1.04, 1.04, 1.08, 1.15, 1.6))]
-    rows.append(compare.Row("suite.Gelu.track_device_time", ("eager", "1024", "float32"), "seconds", 1.0, 1.0,
-                            1.0, 0.0, compare.LAUNCH_PATH, 1.3, note="launch path: hot 18 us vs graph 9.5 us"))
+    hot = "suite.Gelu.track_device_time"
+    rows = [compare.Row(hot, ("torch", str(i), "float32"), "seconds", 1.0, 1.0, 1.0, 0.0, compare.SAME, limit)
+            for i, limit in enumerate((1.04, 1.04, 1.08, 1.15, 1.6))]
+    rows.append(compare.Row(hot, ("eager", "1024", "float32"), "seconds", 1.0, 1.0, 1.0, 0.0,
+                            compare.LAUNCH_PATH, 1.3, note="launch path: hot 18 us vs graph 9.5 us"))
     counts, n, blind = compare.detectable(rows)
     assert n == 5 and counts == {1.05: 2, 1.10: 3, 1.20: 4} and [r.params[1] for r in blind] == ["4"]
     text = compare.detectable_text(rows)

@@ -152,3 +152,45 @@ def test_device_time_excludes_host_launch_overhead():
 
     t = timing.device_time(slow_host_tiny_kernel, 20)
     assert t.median_ms < 0.1
+
+
+def test_graph_calls_fill_the_batch_within_bounds():
+    assert timing.graph_calls(0.001) == 200  # 0.2 ms of 1 us calls
+    assert timing.graph_calls(0.0001) == timing.GRAPH_CALLS[1]
+    assert timing.graph_calls(5.0) == timing.GRAPH_CALLS[0]
+
+
+@pytest.mark.gpu
+def test_graph_device_time_of_a_sleep_kernel_matches_its_length():
+    """A graph of calls of a 100 us spin: the graph figure is the spin (no host in between)."""
+    cycles = int(100e-6 * torch.cuda.clock_rate() * 1e6) if hasattr(torch.cuda, "clock_rate") else 200_000
+    t = timing.graph_device_time(lambda: torch.cuda._sleep(cycles), 20, 8)
+    assert t.clock == "cuda-graph" and t.repeats == 20
+    assert 0.02 < t.median_ms < 0.5 and t.noise < 0.05
+
+
+@pytest.mark.gpu
+def test_graph_removes_the_launch_gaps_of_many_small_kernels():
+    """Eight tiny kernels per call: the stream's hot figure waits for the host between them, the
+    graph's does not."""
+    x = torch.randn(1024, device="cuda")
+
+    def eight():
+        y = x
+        for _ in range(8):
+            y = y * 1.0001
+        return y
+
+    hot = timing.hot_device_time(eight, 200)
+    graph = timing.graph_device_time(eight, 50, 64)
+    assert graph.median_ms < hot.median_ms
+    assert graph.median_ms < 8 * 0.004  # under 4 us per kernel once the host is out of the way
+
+
+@pytest.mark.gpu
+def test_a_call_that_cannot_be_captured_says_why():
+    x = torch.randn(1024, device="cuda")
+    with pytest.raises(timing.CaptureError) as err:
+        timing.graph_device_time(lambda: (x * 2).sum().item(), 5, 2)  # .item() synchronizes
+    assert str(err.value)
+    assert float((x * 2).sum()) == pytest.approx(float(x.sum()) * 2, rel=1e-4)  # CUDA still usable

@@ -350,7 +350,8 @@ def detectable_text(rows: list[Row]) -> str:
     if not n:
         return "compare: no case-metric measured on both sides"
     path = sum(r.status == LAUNCH_PATH for r in rows)
-    parts = ", ".join(f"{counts[d]} ({100 * counts[d] / n:.0f} %) at {100 * (d - 1):.0f} %" for d in DETECTABLE)
+    parts = ", ".join(f"{counts[d]} ({100 * counts[d] / n:.0f} %) at {100 * (d - 1):.0f} %"
+                      for d in DETECTABLE)
     lines = [f"compare: of {n} gated case-metrics, the gate can see a slowdown of {parts}"
              + (f"; {path} stream figures measure the launch path and are not gated (graph time is)"
                 if path else "")]

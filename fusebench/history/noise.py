@@ -11,7 +11,8 @@ the driver's state). That drift is read off the history:
   kernel by timing (Inductor), with the same kernel on both sides.
 * **sample**: ``d = ln(median_a / median_b)`` of the clean rounds' figures of that pair.
 * **case sigma**: the root mean square of the case's samples, shrunk toward its class
-  (the same metric and time band of its figure per launch, :data:`BANDS_MS`) with the weight of :data:`PRIOR_PAIRS` pairs:
+  (the same metric and time band of its figure per launch, :data:`BANDS_MS`) with the weight
+  of :data:`PRIOR_PAIRS` pairs:
   ``sigma² = (Σ d² + PRIOR_PAIRS · sigma_class²) / (n + PRIOR_PAIRS)``.
 * **limit** = ``exp(K · sigma)``: the slowdown beyond which a move is K sigmas of between-run
   drift. With no sample of its own and a class of fewer than :data:`MIN_CLASS` samples, a case
@@ -134,7 +135,8 @@ class History:
         self.samples: dict[tuple[str, Key], list[Sample]] = defaultdict(list)
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
-        runs = [s for s in sweeps if s.environment.get("git_commit") and not s.environment.get("git_dirty")]
+        runs = [s for s in sweeps
+                if s.environment.get("git_commit") and not s.environment.get("git_dirty")]
         gated = [m.field for m in metrictable.GATED]
         for a, b in combinations(runs, 2):
             ca, cb = a.environment["git_commit"], b.environment["git_commit"]

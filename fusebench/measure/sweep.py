@@ -54,8 +54,12 @@ ROUND_BUDGET_S = 0.04
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
                 "device_time_cold_iqr_ms", "device_time_graph_ms", "device_time_graph_iqr_ms",
                 "wall_time_ms", "wall_time_iqr_ms")
-#: Fewest graph replays per round (a replay is ``Record.graph_calls`` calls).
-MIN_GRAPH_REPLAYS = 10
+#: Fewest timed samples per mode and round (hot batches, cold calls, graph replays, wall calls):
+#: a call of a millisecond or more moves by well under 1 % between its samples, and those long
+#: cases would otherwise take most of a round.
+MIN_ROUND_SAMPLES = 10
+#: Most wall-time samples per round (wall time is shown, never judged).
+MAX_WALL_SAMPLES = 50
 
 
 @dataclass
@@ -297,18 +301,21 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
 
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
                budget_s: float = ROUND_BUDGET_S) -> dict:
-    """One round of one case: warm-up, hot and cold device time (GPU), wall time, NVML around.
+    """One round of one case: warm-up, hot, cold and graph device time (GPU), wall time, NVML
+    around. Samples per mode fill ``budget_s`` at the estimated call time, at least
+    :data:`MIN_ROUND_SAMPLES`.
 
     Appends the round's figures (ms) to ``rec.rounds`` and returns them, with the round's
     contamination (``environment.contamination`` of the readings; :func:`finish` decides what
     it means for the case).
     """
     before = environment.gpu_sample(dev)
-    reps = timing.planned_repeats(fn, dev, budget_s)
+    reps = timing.planned_repeats(fn, dev, budget_s, bounds=(MIN_ROUND_SAMPLES, timing.MAX_REPEATS))
     fig: dict = {"repeats": reps}
     samples = [before]
     if dev.type == "cuda":
-        hot = timing.hot_device_time(fn, reps, calls=rec.hot_calls or 1)
+        calls = rec.hot_calls or 1
+        hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls)
         samples.append(environment.gpu_sample(dev))
         cold = timing.device_time(fn, reps, flush)
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
@@ -316,11 +323,11 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         if rec.graph_calls and not rec.graph_reason:
             try:
                 graph = timing.graph_device_time(
-                    fn, max(MIN_GRAPH_REPLAYS, reps // rec.graph_calls), rec.graph_calls)
+                    fn, max(MIN_ROUND_SAMPLES, reps // rec.graph_calls), rec.graph_calls)
                 fig.update(device_time_graph_ms=graph.median_ms, device_time_graph_iqr_ms=graph.iqr_ms)
             except timing.CaptureError as exc:
                 rec.graph_reason = f"not captured in a CUDA graph: {exc}"
-    wall = timing.wall_time(fn, min(reps, 100), dev)
+    wall = timing.wall_time(fn, min(reps, MAX_WALL_SAMPLES), dev)
     samples.append(environment.gpu_sample(dev))
     fig.update(wall_time_ms=wall.median_ms, wall_time_iqr_ms=wall.iqr_ms, clock=wall.clock
                if dev.type != "cuda" else "cuda-events", before=before, after=samples[-1])
