@@ -134,7 +134,7 @@ shell: image ## open a shell in the image, in the mounted checkout
 engine: ## say in one line which container engine is used here and what it is missing
 	@scripts/engine_check.sh -v $(ENGINE) || true
 
-image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (for Apptainer: README)
+image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (for Apptainer: docs/container.md)
 	$(if $(filter docker,$(ENGINE_KIND)),$(ENGINE) save --output $(ARCHIVE) $(IMAGE),$(if $(filter podman,$(ENGINE_KIND)),$(ENGINE) save --format oci-archive --output $(ARCHIVE) $(IMAGE),$(ENGINE) push $(IMAGE) oci-archive:$(ARCHIVE)))
 
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)

@@ -4,8 +4,8 @@ Each op module in ``kernels/`` builds one :class:`Op` (its reference, grids, dty
 declared work: bytes moved, and flops for a compute-bound op) and registers its backends on it with
 :meth:`Op.backend`. A backend is a *factory*: given the input tensor it does all setup
 (allocation, compilation, extension build) and returns a zero-argument callable; only that
-callable is timed (the tritonbench pattern). Adding a backend is one function and one decorator;
-adding an op is one module and one entry in ``kernels.OPS``.
+callable is timed (the tritonbench pattern). How to add an op, a backend or a metric:
+``docs/extending.md``.
 """
 
 from __future__ import annotations

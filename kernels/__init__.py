@@ -4,8 +4,8 @@
 ``kernels/<name>.py`` builds it (reference, declared work, backends); ``OPS`` the same ops with
 their cases (grids, dtypes, headline shape, the backends measured) from the case file
 (``fusebench.config``), read on first use. Every consumer (asv suite, sweep, nsys driver, tests,
-plots) iterates ``OPS``, so adding an op is one module and one entry in the YAML; adding a shape or
-a dtype edits only the YAML.
+plots) iterates ``OPS``; adding a shape or a dtype edits only the YAML. How to add an op or a
+backend: ``docs/extending.md``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,7 @@ import torch
 
 from fusebench.errors import SkipCase, first_line
 
-#: How to install the libraries (README "Reference backends"); named in every "not installed" skip.
+#: How to install the libraries (docs/reference-backends.md); named in every "not installed" skip.
 INSTALL = ("install the reference group: make venv REFERENCE=1, or pip install --no-deps "
            "--require-hashes -r requirements-reference.lock")
 

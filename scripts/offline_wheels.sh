@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The reference backends' wheels (requirements-reference.lock) for a GPU host with no network, in
-# folders small enough to travel there (README "On an offline GPU host").
+# folders small enough to travel there (docs/reference-backends.md, "On an offline GPU host").
 #
 #   scripts/offline_wheels.sh download [--python 3.12] [--dir .refwheels] [--headroom 1] [--beside-last MiB]
 #       (a machine with network) pip-downloads the group's wheels for CPython 3.12 (manylinux

@@ -159,7 +159,7 @@ def test_the_table_from_a_stored_run_record():
     assert table.title == ("softmax: % of the copy ceiling (4230 GB/s), hot device time, higher is better; "
                            "NVIDIA H200, commit 1fd9c63cf3e5")
     lines = table.markdown()
-    # the README's figures of that run (4096x65536 float32: 48 %, 71 %, 81 %), dtype first, then shape
+    # that run's figures (docs/results/README.md; 4096x65536 float32: 48, 71, 81 %), dtype first, then shape
     assert lines[2] == "| 65536x128 float32 | 14 | 82 | 66 | 82 | **84** |"
     assert "| 4096x65536 float32 | 20 | 48 | 65 | 71 | **81** |" in lines
     assert lines[11] == "| 65536x128 bfloat16 | 9 | 48 | 70 | **96** | 92 |"

@@ -1,34 +1,44 @@
 """Every backend's share of the copy ceiling side by side, per shape and dtype, from a run record.
 
     fusebench table [RECORD] [--op softmax]
+    fusebench table --doc MACHINE [RECORD ...]
 
 RECORD: a run record, ``records/<machine>/<sha8>.json`` (default: the newest one under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
-at the end of its summary and the site's Runs tab shows (``fusebench.history.summary.ceiling_table``): the
-README's table of the reference backends is pasted from it. Exit status 0; 2 on bad input (no record,
-an unreadable one, an op the record has no timed case of).
+at the end of its summary and the site's Runs tab shows (``fusebench.history.summary.ceiling_table``).
+``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;
+``fusebench.history.resultsdoc``). Exit status 0; 2 on bad input (no record, an unreadable one, an op
+the record has no timed case of).
 """
 
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.history import runrecord, summary
+from fusebench.history import resultsdoc, runrecord, summary
 from fusebench.measure.sweep import Sweep
 from fusebench.paths import PROJECT_ROOT
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench table``."""
-    ap.add_argument("record", nargs="?", type=Path, help="a run record (default: the newest in records/)")
+    ap.add_argument("record", nargs="*", type=Path,
+                    help="a run record (default: the newest in records/; with --doc: each op's newest)")
     ap.add_argument("--op", help="one op (default: every memory-bound op of the record)")
+    ap.add_argument("--doc", metavar="MACHINE",
+                    help="write docs/results/MACHINE.md from the machine's records instead of printing")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Print the tables; returns 0."""
-    path = args.record
+    """Print the tables (or write the ``--doc`` page); returns 0."""
+    if args.doc is not None:
+        return _doc(args)
+    if len(args.record) > 1:
+        raise UsageError("give one run record (several only with --doc MACHINE)")
+    path = args.record[0] if args.record else None
     if path is None:
         stored = runrecord.all_records(PROJECT_ROOT / "records")
         if not stored:
@@ -45,3 +55,19 @@ def run(args: argparse.Namespace) -> int:
     print("\n\n".join("\n".join([t.title, "", *t.markdown()]) for t in tables))
     return 0
 
+
+
+def _doc(args: argparse.Namespace) -> int:
+    machine = args.doc
+    if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", machine):
+        raise UsageError(f"--doc {machine!r}: a machine name is letters, digits, '.', '_' or '-' (e.g. h200)")
+    if args.op:
+        raise UsageError("--op and --doc exclude each other: the page holds every op")
+    paths = args.record or resultsdoc.newest_per_op(machine)
+    target = resultsdoc.doc_path(machine)
+    if target.is_symlink():
+        raise UsageError(f"{target} is a symbolic link: refusing to write through it")
+    resultsdoc.write(target, resultsdoc.render(machine, paths))
+    shown = target.relative_to(PROJECT_ROOT) if target.is_relative_to(PROJECT_ROOT) else target
+    print(f"table: wrote {shown}")
+    return 0
