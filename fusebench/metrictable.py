@@ -15,8 +15,8 @@ are the spread inside one batch of repeats, kept for reading, never judged (the 
 the spread between rounds, from the run's record: ``fusebench.history.compare``).
 
 The way of declaring a metric once (tag, name, unit, hint, direction) is nvbench's summaries
-(NVIDIA nvbench, ``docs/benchmarks.md``); asv itself has no higher-is-better flag (asv issue
-#1617), hence the regression settings written into ``asv.conf.json``.
+(https://github.com/NVIDIA/nvbench/blob/main/docs/benchmarks.md); asv itself has no
+higher-is-better flag (asv issue #1617), hence the regression settings written into ``asv.conf.json``.
 """
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def _check_input(x: torch.Tensor, op: str) -> None:
     float32, bfloat16 or float16.
 
     Checked here so that a bad input is a ValueError, as every other argument check of this
-    module. (The extension checks it too and returns the refusal as a value; its refusals killed
-    the process on the H200 until ee5d3c6: kernels/cuda/binding.cpp, ``Result``.)
+    module. (The extension checks it too and returns the refusal as a value: kernels/cuda/binding.cpp,
+    ``Result``, and docs/cuda-extension.md.)
     """
     if x.device.type != "cuda":
         raise ValueError(f"{op}: expected a CUDA tensor, got device {x.device}")
@@ -360,7 +360,7 @@ def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
 def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: int = 0,
                 bulk_store: bool = False) -> torch.Tensor:
     """``softmax_variant(x, "tma")`` with explicit knobs (0: the default): the tuning entry point,
-    ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` in ``scripts/tune_cuda.py``. sm_90+.
+    ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` in ``fusebench tune cuda``. sm_90+.
 
     A row is split into ``ceil(cols * itemsize / (chunk_kb KB))`` CTAs (at most 16: a thread-block
     cluster), balanced in whole 16-byte vectors; each CTA stages its share in shared memory with
@@ -382,7 +382,7 @@ def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: in
 def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pieces: int = 0,
                      bulk_store: bool = False) -> torch.Tensor:
     """``softmax_variant(x, "tma_grid")`` with explicit knobs (0: the default): the tuning entry
-    point, ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]`` in ``scripts/tune_cuda.py``. sm_90+.
+    point, ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]`` in ``fusebench tune cuda``. sm_90+.
 
     For few, long rows (one row of 1048576): a row is split over ``floor(ctas_per_sm * SMs /
     rows)`` CTAs, each staging its share in shared memory as ``softmax_tma`` does; the CTAs of a
@@ -399,7 +399,7 @@ def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pi
 
 def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     """``softmax_variant(x, "coop")`` with ``chunk`` elements of a row per block (the tuning
-    entry point; ``scripts/tune_cuda.py`` names it ``coop:<chunk>``).
+    entry point; ``fusebench tune cuda`` names it ``coop:<chunk>``).
 
     chunk: one of ``COOP_CHUNKS`` (2048, 4096, 8192, 16384, 32768: blocks of 256, 256, 256, 512,
     1024 threads, 8, 16, 32, 32, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK``
@@ -413,7 +413,7 @@ def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
 
 def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
     """``softmax_variant(x, "cluster")`` with ``chunk`` elements of a row per CTA (the tuning
-    entry point; ``scripts/tune_cuda.py`` names it ``cluster:<chunk>``).
+    entry point; ``fusebench tune cuda`` names it ``cluster:<chunk>``).
 
     A row is split over a thread-block cluster of ``ceil(cols / chunk)`` CTAs (at most 16) of 256
     threads. Each thread copies its ``chunk / 256`` values into shared memory with asynchronous
@@ -431,7 +431,7 @@ def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
 def softmax_split(x: torch.Tensor, chunk: int = 0, pdl: bool = True) -> torch.Tensor:
     """``softmax_variant(x, "split_row")`` with ``chunk`` elements per block (a multiple of 1024;
     0: the default) and kernel 2 a programmatic dependent launch (sm_90+) when ``pdl``: the
-    tuning entry point, ``split:<chunk>[:nopdl]`` in ``scripts/tune_cuda.py``.
+    tuning entry point, ``split:<chunk>[:nopdl]`` in ``fusebench tune cuda``.
 
     Raises ValueError for a chunk that is not a multiple of 1024 or more than 65535 rows.
     """
@@ -444,7 +444,7 @@ def softmax_split(x: torch.Tensor, chunk: int = 0, pdl: bool = True) -> torch.Te
 def softmax_warp(x: torch.Tensor, vecs: int) -> torch.Tensor:
     """``softmax_variant(x, "warp_per_row")``'s 16-byte path with ``vecs`` (1, 2, 4 or 8) vectors
     in flight per thread (rows packed per sub-warp group accordingly): the tuning entry point,
-    ``warp:<vecs>`` in ``scripts/tune_cuda.py``.
+    ``warp:<vecs>`` in ``fusebench tune cuda``.
 
     Raises ValueError for another ``vecs``, cols > 1024, or rows that are not 16-byte aligned
     with cols a multiple of 16 / itemsize.

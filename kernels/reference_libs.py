@@ -1,7 +1,7 @@
 """The reference backends' libraries: the field's public kernels, called the way their users call them.
 
-``liger``, ``quack`` and ``flaggems`` are backends of the ops these libraries implement (DESIGN.md,
-"Reference backends"). This module is the one place that knows them: which package each backend is
+``liger``, ``quack`` and ``flaggems`` are backends of the ops these libraries implement
+(docs/reference-backends.md). This module is the one place that knows them: which package each backend is
 (:data:`LIBRARIES`, pinned in ``requirements-reference.lock``), how to import it, and one small
 adapter per (library, op) that returns a ready zero-argument callable, so that an op module registers
 each reference backend with one line (``return reference_libs.liger_softmax(x)``).

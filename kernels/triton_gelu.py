@@ -27,9 +27,8 @@ __all__ = ["GeluConfig", "gelu"]
 
 #: Launch table: itemsize (bytes) -> (BLOCK_SIZE elements per program, num_warps): 16 elements
 #: (fp32: four 16-byte vector loads) per thread in 256 threads, 16 KiB in and out per program;
-#: 16-bit: 32 elements (four vectors) per thread in 128 threads, 8 KiB. 16-bit took 8192 / 8
-#: before: on an H200 (scripts/tune_triton.py at 32be680, pdl, % of the copy ceiling) 4096 / 4
-#: gave 87.4 against 86.3 at numel 2^24 and 95.4 against 92.9 at 2^26, bfloat16.
+#: 16-bit: 32 elements (four vectors) per thread in 128 threads, 8 KiB (ahead of 8192 / 8;
+#: docs/tuning/gelu.md).
 _LAUNCH = {4: (4096, 8), 2: (4096, 4)}
 
 _DTYPES = (torch.float32, torch.bfloat16, torch.float16)
@@ -49,9 +48,8 @@ class GeluConfig:
             stride (no more programs than blocks).
         even: with ``programs_per_sm``: each program takes one contiguous run of
             ``cdiv(blocks, grid)`` blocks instead of a grid stride, so every SM has the same
-            work and they finish together (no tail of a few busy SMs). Measured slower than
-            the one-program-per-block default on an H200 (scripts/tune_triton.py at 32be680:
-            numel 2^24 bfloat16 79.4 % at best against 86.2 %).
+            work and they finish together (no tail of a few busy SMs). Slower than the
+            one-program-per-block default (docs/tuning/gelu.md).
         evict_first: load the input with ``eviction_policy="evict_first"`` (it is never reread).
         streaming_store: store with ``cache_modifier=".cs"`` (streaming: likely accessed once).
         pdl: launch as a programmatic dependent launch (sm_90+; ``launch_pdl``): each program
@@ -148,8 +146,7 @@ def _device_index(device: torch.device) -> int:
 @functools.cache
 def _pdl_default(device_index: int) -> bool:
     """Programmatic dependent launch by default: on sm_90+ with a Triton that has grid
-    dependency control. Measured on an H200 (scripts/tune_triton.py at a1ed741, hot): numel
-    2^24 float32 35.0 against 36.3 µs, bfloat16 18.2 against 19.7 µs; 2^26 within 1 %."""
+    dependency control (faster in a stream of calls; docs/tuning/gelu.md)."""
     return gdc_wait is not None and torch.cuda.get_device_capability(device_index)[0] >= 9
 
 

@@ -68,65 +68,45 @@ __all__ = ["SoftmaxPlan", "plan", "sm_count", "softmax"]
 #: float32 values per thread: no spill, one program per SM.
 ROW_MAX_COLS = 32768
 #: 16-bit rows padded to this block: "row" with 16 warps, ``recompute`` and ``maxnreg`` 64 (two
-#: programs per SM, no spill; sm_90 ptxas). 1024 x 32768 on an H200 (fusebench tune triton at
-#: 30d3144, % of the copy ceiling): 81.9 in bfloat16 and float16, against 66.1 for 32 warps
-#: (one program per SM, nothing in flight while a row is reduced).
+#: programs per SM, no spill; sm_90 ptxas): with one program per SM nothing is in flight while a
+#: row is reduced (docs/tuning/softmax.md).
 ROW16_TWO_PER_SM_BLOCK = 32768
 #: 16-bit rows longer than ROW_MAX_COLS, up to this, held whole by "row" (32 warps, recompute:
-#: 64 raw values, 32 registers a thread) when there are rows enough for "online": 4096 x 65536
-#: on an H200 (same run, and fd11883 for float16): 85.5 bfloat16, 86.6 float16, against 61.5
-#: for "online" (which reads the row twice).
+#: 64 raw values, 32 registers a thread) when there are rows enough for "online", which reads the
+#: row twice.
 ROW16_MAX_COLS = 65536
-#: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile. 8 KB
-#: (was 16 KB; warps from ``_row_warps``), from fusebench tune triton --only "x1024 " / "x4096 " on
-#: an H200 at 1d5e605 (% of the copy ceiling; 16 KB tile, the default then -> 8 KB): 16384 x 1024
-#: float32 87.2 (4 rows, 8 warps) -> 89.0 (2 rows, 4 warps), bfloat16 78.6 / float16 79.6 (8 rows,
-#: 8 warps) -> 82.3 / 82.1 (4 rows, 4 warps); 4096 x 4096 bfloat16 81.3 / float16 81.7 (2 rows, 8
-#: warps) -> 82.9 / 83.0 (1 row, 8 warps). Liger, QuACK and FlagGems in that run: 90.0 / 90.3 /
-#: 90.2 (float32 x1024), 77-84 (16-bit). A second run (962f5d8): 16384 x 1024 bfloat16 / float16
-#: 79.5 / 79.9 with 16 KB tiles, 82.1 / 82.7 with 4 rows of 8 warps (this plan); 65536 x 128
-#: 82.7 / 98.0 / 99.8 (float32 / bfloat16 / float16) with 16 KB tiles, 82.5 / 97.8 / 106.6 with
-#: 8 KB (16-bit: 32 rows of 8 warps).
+#: Bytes of input per "row" program: short rows are packed ``rows_per_program`` to a tile (warps
+#: from ``_row_warps``); 8 KB tiles were ahead of 16 KB on the short rows (docs/tuning/softmax.md).
 ROW_TILE_BYTES = 8192
 #: "row" packs fewer rows per program while that would leave fewer programs than this x SMs.
 ROW_MIN_PROGRAMS_PER_SM = 4
 #: "online" chunk (elements per loop step) and warps by element size: 16 values per thread per
-#: step. 16-bit rows take half the step: (4096, 65536) bfloat16 398 against 434 µs on an H200
-#: (scripts/tune_triton.py, commit 51d478e); float32 keeps 8192 (713 against 746 µs).
-#: (4096, 65536) float32 at e171c49 (fusebench tune triton, two runs, % of the copy ceiling):
-#: 80.1 with these, 74.0 with 32 warps, 77.0 without the tail.
+#: step; 16-bit rows take half the step (faster at (4096, 65536); docs/tuning/softmax.md).
 ONLINE_LAUNCH = {4: (8192, 16), 2: (4096, 8)}
 #: "online" tail (elements of each row held in registers, read once) by element size, and L2
-#: eviction hints. Without them (4096, 65536) reached 70 % (float32) and 63 % (bfloat16) of the
-#: copy ceiling, about what three reads from HBM give: the re-read found little in L2 (one
-#: program of 16 warps per SM at 118 registers: 132 rows of 256 KB in flight, more than L2
-#: keeps beside the output stream). A tail of 16384 float32 cuts the re-read and the bytes in
-#: flight by a quarter: 80.1 against 77.0 % without it (see ONLINE_LAUNCH).
+#: eviction hints: with 132 rows of 256 KB in flight the re-read finds little in L2, and the tail
+#: cuts the re-read and the bytes in flight (docs/tuning/softmax.md).
 ONLINE_TAIL = {4: 16384, 2: 8192}
 ONLINE_L2_HINTS = True
 #: "grid" (one launch for few long rows, on a GPU): rows longer than ROW_MAX_COLS whose
 #: ``n_rows * cdiv(n_cols, block)`` blocks fit GRID_PROGRAMS_PER_SM x SMs programs, the block
 #: doubled from GRID_BLOCK up to GRID_MAX_BLOCK until they do; warps ``_warps(block)``. The
-#: launch falls back to "split" when the compiled kernel's occupancy cannot hold them. Against
-#: the two launches of "split" at (1, 1048576) (29 % float32, 16 % bfloat16 of the copy ceiling:
-#: about 7 µs for what copies in 2): one launch, the row read once. Off by default
-#: (GRID_DEFAULT): measured on an H200 (scripts/tune_triton.py at 752e35d, % of the copy ceiling)
-#: it ties with "split" as a PDL launch, which needs no co-residency: 1 x 1048576 float32 35.1
-#: against 36.2 (split, block 4096), bfloat16 20.1 against 20.6 (split, block 2048).
+#: launch falls back to "split" when the compiled kernel's occupancy cannot hold them: one launch,
+#: the row read once. Off by default: it ties with "split" as a PDL launch, which needs no
+#: co-residency (docs/tuning/softmax.md).
 GRID_DEFAULT = False
 GRID_BLOCK = 4096
 GRID_MAX_BLOCK = 16384
 GRID_PROGRAMS_PER_SM = 2
-#: "split": launch kernel B as a programmatic dependent launch when chunk == block. Measured on an
-#: H200 (scripts/tune_triton.py at 752e35d, % of the copy ceiling, PDL / not): 1 x 1048576 float32
-#: 36.2 / 29.0, 256 x 262144 float32 66.0 / 64.3, bfloat16 59.9 / 57.3.
+#: "split": launch kernel B as a programmatic dependent launch when chunk == block: its launch then
+#: overlaps kernel A's tail (faster on every long-row shape measured; docs/tuning/softmax.md).
 SPLIT_PDL = True
 #: Rows longer than ROW_MAX_COLS use "split" when n_rows < SPLIT_MAX_ROWS_PER_SM x SMs (one
 #: program per row could not fill the GPU), "online" otherwise.
 SPLIT_MAX_ROWS_PER_SM = 4
-#: "split" block (elements per program and loop step, in every dtype: 16-bit rows measured 59.9 %
-#: at 4096 against 57.3 % at 8192 on 256 x 262144), halved down to SPLIT_MIN_BLOCK while there
-#: would be fewer than SPLIT_MIN_PROGRAMS_PER_SM x SMs programs.
+#: "split" block (elements per program and loop step, in every dtype; 16-bit rows were faster at
+#: 4096 than 8192), halved down to SPLIT_MIN_BLOCK while there would be fewer than
+#: SPLIT_MIN_PROGRAMS_PER_SM x SMs programs.
 SPLIT_BLOCK = 4096
 SPLIT_MIN_BLOCK = 1024
 SPLIT_MIN_PROGRAMS_PER_SM = 2
@@ -136,12 +116,9 @@ SPLIT_MAX_CHUNKS = 1024
 #: "coop" (off while 0): rows longer than ROW_MAX_COLS, on a GPU, when a row needs at most
 #: COOP_MAX_CHUNKS_PER_SM x SMs programs of COOP_BLOCK_BYTES each (one program per SM is resident
 #: whatever the kernel's registers), with ``_warps(block)`` warps; at most COOP_PROGRAMS_PER_SM
-#: programs per SM are launched (fewer when the compiled kernel's occupancy is lower).
-#: Off: on an H200 (scripts/tune_triton.py, commit 51d478e) the best coop configuration was no
-#: faster than "split" at (256, 262144) float32 (198 against 194 µs) and slower elsewhere (bf16:
-#: 136 against 109 µs; (1, 1048576): 8.1 against 7.1 µs): the cross-program wait on a global
-#: atomic costs more than the second read saves. Lagged by a row (commit a1ed741) it was slower
-#: still: 220 against 194 µs at (256, 262144) float32, 835 against 720 at (4096, 65536).
+#: programs per SM are launched (fewer when the compiled kernel's occupancy is lower). Off: the
+#: cross-program wait on a global atomic costs more than the second read saves; a forced plan
+#: for ``fusebench tune triton`` (docs/tuning/softmax.md).
 COOP_BLOCK_BYTES = 65536
 COOP_PROGRAMS_PER_SM = 2
 COOP_MAX_CHUNKS_PER_SM = 0
@@ -230,12 +207,8 @@ def _warps(tile_elements: int, element_size: int = 4) -> int:
     """Warps for a tile: 4 up to 2048 elements, 8 up to 4096, 16 up to 16384, then 32; 16-bit
     tiles: 8 up to 8192 elements, then 32.
 
-    32 warps for a 32768-element row halves the values each thread holds: 1024 x 32768 bfloat16
-    went from 58.2 to 48.7 µs on an H200 (scripts/tune_triton.py, 2026-11-29). 16-bit tiles of
-    8192 elements (16 KB) ran faster on 8 warps than on 16, and 16384-element rows on 32
-    (scripts/tune_triton.py at 752e35d, % of the copy ceiling, bfloat16): 16384 x 1024 78.3
-    against 71.9, 65536 x 128 101.0 against 96.0, 4096 x 4096 81.9 against 79.8, 8192 x 16384
-    91.5 against 90.0.
+    32 warps for a 32768-element row halve the values each thread holds; 16-bit tiles of 8192
+    elements run faster on 8 warps than on 16 (docs/tuning/softmax.md).
     """
     if tile_elements <= 2048:
         return 4
@@ -249,12 +222,8 @@ def _row_warps(tile_elements: int, element_size: int) -> int:
     elements, 16 up to 16384, then 32; 16-bit tiles as :func:`_warps` (4 up to 2048, 8 up to 8192,
     then 32).
 
-    float32 tiles of 4096 elements take 16 warps, not :func:`_warps`' 8: fusebench tune triton on
-    an H200, two runs at 1d5e605 and 962f5d8 (% of the copy ceiling, 8 -> 16 warps): 4096 x 4096
-    88.8 -> 89.6 and 88.2 -> 89.2, 32768 x 4096 96.1 -> 97.1 and 96.1 -> 97.2. 16-bit tiles of
-    4096 elements, 8 warps against 4 in those runs: 0.1 to 0.5 points ahead in all 8 pairs of
-    4096 x 4096 and 32768 x 4096 (both runs, both 16-bit dtypes), 0.9 and 0.1 behind for
-    16384 x 1024 of 4 rows (second run only).
+    float32 tiles of 4096 elements take 16 warps, not :func:`_warps`' 8 (ahead in both tune runs;
+    docs/tuning/softmax.md).
     """
     if element_size == 2:
         return _warps(tile_elements, element_size)
@@ -424,9 +393,7 @@ def _online_kernel(
 ):  # fmt: skip
     # One program per row, or (PERSISTENT) program i takes rows i, i + grid, ...: a persistent
     # grid bounds the rows in flight, so their re-reads can hit L2. Without it the kernel is
-    # the plain one-row body: a loop around it, even of one trip, took (4096, 65536) float32
-    # from 80.1 to 69.0 % of the copy ceiling on an H200 (fusebench tune triton, e171c49 and
-    # fd11883).
+    # the plain one-row body: a loop around it, even of one trip, was much slower.
     if PERSISTENT:
         for row in range(tl.program_id(0).to(tl.int64), n_rows, tl.num_programs(0)):
             _online_row(x_ptr, y_ptr, row, n_cols, BLOCK, TAIL, FIRST, AGAIN)

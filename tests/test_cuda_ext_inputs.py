@@ -114,8 +114,8 @@ print("done")
 @pytest.mark.gpu
 def test_the_extension_returns_its_errors_and_the_process_lives():
     """The extension's refusals and failed launches come back as values: run in a child process,
-    since on the H200 its refusals killed the process (SIGSEGV) until ee5d3c6 (binding.cpp's
-    ``Result`` says what was seen); -X faulthandler names the call that died."""
+    since on the H200 its refusals once killed the process (SIGSEGV; docs/cuda-extension.md);
+    -X faulthandler names the call that died."""
     import subprocess
     import sys
 

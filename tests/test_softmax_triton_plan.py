@@ -136,8 +136,8 @@ def test_plan_register_cap_is_checked():
             ts.SoftmaxPlan("row", 32768, 16, maxnreg=bad)
 
 
-#: (rows, cols, element size) -> (rows per program, warps) of the "row" plans set from the tune
-#: runs at 1d5e605 and 962f5d8 (ROW_TILE_BYTES, _row_warps).
+#: (rows, cols, element size) -> (rows per program, warps) of the "row" plans set from two tune
+#: runs (ROW_TILE_BYTES, _row_warps; docs/tuning/softmax.md).
 ROW_TILES = {
     (16384, 1024, 4): (2, 4),
     (16384, 1024, 2): (4, 8),

@@ -55,7 +55,7 @@ def test_write_plots_draws_the_rest_then_names_the_file(two_commits, tmp_path_fa
 
 
 def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
-    """The issue's case: the committed H200 results with d0a40cb8's file truncated."""
+    """The issue's case: the committed H200 results with one file truncated."""
     res = tmp_path / "results"
     shutil.copytree(PROJECT_ROOT / "results", res)
     bad = next((res / "h200").glob("d0a40cb8-*.json"))

@@ -101,7 +101,7 @@ def _describe(p) -> str:
 
 def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tuple[str, object]]:
     """ "row" variants: warps and rows per program around the default (twice the rows and warps:
-    the 16 KB tiles of the default before 1d5e605's tune); persistent tiles where
+    the 16 KB tiles of the earlier default); persistent tiles where
     a thread holds few enough values to keep two tiles (<= 8 warps: up to 255 registers); one
     row per program of 4 or 8 warps (Liger's and FlagGems' layout); for 16-bit rows, the same
     with ``recompute`` (and the default without it)."""

@@ -308,7 +308,7 @@ def add_tab(html_dir: Path, tab: str) -> None:
 
 
 def add_plots_tab(html_dir: Path) -> None:
-    """Add a "Plots" tab linking ``plots/index.html`` to asv's ``index.html`` (once)."""
+    """Add a "Plots" tab linking ``<html_dir>/plots/index.html`` to asv's ``index.html`` (once)."""
     add_tab(html_dir, NAV_PLOTS)
 
 

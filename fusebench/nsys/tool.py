@@ -10,7 +10,7 @@ build them for the tests and for anyone scripting a capture, and the tests check
   done before the window, never land in the timeline.
 * :func:`stats_command`: ``nsys stats`` writing one CSV per report, ``<prefix>_<report>.csv``.
 * :data:`MIN_VERSION`: nsys before 2024.3 silently drops the ranges of ``nvtx`` >= 0.2.12
-  (seen on an H200 with nvtx 0.2.16; DESIGN.md, "What is known about the tools").
+  (seen on an H200 with nvtx 0.2.16).
 """
 
 from __future__ import annotations

@@ -30,17 +30,11 @@ namespace {
 
 // What every op returns to Python: (y, "") when it ran, (None, "<op>: why") when it refused its
 // input or a launch failed (y is std::nullopt then); kernels/cuda_ext.py raises RuntimeError with
-// the message. Why errors are values and messages are joined by cat() below, not c10::str: on the
-// H200 (torch 2.11, CUDA 13.0) every refusal of this extension killed the process (SIGSEGV)
-// instead of reaching Python: TORCH_CHECK's after the op's tensors existed (8828e7d, ee915d4),
-// one before any tensor was made (1d5e605), and, once errors were values, a refusal returned with
-// a c10::str message (319ecd0, 9233792; a faulthandler trace put the fault inside the call, and
-// the same op without a refusal ran). With cat() the same refusals return and the process lives
-// (tests/test_cuda_ext_inputs.py, in a child process, at ee5d3c6). c10::str, which TORCH_CHECK
-// also builds its message with, writes through std::ostringstream; the extension's libstdc++
-// headers against an older libstdc++ loaded in that process are the likely cause (not proven).
-// What can still throw is PyTorch's own allocation (at::empty, at::zeros, contiguous) when device
-// memory runs out.
+// the message. Errors are values and messages are joined by cat() below, not c10::str or
+// TORCH_CHECK: on the H200 (torch 2.11, CUDA 13.0) a throw or a c10::str message from this
+// extension killed the process (SIGSEGV) instead of reaching Python (docs/cuda-extension.md;
+// tests/test_cuda_ext_inputs.py). What can still throw is PyTorch's own allocation (at::empty,
+// at::zeros, contiguous) when device memory runs out.
 using Result = std::tuple<std::optional<at::Tensor>, std::string>;
 
 // A message from strings and integers, without iostreams (see Result).

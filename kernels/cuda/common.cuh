@@ -182,9 +182,8 @@ __device__ __forceinline__ float block_reduce(float v, float* smem, Op op = Op()
 // Instructions: ex2": at most 2 ulp from the correctly rounded result), which
 // is what the PTX of a Triton 3.7 kernel compiled for sm_90 shows (mul.f32 by
 // 0f3FB8AA3B, then ex2.approx.f32). Here with .ftz: without it ptxas wraps MUFU.EX2 in three
-// more instructions (a compare and two multiplies) to produce subnormal results, which took
-// a third of the instructions of a register-resident softmax (Nsight Compute on an H200,
-// softmax_cluster_kernel at commit cae6057). The only difference from Triton's result: a y
+// more instructions (a compare and two multiplies) to produce subnormal results, a third of
+// a register-resident softmax's instructions (docs/tuning/softmax.md). The only difference from Triton's result: a y
 // below 2^-126 (x < -87.3) is +0 instead of a subnormal, an absolute change under 1.2e-38.
 // exp(-inf) = +0, NaN stays NaN. Softmax only takes it of x - max <= 0, where the product's
 // rounding adds at most |x| * 2^-24 relative error (~6e-7 at x = -10, far below the float32

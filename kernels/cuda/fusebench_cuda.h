@@ -63,8 +63,7 @@ constexpr int64_t kBlockPerRowMaxCols = 32768;
 // 8, 16, 32, 32, 32 elements per thread (see coop() in softmax.cu).
 inline constexpr int kCoopChunkElems[] = {2048, 4096, 8192, 16384, 32768};
 // Coop's chunk when none is given (coop_chunk_elems == 0), every dtype: 256
-// threads of 32 elements, at least 4 CTAs per SM (on an H200, scripts/tune_cuda.py at
-// a1ed741: within 3 % of the best chunk at 256 x 262144 and 4096 x 65536, all three dtypes).
+// threads of 32 elements, at least 4 CTAs per SM (within a few % of the best chunk measured).
 constexpr int kCoopDefaultChunkElems = 8192;
 // Whether chunk_elems is one of kCoopChunkElems.
 constexpr bool softmax_coop_chunk_supported(int64_t chunk_elems) {
@@ -88,9 +87,8 @@ struct TmaConfig {
 inline constexpr int kTmaChunkBytes[] = {16384, 32768, 49152, 65536, 98304, 131072, 196608};
 inline constexpr int kTmaNumChunkBytes = 7;
 inline constexpr int kTmaThreads[] = {128, 256, 512};
-// Defaults, measured on an H200 (scripts/tune_cuda.py at 752e35d): 64 KB per CTA in every dtype,
-// 256 threads, one bulk copy (more pieces were 0-2 points slower, 16 and 32 KB chunks up to 20
-// points slower on 16-bit rows); TmaGrid one CTA per SM.
+// Defaults, the fastest measured (docs/tuning/softmax.md): 64 KB per CTA in every dtype, 256
+// threads, one bulk copy; TmaGrid one CTA per SM.
 constexpr int kTmaDefaultChunkBytes32 = 65536;
 constexpr int kTmaDefaultChunkBytes16 = 65536;
 constexpr int kTmaDefaultThreads = 256;
@@ -151,7 +149,7 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
                     SoftmaxVariant variant, int sm_count, void* workspace, int* counters,
                     cudaStream_t stream, int coop_chunk_elems = 0);
 
-// Tuning entry point (scripts/tune_cuda.py): SplitRow with chunk `param`
+// Tuning entry point (fusebench tune cuda): SplitRow with chunk `param`
 // elements (a multiple of 1024; 0 = the default) and kernel 2 as a
 // programmatic dependent launch when `flag` != 0; or WarpPerRow's 16-byte
 // path with `param` (1, 2, 4, 8) vectors in flight per thread. SplitRow

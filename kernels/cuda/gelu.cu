@@ -23,18 +23,12 @@ namespace cuda {
 namespace {
 
 // Threads per block when the caller leaves it to the library (threads = -1); 128, 256 and 512
-// are built (tuning: fusebench tune cuda). 128 (4096 16-bit or 2048 float32 elements a block):
-// on an H200 (fusebench tune cuda at ee915d4, hot, GB/s, 256 -> 128 threads) numel 2^22 float32
-// 5661 -> 5774, bfloat16 2645 -> 2781, float16 3614 -> 3644; 2^24 3857 -> 3890, 3650 -> 3676,
-// 3569 -> 3607; 2^26 4050 -> 4056, 3971 -> 3991, 3943 -> 3956: ahead in all nine, by 0.15 to 5 %,
-// where two identical columns of that run (the default and pdl=1) differed by at most 0.3 %.
-// 512 was behind 256 in five of nine.
+// are built (tuning: fusebench tune cuda). 128 (4096 16-bit or 2048 float32 elements a block)
+// was ahead of 256 and 512 at every size and dtype measured (docs/tuning/gelu.md).
 constexpr int kGeluThreadsDefault = 128;
 constexpr int kUnroll = 4;
-// Whether gelu() launches with PDL when the caller leaves it to the library (pdl = -1).
-// Measured on an H200 (scripts/tune_cuda.py at a1ed741, hot, % of the copy ceiling, plain ->
-// PDL): numel 2^24 float32 88 -> 91, bfloat16 83 -> 87, float16 80 -> 85; 2^26 95 -> 96,
-// 93 -> 94, 92 -> 93.
+// Whether gelu() launches with PDL when the caller leaves it to the library (pdl = -1): a
+// stream of calls overlaps each launch with the previous call's tail (docs/tuning/gelu.md).
 constexpr bool kGeluPdlDefault = true;
 
 constexpr float kSqrt2OverPi = 0.7978845608028654f;
@@ -51,12 +45,8 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 // r = 1 / (1 + e) with rcp.approx.ftz.f32 (MUFU.RCP, 1 ulp); x r (PTX ISA, "Floating Point
 // Instructions: ex2, rcp"). fp32 relative error ~1e-6, far below the 16-bit output rounding
 // (2^-9 bf16, 2^-12 fp16). The .ftz forms matter: without them (exp2f, __fdividef) ptxas wraps
-// each MUFU in a compare and two multiplies for subnormal results, which made 12.5 SASS
-// instructions per element of the bfloat16 kernel (cuobjdump of gelu.cu at 1d5e605) instead of
-// about 9, and at ~1e12 elements/s (4 TB/s, 4 bytes moved per element) every instruction per
-// element costs ~3 % of an H200's ~33e12 fp32 lane instructions/s. Measured (fusebench tune cuda,
-// hot GB/s, 1d5e605 -> 962f5d8): 2^24 bfloat16 3639 -> 3728, float16 3622 -> 3680; 2^26 3996 ->
-// 3990 and 3941 -> 3960, unchanged (Triton's 4056 / 4062 there). Flushing only changes
+// each MUFU in a compare and two multiplies for subnormal results, 12.5 SASS instructions per
+// element instead of about 9 (docs/tuning/gelu.md). Flushing only changes
 // results below 2^-126: e underflows to 0 for a < -126 (then r = 1, y = x, exact to fp32), and
 // r flushes to 0 when 1 + e > 2^126 (very negative x: y = 0, gelu's limit; the exact value is
 // below 2^-100 in magnitude). Used for 16-bit types only: tanhf keeps float32 as PyTorch's.

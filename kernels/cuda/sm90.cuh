@@ -49,9 +49,8 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, unsigned parity) {
 
 // 16 bytes global -> this CTA's shared memory through L1 (.ca); completes at cp_async_wait_all.
 // When `!valid` nothing is read (src-size 0) and the 16 bytes are zero-filled, without a branch.
-// Not .cg: Nsight Compute on an H200 (softmax_cluster_kernel at 2938483, 4096 x 65536) counted
-// twice the L2 read sectors with .cg (L1 bypassed: two 16-byte requests per 32-byte sector)
-// than the bytes read, and QuACK's copies, through L1, once.
+// Not .cg: with L1 bypassed, two 16-byte requests read each 32-byte L2 sector twice
+// (docs/tuning/softmax.md).
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid = true) {
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src),
                "r"(valid ? 16 : 0)

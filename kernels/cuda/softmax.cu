@@ -38,9 +38,8 @@
 //    it from L2 and writes y, then reduces the new row's registers and
 //    publishes their partial without waiting. A cooperative launch makes
 //    every CTA co-resident, which is what makes the spin-wait safe. Forced
-//    only: softmax_pick_variant never picks it (the previous, unlagged kernel
-//    measured slower than Cluster and SplitRow on an H200; this one is not
-//    yet measured).
+//    only: softmax_pick_variant never picks it (slower than Cluster and
+//    SplitRow, unlagged and lagged: docs/tuning/softmax.md).
 // A seventh, Cluster (a row split over a thread-block cluster, partials through
 // distributed shared memory), is in softmax_cluster.cu; softmax() dispatches it.
 // All variants load 16-byte vectors when both base pointers are 16-byte
@@ -60,11 +59,8 @@ constexpr float kNegInf = -__builtin_huge_valf();
 
 constexpr int kWarpRows = 4;             // WarpPerRow: warps per 128-thread block
 constexpr int kWarpVecsPerThread = 4;    // WarpPerRow (16-byte path): vectors in flight per thread
-// ... for 16-bit types: 2. Measured on an H200 (fusebench tune cuda --shapes 65536x128, hot, us,
-// warp:1 / warp:2 / warp:4): at 1d5e605 bfloat16 8.1 / 8.0 / -, float16 7.9 / 7.7 / -, and warp:2
-// the fastest cuda config in both 16-bit dtypes there and in the run at ee915d4; at 83e2ce1
-// (scripts/tune_cuda.py) bfloat16 8.7 / - / 9.0, float16 8.6 / - / 8.8. float32 keeps 4: 18.9
-// against 18.8 for warp:2 at 1d5e605, 19.1 against 19.2 for warp:1 at 83e2ce1.
+// ... for 16-bit types: 2, the fastest in both 16-bit dtypes at 65536 x 128; float32 keeps 4
+// (docs/tuning/softmax.md).
 constexpr int kWarpVecsPerThread16 = 2;
 constexpr int kBlockTargetThreads = 256; // BlockPerRow: preferred block size
 constexpr int kBlockMaxItems = 32;       // BlockPerRow: fp32 values per thread (vectorized)
@@ -553,13 +549,8 @@ __global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
 
 // SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
 // every vector width): kSplitChunkElems, halved while the grid would have fewer
-// blocks than SMs, and grown so that a row has at most kSplitMaxChunks chunks.
-// Measured on an H200 (scripts/tune_cuda.py at commit 8957408, us, chunk 1024 /
-// 2048 / 4096 / 8192 / 16384; the previous rule, about 4 blocks per SM in total,
-// in brackets): 256 x 262144 bf16 511 / 263 / 155 / 132 / 123 (134); 1 x 1048576
-// bf16 16 / 9.3 / 7.9 / 9.0 / 11.3 (9.3); 4096 x 65536 bf16 1920 / 1023 / 592 / 495
-// / 461 (461). Triton's own geometry (16 KB blocks of 256 threads, kernel 2 in
-// reverse order) was slower here (148 us at 256 x 262144 bf16, commit c644c6d).
+// blocks than SMs, and grown so that a row has at most kSplitMaxChunks chunks
+// (the chunk lengths measured: docs/tuning/softmax.md).
 int64_t split_chunk_elems(int64_t rows, int64_t cols, int sm_count) {
   const int64_t sms = sm_count > 0 ? sm_count : 1;
   int64_t chunk = kSplitChunkElems;
@@ -762,8 +753,8 @@ cudaError_t coop_cfg(const T* x, T* y, MaxSum* partial, int* counters, int64_t r
 // SM keeps is CTAs per SM x chunk: MIN_BLOCKS caps the registers at 48 (2048: 5 CTAs of 256
 // threads) or 64 (the others: 1024 threads per SM), so that per SM at least 40 KB (2048), 64 KB
 // (4096) or 128 KB (8192, 16384, 32768) of float32 are in flight (half that for 16-bit types).
-// 2048, 4096 and 8192 vary the elements per thread, 8192, 16384 and 32768 the CTA size. Not yet
-// measured.
+// 2048, 4096 and 8192 vary the elements per thread, 8192, 16384 and 32768 the CTA size
+// (kCoopDefaultChunkElems: the default among them).
 static_assert(sizeof(kCoopChunkElems) == 5 * sizeof(int) && kCoopChunkElems[0] == 2048 &&
                   kCoopChunkElems[1] == 4096 && kCoopChunkElems[2] == 8192 &&
                   kCoopChunkElems[3] == 16384 && kCoopChunkElems[4] == 32768,
@@ -814,18 +805,14 @@ namespace {
 SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
   // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster on
-  // every case measured, before and after it was lagged by a row (scripts/tune_cuda.py at
-  // a1ed741, best chunk: 256 x 262144 float32 199 us against 193; 4096 x 65536 float32 758
-  // against 622; 4096 x 65536 bfloat16 476 against 402 for triton). Cluster is chosen, where it
-  // is, by softmax_pick_variant; this is also the fallback where it cannot run.
+  // every case measured (docs/tuning/softmax.md). Cluster is chosen, where it is, by
+  // softmax_pick_variant; this is also the fallback where it cannot run.
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
   if (cols <= kBlockPerRowMaxCols) return SoftmaxVariant::BlockPerRow;
   // Long 16-bit rows (where Cluster and Tma cannot run, or fewer rows than SMs): split_row
-  // measured fastest of the two-pass variants on an H200 (scripts/tune_cuda.py at commit
-  // 5790afd: 4096 x 65536 bf16 462 us against 502 (online) and 535 (online_l2); 256 x 262144
-  // bf16 133 against 134 and 135).
+  // measured fastest of the two-pass variants (docs/tuning/softmax.md).
   if (elem_size == 2 && rows <= 65535) return SoftmaxVariant::SplitRow;
   // Long rows: with one block per row, far more rows are in flight than L2
   // holds, so pass 2 re-reads mostly from DRAM; one block per SM keeps the
@@ -837,8 +824,8 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 }
 }  // namespace
 
-// Tma / TmaGrid, from reasoning (not yet measured; scripts/tune_cuda.py times every config
-// beside the classic variants): they read x once from DRAM with the whole chunk in flight, where
+// Tma / TmaGrid, from reasoning (fusebench tune cuda times every config beside the classic
+// variants): they read x once from DRAM with the whole chunk in flight, where
 // the classic variants either hold the row in registers (block_per_row: few bytes in flight per
 // SM at 16 bits) or re-read it. Short rows (<= 8192 float32, <= 4096 16-bit: a few KB per CTA)
 // keep their register variants, which match QuACK there. A problem whose rows would leave
@@ -846,16 +833,10 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 // TmaGrid, the row spread over every SM.
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   // Cluster (softmax_cluster.cu) for rows longer than 16384 that 16 CTAs of the default chunk
-  // hold, where the row's CTAs fill at least half the SMs. Measured on an H200 (fusebench tune
-  // cuda at 26fb749, % of the copy ceiling, cluster / tma): float32 1024 x 32768 93 / 83,
-  // 4096 x 65536 98 / 88, 256 x 262144 82 / 72; bfloat16 1024 x 32768 87 / 81, 4096 x 65536
-  // 97 / 84, 256 x 262144 83 / 69 (block_per_row, the classic pick for float32 rows up to 32768,
-  // had 87 % on 1024 x 32768 at b4a5752).
-  // Rows of 16384 stay as they were, cluster being within a point there (8192 x 16384 at
-  // 26fb749: bfloat16 tma 94, cluster 95; float32 block_per_row 96, cluster 97). Rows whose CTAs
-  // would fill fewer than half the SMs go to split_row (through the classic pick), which spreads
-  // a row over more CTAs. TmaGrid is never picked: on 1 x 1048576 it measured 25 % (fp32) and
-  // 12 % (bf16) against split_row's 28 % and 17 % (tune_cuda at 752e35d).
+  // hold, where the row's CTAs fill at least half the SMs: ahead of tma and block_per_row there.
+  // Rows of 16384 stay as they were, cluster being within a point. Rows whose CTAs would fill
+  // fewer than half the SMs go to split_row (through the classic pick), which spreads a row over
+  // more CTAs. TmaGrid is never picked: slower than split_row (docs/tuning/softmax.md).
   if (elem_size != 2 && elem_size != 4) return pick_classic(rows, cols, elem_size, sm_count);
   if (cols > 16384) {
     const int chunk = softmax_cluster_chunk(cols, elem_size);

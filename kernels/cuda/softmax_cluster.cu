@@ -36,9 +36,7 @@ constexpr int kClusterThreads = 256;
 
 // CTAs per SM the register budget is fitted to (__launch_bounds__ minBlocksPerMultiprocessor)
 // for VALUES floats per thread: 4 up to 32 values (64 registers), 3 up to 64 (85 registers),
-// else 1. More resident CTAs keep more of the row in flight per SM: at 96 registers (2 CTAs
-// per SM) a bfloat16 chunk of 16384 reached 51 % of the DRAM bandwidth where QuACK's same
-// split at 80 registers (3 CTAs per SM) reached 78 % (Nsight Compute on an H200, cae6057).
+// else 1. More resident CTAs keep more of the row in flight per SM (docs/tuning/softmax.md).
 constexpr int cluster_min_blocks(int values) { return values <= 32 ? 4 : values <= 64 ? 3 : 1; }
 
 template <typename T, int NV>
@@ -181,13 +179,9 @@ cudaError_t cluster_dispatch(const T* x, T* y, int64_t rows, int64_t cols, int c
 }  // namespace
 
 int softmax_cluster_chunk(int64_t cols, int elem_size) {
-  // Measured on an H200 (fusebench tune cuda at 26fb749, % of the copy ceiling, chunk 4096 / 8192
-  // / 16384 / 32768; every dtype holds chunk / 256 values per thread as floats):
-  //   float32:  1024 x 32768 93 / 92 / 87 / 84; 4096 x 65536 98 / 97 / 89 / 96; 256 x 262144
-  //             - / - / 78 / 82: the smallest chunk that a portable cluster (8 CTAs) holds, else
-  //             the smallest that 16 CTAs hold;
-  //   bfloat16: 1024 x 32768 70 / 81 / 87 / 64; 4096 x 65536 65 / 87 / 97 / 71; 256 x 262144
-  //             - / - / 83 / 61: 16384 (64 values per thread, 3 CTAs per SM).
+  // float32: the smallest chunk that a portable cluster (8 CTAs) holds, else the smallest that
+  // 16 CTAs hold; 16-bit: 16384 (64 values per thread, 3 CTAs per SM). The fastest measured
+  // (docs/tuning/softmax.md).
   if (elem_size == 2) {
     for (const int chunk : {16384, 32768})
       if (ceil_div(cols, chunk) <= kMaxCluster) return chunk;
