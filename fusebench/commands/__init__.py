@@ -11,8 +11,11 @@ exit status 2, never a traceback (``fusebench.cli.run_main``).
 from __future__ import annotations
 
 import argparse
+import ast
 import importlib
+import importlib.util
 import sys
+from pathlib import Path
 
 from fusebench.cli import run_main
 from fusebench.errors import UsageError
@@ -44,11 +47,32 @@ class Parser(argparse.ArgumentParser):
 
 
 def _module(name: str):
-    return importlib.import_module(f"fusebench.commands.{COMMANDS[name]}")
+    """Import the module of command ``name``.
+
+    Raises:
+        UsageError: a dependency of the command is missing from this Python (``make venv``).
+    """
+    try:
+        return importlib.import_module(f"fusebench.commands.{COMMANDS[name]}")
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("fusebench", "kernels"):
+            raise
+        raise UsageError(f"{name} needs {exc.name}, which {sys.executable} does not have: "
+                         "make venv creates .venv from requirements.lock, then run "
+                         f".venv/bin/python -m fusebench {name} (make targets pick .venv)") from None
 
 
-def parser() -> Parser:
-    """The ``fusebench`` parser with every subcommand (imports each command's module)."""
+def _doc(name: str) -> str:
+    """The docstring of command ``name``'s module, read from its source without importing it
+    (``fusebench --help`` must not import torch: fast, and it works in any Python)."""
+    spec = importlib.util.find_spec(f"fusebench.commands.{COMMANDS[name]}")
+    tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
+    return ast.get_docstring(tree) or ""
+
+
+def parser(command: str | None = None) -> Parser:
+    """The ``fusebench`` parser: every subcommand with its one-line help; the options of
+    ``command`` only (its module is imported; the others' are not)."""
     ap = Parser(prog="fusebench", description=__doc__.splitlines()[0],
                 epilog="`fusebench <command> --help` says what a command does and its options.")
     from fusebench import __version__
@@ -56,13 +80,14 @@ def parser() -> Parser:
     ap.add_argument("--version", action="version", version=f"fusebench {__version__}")
     sub = ap.add_subparsers(dest="command", metavar="<command>", parser_class=Parser)
     for name in COMMANDS:
-        module = _module(name)
-        doc = (module.__doc__ or "").strip()
+        doc = _doc(name).strip()
         first, _, rest = doc.partition("\n")
         p = sub.add_parser(name, help=first.strip(), description=doc,
                            formatter_class=argparse.RawDescriptionHelpFormatter)
-        module.add_arguments(p)
-        p.set_defaults(run=module.run)
+        if name == command:
+            module = _module(name)
+            module.add_arguments(p)
+            p.set_defaults(run=module.run)
     return ap
 
 
@@ -73,7 +98,7 @@ def main(argv: list[str] | None = None) -> None:
     prog = name if name in COMMANDS else "fusebench"
 
     def go() -> int:
-        args = parser().parse_args(argv)
+        args = parser(prog if prog in COMMANDS else None).parse_args(argv)
         if args.command is None:
             parser().print_help()
             return 2

@@ -157,7 +157,9 @@ def run(args: argparse.Namespace) -> int:
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
     slots = workers.parse_gpus(args.gpus, workers.visible_gpus()) if args.gpus else None
-    checked = before_sweep(results, backends, dirty=args.dirty, gpu=True if slots else None)
+    # Only the backends the chosen ops register: a way out the refusal suggests must run as printed.
+    applicable = [b for b in backends if any(b in op.backends for op in ops)]
+    checked = before_sweep(results, applicable, dirty=args.dirty, gpu=True if slots else None)
 
     started = time.perf_counter()
     lost: list[str] = []
