@@ -3,7 +3,7 @@ fixed width (issue 13, item 8: tables showed ``0 0%``; a noise of ``±3309.6%`` 
 
 import pytest
 
-from fusebench.history import summary
+from fusebench.history import marks, summary
 from fusebench.measure import sweep
 
 
@@ -33,9 +33,51 @@ def test_a_small_cell_is_not_zero_zero():
 
 
 @pytest.mark.parametrize("noise, text", [(0.004, "±0.4%"), (0.0995, "±10%"), (0.1, "±10%"),
-                                         (0.101, "noisy (±10%)"), (2.88, "noisy (±288%)"),
-                                         (33.096, "noisy (±3310%)"), (1e3, "noisy (>9999%)"),
+                                         (0.101, "noisy (±10%)"), (0.45, "noisy (±45%)"),
+                                         (1.0, "noisy (±100%)"), (1.01, "noisy (>100%)"),
+                                         (2.88, "noisy (>100%)"), (88.57, "noisy (>100%)"),
+                                         (1e3, "noisy (>100%)"),
                                          (None, "noise n/a"), (float("nan"), "noise n/a")])
 def test_noise_in_words_when_large_at_a_fixed_width(noise, text):
+    """Beyond 100 % (the rounds differ by more than the figure) no number: issue 29 saw ``±8857%``."""
     out = summary.noise_text(noise)
     assert out.rstrip() == text and len(out) == summary.NOISE_WIDTH
+
+
+def _rec(backend, ms, noise=0.01, **kw):
+    return sweep.Record("gelu", backend, "16384", "float16", wall_time_ms=ms, bandwidth_gbps=65536 / ms / 1e6,
+                        pct_of_ceiling=kw.pop("pct", 5.0), noise=noise, **kw)
+
+
+def test_a_noisy_eager_gives_no_speedup_and_the_cell_is_marked():
+    """Issue 29: ``109.9x`` from an eager figure of 8 ms ± 99 %: no speedup, a mark instead."""
+    eager, torch_ = _rec("eager", 7.9976, noise=0.99), _rec("torch", 0.0728)
+    assert summary.cell(eager, eager) == "0.00819 5.0% ~"
+    assert summary.cell(torch_, eager) == "0.900 5.0%"  # no 109.9x
+    assert summary.cell(torch_, _rec("eager", 0.1456)) == "0.900 5.0% 2.0x"
+
+
+@pytest.mark.parametrize("kw, symbol", [({"contamination": ["host load 4.2 on 2 cores"]}, "!"),
+                                        ({"pct": 139.6}, "^"), ({"noise": float("nan")}, "~")])
+def test_every_doubtful_figure_is_marked_and_loses_its_speedup(kw, symbol):
+    rec = _rec("triton", 0.05, **kw)
+    assert summary.cell(rec, _rec("eager", 0.1)) == f"{summary.cell(rec, None)}"
+    assert summary.cell(rec, None).endswith(f" {symbol}")
+
+
+def test_above_the_matrix_peak_is_marked():
+    mm = sweep.Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
+                      tflops=0.11, pct_of_peak=665.9, noise=0.02)
+    assert summary.cell(mm, None) == "0.300 ms 0.110 TF 666% ^"
+    assert marks.doubts(mm) == ["peak"]
+    mm.pct_of_peak = 99.0
+    assert marks.doubts(mm) == []
+
+
+def test_the_summary_says_host_clock_and_explains_the_marks():
+    env = {"device": "cpu", "where": "on host"}
+    result = sweep.Sweep(env, 10.0, "cpu", [_rec("eager", 8.0, noise=0.99), _rec("torch", 0.07)])
+    text = summary.summary(result)
+    assert "Host-clock figures of the CPU" in text.splitlines()[0]
+    assert "Marks: ~ noisy: rounds differ by more than 10 %. A marked figure gets no speedup." in text
+    assert "| 16384 | 0.00819 5.0% ~ | 0.936 5.0% |" in text

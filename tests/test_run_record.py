@@ -60,6 +60,8 @@ def test_summary_lines_show_rounds_ceilings_phases_and_contamination():
     assert "phases: build 10 s, round 1 5 s" in text
     assert "contaminated cases: 1: softmax/torch/4x4/bfloat16 (another process on the GPU: pid 9" in text
     assert "noisier than 10 % between rounds: 1: gelu/eager/1024/float32 ±50%" in text
+    noisy.noise = 88.57  # issue 29: printed as ±8857%
+    assert "gelu/eager/1024/float32 >100%" in "\n".join(runrecord.summary_lines(s))
 
 
 def test_contamination_from_nvml_readings():

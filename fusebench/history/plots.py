@@ -24,9 +24,12 @@ from pathlib import Path
 
 from fusebench import metrictable
 from fusebench.errors import UsageError
-from fusebench.history import results
+from fusebench.history import marks, results, runrecord
 from fusebench.history.asvsuite import benchmark_name
 from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
+
+#: Above this % of the copy ceiling a figure is cache-resident (``fusebench.measure.metrics``).
+CACHE_FLAG_PCT = 105.0
 
 #: The baseline every speedup is relative to.
 BASELINE = "eager"
@@ -99,12 +102,27 @@ def bandwidth_series(run: results.Run, op: Op, dtype: str) -> dict[str, list[tup
     return out
 
 
-def speedups(run: results.Run, op: Op) -> tuple[str, dict[str, dict[str, float | None]]]:
+def doubts(run: results.Run, op: Op, key: tuple[str, str, str], record=None) -> list[str]:
+    """The marks (``fusebench.history.marks``) of one stored case ``(backend, shape, dtype)``:
+    ``cache`` / ``peak`` from its stored % of the ceiling or peak; ``noisy`` and ``contaminated``
+    from the run's record (``record``: a ``Sweep``), when there is one."""
+    out = []
+    if record is not None:
+        rec = next((r for r in record.records if r.key == (op.name, *key)), None)
+        out = [k for k in marks.doubts(rec) if k in ("noisy", "contaminated")]
+    pct = run.values.get(benchmark_name(op.name, THROUGHPUT[op.roofline].pct_metric), {}).get(key)
+    limit = marks.PEAK_PCT if op.roofline == "compute" else CACHE_FLAG_PCT
+    if results.is_measured(pct) and pct > limit:
+        out.append("peak" if op.roofline == "compute" else "cache")
+    return out
+
+
+def speedups(run: results.Run, op: Op, record=None) -> tuple[str, dict[str, dict[str, float | None]]]:
     """Speedup over :data:`BASELINE` at ``op.headline``: ``(metric, {backend: {dtype: x}})``.
 
     The metric is ``track_device_time``, or ``track_wall_time`` when no device time is stored at
     that shape. A value is None where the backend or the baseline has no measurement (failed,
-    skipped or not run).
+    skipped or not run) or either figure is doubtful (:func:`doubts`, with the run's ``record``).
     """
     label = shape_label(op.headline) if op.headline else ""
     for metric in ("track_device_time", "track_wall_time"):
@@ -117,8 +135,20 @@ def speedups(run: results.Run, op: Op) -> tuple[str, dict[str, dict[str, float |
         for dtype in op.dtypes:
             base, t = values.get((BASELINE, label, dtype)), values.get((backend, label, dtype))
             ok = results.is_measured(base) and results.is_measured(t) and t > 0
+            if ok and (doubts(run, op, (BASELINE, label, dtype), record)
+                       or doubts(run, op, (backend, label, dtype), record)):
+                ok = False
             out[backend][dtype] = base / t if ok else None
     return metric, out
+
+
+#: PNG text chunks: none that change from one matplotlib to the next (``Software`` names its
+#: version), so a fresh clone's ``make plots`` rewrites the committed plots byte for byte.
+PNG_METADATA = {"Software": None}
+
+#: The legend entry of the hollow circles drawn around figures above the roof.
+ABOVE = {"bandwidth": "○ above the copy ceiling: cache-resident (L2), not memory",
+         "tflops": "○ above the matrix peak: peak understated or cache-resident"}
 
 
 def _short(commit: str) -> str:
@@ -139,10 +169,14 @@ def bandwidth_figure(run: results.Run, op: Op):
     axes = fig.subplots(1, len(op.dtypes), sharey=True)
     for ax, dtype in zip(axes, op.dtypes):
         for backend, points in series[dtype].items():
-            ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
-                    label=backend)
+            line, = ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
+                            label=backend)
+            above = [p for p in points if doubts(run, op, (backend, p[2], dtype))]
+            if above:  # cache-resident (above the roof): hollow, larger, and in the legend
+                ax.plot([p[0] / t.x_scale for p in above], [p[1] for p in above], ls="none", marker="o",
+                        ms=8, mfc="none", mec=line.get_color(), mew=1.2, label=ABOVE[t.kind])
         if ceiling:
-            ax.axhline(ceiling, color="black", ls="--", lw=1, label=f"{t.roof} ({ceiling:.0f} {t.unit})")
+            ax.axhline(ceiling, color="black", ls="--", lw=1, label=f"{t.roof} ({sig(ceiling)} {t.unit})")
         ax.set_xscale("log")
         if t.kind == "tflops":
             ax.set_yscale("log")  # the plateau: TFLOP/s ~ n^3 while time is flat
@@ -162,21 +196,25 @@ def bandwidth_figure(run: results.Run, op: Op):
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             legend.setdefault(label, handle)
-    fig.legend(list(legend.values()), list(legend), fontsize=8, loc="outside lower center", ncol=len(legend))
+    fig.legend(list(legend.values()), list(legend), fontsize=8, loc="outside lower center",
+               ncol=min(len(legend), 6))
     what = t.ylabel.split(' (')[0]
     fig.suptitle(f"{op.name} on {run.machine}: {what} by size (commit {_short(run.commit)})")
     return fig
 
 
-def speedup_figure(run: results.Run, op: Op):
-    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored."""
+def speedup_figure(run: results.Run, op: Op, record=None):
+    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored.
+    A bar whose figure or baseline is doubtful (:func:`doubts`) is ``n/a`` with its mark."""
     from matplotlib.figure import Figure
 
     if op.headline is None:
         return None
-    metric, table = speedups(run, op)
+    metric, table = speedups(run, op, record)
     if not any(v is not None for per in table.values() for v in per.values()):
         return None
+    label = shape_label(op.headline)
+    seen: set[str] = set()
     fig = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(op.dtypes)
@@ -184,8 +222,11 @@ def speedup_figure(run: results.Run, op: Op):
         xs = [j + (i - (len(op.dtypes) - 1) / 2) * width for j in range(len(BACKENDS))]
         ys = [table[b][dtype] for b in BACKENDS]
         bars = ax.bar(xs, [y or 0.0 for y in ys], width, label=dtype)
-        for bar, y in zip(bars, ys):
-            text = "n/a" if y is None else f"{y:.1f}"
+        for bar, y, b in zip(bars, ys, BACKENDS):
+            kinds = (doubts(run, op, (b, label, dtype), record)
+                     + doubts(run, op, (BASELINE, label, dtype), record))
+            seen.update(kinds)
+            text = f"{y:.1f}" if y is not None else f"n/a{marks.symbols(list(dict.fromkeys(kinds)))}"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
     ax.axhline(1.0, color="black", lw=0.8)
@@ -196,7 +237,17 @@ def speedup_figure(run: results.Run, op: Op):
     ax.margins(y=0.12)
     ax.set_title(f"{op.name} {shape_label(op.headline)} on {run.machine}: speedup over {BASELINE} "
                  f"(commit {_short(run.commit)})", fontsize=10)
+    if seen:
+        fig.text(0.01, 0.005, marks.legend(seen), fontsize=6, wrap=True)
     return fig
+
+
+def sig(x: float) -> str:
+    """Three significant digits (``fusebench.history.summary.sig``): a CPU's 0.0168 TFLOP/s is
+    never ``0``."""
+    from fusebench.history.summary import sig as _sig
+
+    return _sig(x)
 
 
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
@@ -227,13 +278,18 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
             run = reader.latest(machine, benchmark_name(op.name, ""))
             if run is None:
                 continue  # no readable file of this machine measured the op
-            for kind, make in ((THROUGHPUT[op.roofline].kind, bandwidth_figure), ("speedup", speedup_figure)):
-                fig = make(run, op)
+            try:  # the run's record gives the noise and contamination marks
+                record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
+            except UsageError:
+                record = None
+            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op)),
+                       ("speedup", speedup_figure(run, op, record)))
+            for kind, fig in figures:
                 if fig is None:
                     continue
                 path = out_root / machine / f"{op.name}-{kind}.png"
                 path.parent.mkdir(parents=True, exist_ok=True)
-                fig.savefig(path, dpi=dpi)
+                fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
                 written.append(path)
     if strict and reader.unreadable:
         raise UsageError("; ".join(str(u) for u in reader.unreadable)

@@ -128,7 +128,8 @@ def all_records(folder: Path) -> list[tuple[str, Path]]:
 def summary_lines(sweep: Sweep) -> list[str]:
     """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
     times, contaminated and noisy cases, kernels chosen by timing, warnings."""
-    from fusebench.history.summary import NOISY
+    from fusebench.history.marks import NOISY
+    from fusebench.history.summary import spread_text
 
     env = sweep.environment
     ok = [r for r in sweep.records if r.status == "ok"]
@@ -153,7 +154,7 @@ def summary_lines(sweep: Sweep) -> list[str]:
            "round left out)" if dropped else ""))
     noisy = [r for r in ok if r.noise is not None and r.noise > NOISY]
     lines.append(f"cases noisier than {100 * NOISY:.0f} % between rounds: {len(noisy)}" + (": " + ", ".join(
-        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ±{100 * r.noise:.0f}%" for r in noisy[:10])
+        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} {spread_text(r.noise)}" for r in noisy[:10])
         + (" ..." if len(noisy) > 10 else "") if noisy else ""))
     by_timing = [r for r in ok if r.kernel_by_timing and r.kernel_id]
     if by_timing:

@@ -315,7 +315,7 @@ def add_plots_tab(html_dir: Path) -> None:
 def table_html(table) -> str:
     """A :class:`fusebench.history.summary.CeilingTable` as an HTML table: the same cells as its Markdown
     (``CeilingTable.cell_text``, bold as ``<b>``), a case not timed carrying its reason as a tooltip
-    too, and the numbered notes under it."""
+    too, the numbered notes and the marks' legend under it."""
     esc = htmllib.escape
 
     def td(c) -> str:
@@ -329,7 +329,8 @@ def table_html(table) -> str:
                    for label, cells in table.rows)
     notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
     return (f"<p>{esc(table.title)}</p><table border=\"1\" cellpadding=\"3\" style=\"border-collapse:"
-            f"collapse\"><tr>{head}</tr>{rows}</table>" + (f"<ol>{notes}</ol>" if notes else ""))
+            f"collapse\"><tr>{head}</tr>{rows}</table>" + (f"<ol>{notes}</ol>" if notes else "")
+            + (f"<p>{esc(table.legend)}</p>" if table.legend else ""))
 
 
 def write_runs_page(html_dir: Path, records_folder: Path) -> Path:

@@ -9,13 +9,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from fusebench.errors import plain
+from fusebench.history import marks
 from fusebench.measure.sweep import Record, Sweep
 from fusebench.registry import BACKENDS, no_backend_reason
 
-#: Above this relative spread (IQR / median, 10 %) a case's figure is called noisy in words: a
-#: regression gate of 5 % (``make compare``'s default factor) cannot see a change through it.
-NOISY = 0.10
-#: Characters :func:`noise_text` always returns (``"noisy (±9999%)"``).
+#: Above this relative spread a figure is noisy (``fusebench.history.marks``).
+NOISY = marks.NOISY
+#: Characters :func:`noise_text` always returns (``"noisy (±100%)"``).
 NOISE_WIDTH = 14
 
 
@@ -51,19 +51,24 @@ def noise_text(noise: float | None) -> str:
     Args:
         noise: relative spread, IQR / median (0.004 for 0.4 %); None or NaN when not measured.
 
-    Returns ``"±0.4%"`` up to :data:`NOISY`; beyond it the word: ``"noisy (±288%)"``;
-    ``"noisy (>9999%)"`` past 9999 %; ``"noise n/a"`` without a figure.
+    Returns ``"±0.4%"`` up to :data:`NOISY`; beyond it the word: ``"noisy (±45%)"``; past
+    ``marks.NOISE_CAP`` (100 %) no figure, only the cap: ``"noisy (>100%)"`` (a spread larger
+    than the figure says nothing about the op); ``"noise n/a"`` without a figure.
     """
     if noise is None or not math.isfinite(noise):
         text = "noise n/a"
     else:
-        pct = 100 * noise
-        figure = f"±{pct:.1f}%" if pct < 9.95 else f"±{pct:.0f}%"
-        if noise <= NOISY:
-            text = figure
-        else:
-            text = f"noisy ({figure})" if pct < 9999.5 else "noisy (>9999%)"
+        text = spread_text(noise) if noise <= NOISY else f"noisy ({spread_text(noise)})"
     return text.ljust(NOISE_WIDTH)
+
+
+def spread_text(noise: float) -> str:
+    """A relative spread as a figure: ``"±0.4%"``, ``"±45%"``; past ``marks.NOISE_CAP`` only the
+    cap, ``">100%"``."""
+    pct = 100 * noise
+    if noise > marks.NOISE_CAP:
+        return f">{100 * marks.NOISE_CAP:.0f}%"
+    return f"±{pct:.1f}%" if pct < 9.95 else f"±{pct:.0f}%"
 
 
 def _time(rec: Record) -> float | None:
@@ -76,7 +81,9 @@ def cell(rec: Record | None, eager: Record | None) -> str:
     For a compute-bound op, ``"0.315 ms 436 TF 61%"``: time, TFLOP/s, % of the matrix peak
     (time first: at small sizes it is the flat launch-overhead plateau). Figures keep three
     significant digits (:func:`sig`, :func:`pct_text`): a small value is ``4.10 0.097%``, never
-    ``0 0%``.
+    ``0 0%``. A doubtful figure carries its marks (``fusebench.history.marks``: ``~`` noisy, ``!``
+    contaminated, ``^`` above the ceiling or peak) and no speedup, nor does any figure beside a
+    doubtful ``eager``.
     """
     if rec is None:
         return "-"
@@ -88,8 +95,12 @@ def cell(rec: Record | None, eager: Record | None) -> str:
             text += f" {pct_text(rec.pct_of_peak)}"
     else:
         text = f"{sig(rec.bandwidth_gbps)} {pct_text(rec.pct_of_ceiling)}"
+    if kinds := marks.doubts(rec):
+        text += f" {marks.symbols(kinds)}"
     if eager is not None and eager.status == "ok":
-        text += f" {speedup_text(_time(eager) / _time(rec))}"
+        x = marks.speedup(_time(eager), _time(rec), eager, rec)
+        if x is not None:
+            text += f" {speedup_text(x)}"
     return text
 
 
@@ -98,11 +109,14 @@ def summary(result: Sweep) -> str:
     groups: dict[tuple[str, str], dict] = defaultdict(dict)
     for r in result.records:
         groups[(r.op, r.dtype)][(r.shape, r.backend)] = r
-    clock = "device time" if result.environment.get("device") == "cuda" else "host time"
     env = result.environment
+    clock = "device time" if env.get("device") == "cuda" else "host time"
     where = ", ".join(w for w in (env.get("gpu") or "CPU", env.get("where")) if w)
     out = [f"Effective bandwidth GB/s, % of the copy ceiling ({result.ceiling_gbps:.0f} GB/s), "
            f"speedup over eager; {clock}, {where}."]
+    if env.get("device") != "cuda":
+        out[0] += (" Host-clock figures of the CPU (perf_counter around each call), not GPU "
+                   "figures: they say nothing about a GPU.")
     if result.peak_tflops:
         out[0] += (f" Compute-bound ops: time, TFLOP/s, % of the matrix peak "
                    f"({result.peak_tflops:.3g} TFLOP/s).")
@@ -115,6 +129,8 @@ def summary(result: Sweep) -> str:
         out += ["", f"{op} {dtype}", ""] + markdown_table(
             ["shape", *cols], [[s, *(cell(cases.get((s, b)), cases.get((s, "eager"))) for b in cols)]
                                for s in shapes])
+    if line := marks.legend(k for r in result.records for k in marks.doubts(r)):
+        out += ["", line]
     for op in dict.fromkeys(r.op for r in result.records):
         table = ceiling_table(result, op)
         if table is not None:
@@ -157,12 +173,15 @@ class CeilingTable:
         rows: the row label, then one :class:`Cell` per backend.
         notes: the distinct reasons of the cases not timed, in order; a cell's mark ``(n)`` is
             ``notes[n - 1]``.
+        legend: the line explaining the marks of doubtful figures (``fusebench.history.marks``),
+            empty when none is marked.
     """
 
     title: str
     header: list[str]
     rows: list[tuple[str, list[Cell]]]
     notes: list[str]
+    legend: str = ""
 
     def cell_text(self, c: Cell) -> str:
         """``"97"``, ``"**97**"`` (the row's best), ``"error (1)"``, ``"— (2)"``."""
@@ -176,6 +195,8 @@ class CeilingTable:
         if self.notes:
             lines.append("")
             lines += [f"({i}) {note}" for i, note in enumerate(self.notes, 1)]
+        if self.legend:
+            lines += ["", self.legend]
         return lines
 
 
@@ -186,8 +207,9 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     Rows are (shape, dtype) in run order, dtype first; columns the backends of :data:`BACKENDS` that
     the op has (a case skipped as ``"<op> has no <backend> backend"`` makes no column). A timed case
     shows its % rounded to a whole number, the row's highest in bold; a failed case ``error``, a
-    skipped one ``—``, each with its reason as a numbered note. None when ``op`` has no record, is
-    not memory-bound, or nothing of it was timed.
+    skipped one ``—``, each with its reason as a numbered note; a doubtful figure carries its marks
+    (``fusebench.history.marks``, explained in ``legend``) and is never the row's best. None when
+    ``op`` has no record, is not memory-bound, or nothing of it was timed.
     """
     recs = [r for r in sweep.records if r.op == op]
     if not recs or any(r.roofline != "memory" for r in recs) or all(r.status != "ok" for r in recs):
@@ -197,10 +219,12 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     shapes, dtypes = dict.fromkeys(r.shape for r in recs), dict.fromkeys(r.dtype for r in recs)
     labels = [(d, s) for d in dtypes for s in shapes if any((s, d, b) in by_key for b in cols)]
     notes: list[str] = []
+    seen: set[str] = set()
     rows = []
     for dtype, shape in labels:
         found = [by_key.get((shape, dtype, b)) for b in cols]
-        ok = [r.pct_of_ceiling for r in found if r and r.status == "ok" and r.pct_of_ceiling is not None]
+        ok = [r.pct_of_ceiling for r in found
+              if r and r.status == "ok" and r.pct_of_ceiling is not None and not marks.doubts(r)]
         # the row's best in bold, where it tells something: not when every figure rounds to it
         best = round(max(ok)) if ok and any(round(p) != round(max(ok)) for p in ok) else None
         cells = []
@@ -208,7 +232,10 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
             if r is None:
                 cells.append(Cell("-"))
             elif r.status == "ok" and r.pct_of_ceiling is not None:
-                cells.append(Cell(f"{r.pct_of_ceiling:.0f}", best=round(r.pct_of_ceiling) == best))
+                kinds = marks.doubts(r)
+                cells.append(Cell(f"{r.pct_of_ceiling:.0f}{marks.symbols(kinds)}",
+                                  best=not kinds and round(r.pct_of_ceiling) == best))
+                seen.update(kinds)
             else:
                 note = plain(r.reason or r.status)  # records stored before first_line removed colours
                 if note not in notes:
@@ -219,4 +246,4 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     clock = "hot device time" if env.get("device") == "cuda" else "host time"
     title = (f"{op}: % of the copy ceiling ({sweep.ceiling_gbps:.0f} GB/s), {clock}, higher is better; "
              f"{env.get('gpu') or 'CPU'}, commit {str(env.get('git_commit'))[:12]}")
-    return CeilingTable(title, [f"{op} shape, dtype", *cols], rows, notes)
+    return CeilingTable(title, [f"{op} shape, dtype", *cols], rows, notes, marks.legend(seen))

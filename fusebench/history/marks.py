@@ -1,0 +1,90 @@
+"""Marks on a figure that cannot be taken at face value, wherever it is shown (the run's tables,
+the plots, the site), and the rule that keeps such a figure out of speedups.
+
+A timed case's figure is doubtful when it is
+
+* **noisy**: its rounds differ by more than :data:`NOISY` of the figure (``Record.noise``): a 5 %
+  gate cannot see a change through it;
+* **contaminated**: measured throttled, or beside other work on the GPU or the CPU
+  (``Record.contamination``);
+* **cache-resident**: above the copy ceiling (% of ceiling > ``metrics.CACHE_FLAG_PCT``): the data
+  sat in a cache (L2), so the figure is right for what it measures but is not memory bandwidth;
+* **above the peak**: above the run's matrix peak (% of peak > 100): the peak was understated (an
+  unstable measurement) or the matmul ran from cache.
+
+A doubtful figure is printed with its mark and gets no speedup (a speedup needs two figures that
+can both be believed). ``make compare`` leaves contaminated cases out by its own rule.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: Above this relative spread between rounds (10 %) a figure is noisy: a regression gate of 5 %
+#: cannot see a change through it.
+NOISY = 0.10
+#: Above this spread (100 %: rounds differ by more than the figure itself) the spread is not
+#: printed as a number, only as ``noisy (>100%)``: the figure says nothing about the op.
+NOISE_CAP = 1.0
+#: Above this % of the matrix peak a compute-bound figure cannot be a matmul at the peak.
+PEAK_PCT = 100.0
+
+#: Mark -> (symbol in tables, its meaning in the legend).
+MARKS: dict[str, tuple[str, str]] = {
+    "noisy": ("~", f"noisy: rounds differ by more than {100 * NOISY:.0f} %"),
+    "contaminated": ("!", "contaminated: measured throttled or beside other work on the device"),
+    "cache": ("^", "above the copy ceiling: cache-resident (L2), not memory bandwidth"),
+    "peak": ("^", "above the measured matrix peak: the peak was understated or the matmul ran from cache"),
+}
+
+
+def _cache_flag_pct() -> float:
+    from fusebench.measure.metrics import CACHE_FLAG_PCT
+
+    return CACHE_FLAG_PCT
+
+
+def is_noisy(noise: float | None) -> bool:
+    """True when a spread (IQR or range over median) is above :data:`NOISY`, or not a number."""
+    return noise is not None and (not math.isfinite(noise) or noise > NOISY)
+
+
+def doubts(rec) -> list[str]:
+    """The marks of one record (``fusebench.measure.sweep.Record``), in :data:`MARKS` order; empty
+    for a figure that can be believed, or for a case that was not timed."""
+    if rec is None or rec.status != "ok":
+        return []
+    out = []
+    if is_noisy(rec.noise):
+        out.append("noisy")
+    if rec.contamination:
+        out.append("contaminated")
+    if rec.roofline == "memory" and (rec.pct_of_ceiling or 0) > _cache_flag_pct():
+        out.append("cache")
+    if rec.roofline == "compute" and (rec.pct_of_peak or 0) > PEAK_PCT:
+        out.append("peak")
+    return out
+
+
+def symbols(kinds: list[str]) -> str:
+    """The table marks of ``kinds`` (:func:`doubts`), e.g. ``"~!"``."""
+    return "".join(MARKS[k][0] for k in kinds)
+
+
+def legend(kinds) -> str:
+    """One line explaining the marks in ``kinds`` (any iterable of :data:`MARKS` keys), or ``""``."""
+    seen = [k for k in MARKS if k in set(kinds)]
+    if not seen:
+        return ""
+    return ("Marks: " + "; ".join(f"{MARKS[k][0]} {MARKS[k][1]}" for k in seen)
+            + ". A marked figure gets no speedup.")
+
+
+def speedup(base_ms: float | None, ms: float | None, base_rec=None, rec=None) -> float | None:
+    """``base_ms / ms`` when both times exist and neither record is doubtful (:func:`doubts`);
+    None otherwise."""
+    if not base_ms or not ms or base_ms <= 0 or ms <= 0:
+        return None
+    if doubts(base_rec) or doubts(rec):
+        return None
+    return base_ms / ms
