@@ -145,10 +145,30 @@ def other_processes(dev: torch.device) -> list[dict] | None:
     return procs[:-1]
 
 
+#: Other runnable work on the CPU (load average less this process's threads) above which a
+#: host-clock measurement is contaminated: half a core's worth, over the last minute.
+HOST_LOAD_LIMIT = 0.5
+
+
+def host_sample() -> dict:
+    """The CPU's load, now: the 1-minute load average (``os.getloadavg``), the cores, and this
+    process's compute threads (``torch.get_num_threads``, at most the cores): the load that is
+    ours. Empty where the platform has no load average."""
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):
+        return {}
+    cores = os.cpu_count() or 1
+    return {"loadavg": round(load, 2), "cores": cores, "threads": min(torch.get_num_threads(), cores)}
+
+
 def gpu_sample(dev: torch.device) -> dict:
     """What a case's contamination check reads, now: SM clock (MHz), clock-event reasons, other
-    compute processes (:func:`other_processes`). Empty on the CPU or without NVML."""
-    if dev.type != "cuda" or (h := _nvml_handle(dev.index or 0)) is None:
+    compute processes (:func:`other_processes`); on the CPU the host's load (:func:`host_sample`:
+    other processes share the host clock's cores). Empty on a GPU without NVML."""
+    if dev.type != "cuda":
+        return host_sample()
+    if (h := _nvml_handle(dev.index or 0)) is None:
         return {}
     import pynvml
 
@@ -171,9 +191,16 @@ def contamination(samples: list[dict]) -> list[str]:
     """Why a measurement is contaminated, from the :func:`gpu_sample` readings taken around it.
 
     Returns one short text per cause (empty: clean): a throttle reason seen
-    (:data:`THROTTLE_REASONS`), or another compute process on the GPU.
+    (:data:`THROTTLE_REASONS`), another compute process on the GPU, or on the CPU other load
+    above :data:`HOST_LOAD_LIMIT` (the highest reading of the samples).
     """
     reasons: list[str] = []
+    host = [s for s in samples if "loadavg" in s]
+    if host:
+        worst = max(host, key=lambda s: s["loadavg"] - s["threads"])
+        if worst["loadavg"] - worst["threads"] > HOST_LOAD_LIMIT:
+            reasons.append(f"host load {worst['loadavg']:.1f} on {worst['cores']} cores "
+                           f"({worst['threads']} thread(s) ours): other processes share the CPU")
     for s in samples:
         for r in s.get("clock_event_reasons", ()):
             if r in THROTTLE_REASONS and f"throttled: {r}" not in reasons:

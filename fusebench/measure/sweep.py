@@ -513,8 +513,10 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     peak_run = metrics.measure_matrix_peak(dev) if peak else None
     peak_tflops = peak_run.tflops if peak_run else None
     print(f"fusebench: {total} cases on {env.get('gpu', 'the CPU')} ({grid} grid), {rounds} round"
-          f"{'s' if rounds != 1 else ''}" + (f"; matrix peak {peak_run.tflops:.3g} TFLOP/s ({peak_run.dtype} "
-                                             f"{peak_run.n}^3)" if peak_run else ""), file=out, flush=True)
+          f"{'s' if rounds != 1 else ''}" + (f"; {peak_run.describe()}" if peak_run else ""),
+          file=out, flush=True)
+    if peak_run and not peak_run.stable:
+        _loud(peak_run.describe(), out, warnings)
 
     # Phase 1: build, gate, profile; the callables are kept for the rounds.
     built_cases: list[tuple[int, Record, Callable[[], object] | None]] = []
