@@ -232,7 +232,7 @@ preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make pu
 	$(FUSEBENCH) preview --port $(PORT)
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir]
-	@test -n "$(BASE)" || { echo "compare: give BASE=<git rev> (e.g. make compare BASE=HEAD~1)"; exit 2; }
+	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
 	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
 	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS))
 

@@ -143,6 +143,68 @@ def merge(runs: list[Run]) -> Run:
     return out
 
 
+def stored_commits(results_dir: Path, machine: str) -> list[tuple[str, int]]:
+    """``[(full sha, commit date in ms)]`` of ``machine``'s stored results, newest commit first
+    (each file's ``commit_hash`` and ``date``, read as JSON; a file without them is left out: the
+    readers name it)."""
+    found: dict[str, int] = {}
+    for path in result_files(results_dir, machine):
+        try:
+            data = json.loads(path.read_text())
+            commit, date = str(data["commit_hash"]), int(data.get("date") or 0)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        found[commit] = max(date, found.get(commit, 0))
+    return sorted(found.items(), key=lambda cd: (-cd[1], cd[0]))
+
+
+def compare_hint(results_dir: Path, machine: str, shown: int = 4) -> str:
+    """What ``make compare`` can be given on ``machine``, as a command that runs: the newest stored
+    commits by commit date, and ``make compare MACHINE=<m> BASE=<second newest> HEAD=<newest>``;
+    for a machine with none stored, ``make bench`` and the same command for a machine that has
+    two. ``results_dir`` other than the checkout's ``results/`` is passed as ``--results``."""
+    from datetime import datetime, timezone
+
+    from fusebench.paths import PROJECT_ROOT
+
+    def command(m: str, commits: list[tuple[str, int]]) -> str:
+        base, head = commits[1][0][:8], commits[0][0][:8]
+        if Path(results_dir).resolve() == (PROJECT_ROOT / "results").resolve():
+            return f"make compare MACHINE={m} BASE={base} HEAD={head}"
+        return f"fusebench compare --machine {m} --results {results_dir} --base {base} --head {head}"
+
+    def day(ms: int) -> str:
+        return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M") if ms else "no date"
+
+    commits = stored_commits(results_dir, machine)
+    if len(commits) >= 2:
+        newest = ", ".join(f"{c[:8]} ({day(d)})" for c, d in commits[:shown])
+        return f"the newest commits stored for {machine}: {newest}; e.g. {command(machine, commits)}"
+    what = "one commit" if commits else "no results"
+    others = [(m, c) for m in machines(results_dir) if m != machine
+              and len(c := stored_commits(results_dir, m)) >= 2]
+    text = f"{machine} has {what} stored (make bench stores this machine's)"
+    if others:
+        m, c = others[0]
+        text += f"; another machine's newest two: {command(m, c)}"
+    return text
+
+
+def print_compare_hint(machine: str = "", results_dir: Path | None = None) -> None:
+    """``make compare`` without ``BASE``: say so and print :func:`compare_hint` for ``machine``
+    (default: this host's) on stderr."""
+    import sys
+
+    from fusebench.paths import PROJECT_ROOT
+
+    if not machine:
+        from fusebench.measure.environment import machine_name
+
+        machine = machine_name()
+    print(f"compare: give BASE=<git rev>; {compare_hint(results_dir or PROJECT_ROOT / 'results', machine)}",
+          file=sys.stderr)
+
+
 class Reader:
     """Reads the stored results of ``results_dir``, noting each file it could not read.
 
@@ -239,16 +301,16 @@ class Reader:
         """
         if not (self.results_dir / machine).is_dir():
             have = ", ".join(machines(self.results_dir)) or "none"
-            raise UsageError(f"no results for machine {machine!r} in {self.results_dir}/ (machines: {have})")
+            raise UsageError(f"no results for machine {machine!r} in {self.results_dir}/ (machines: {have}); "
+                             + compare_hint(self.results_dir, machine))
         runs = [r for r in self.runs(machine, f"{commit[:8]}-*.json") if r.commit == commit]
         if not runs:
             bad = [str(u.path) for u in self.unreadable if u.path.name.startswith(commit[:8])]
             if bad:
                 raise UsageError(f"no readable results for commit {commit[:8]} on machine {machine!r}: "
                                  f"cannot read {', '.join(bad)}")
-            stored = sorted({p.name[:8] for p in result_files(self.results_dir, machine)})
             raise UsageError(f"no results for commit {commit[:8]} on machine {machine!r} in "
-                             f"{self.results_dir}/{machine}/ (commits stored: {', '.join(stored) or 'none'})")
+                             f"{self.results_dir}/{machine}/; {compare_hint(self.results_dir, machine)}")
         return merge(sorted(runs, key=lambda r: r.files[0].name))
 
 

@@ -1,0 +1,120 @@
+"""Every figure a user sees can be believed (issue 29): the CPU's other load contaminates a
+host-clock figure, an unstable matrix peak is measured again or marked, the compare hint names
+stored commits by date, and ``fusebench --help`` needs no torch."""
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+
+from fusebench.errors import UsageError
+from fusebench.history import results
+from fusebench.measure import environment, metrics, timing
+from fusebench.paths import PROJECT_ROOT
+
+CPU = torch.device("cpu")
+
+
+@pytest.mark.parametrize("load, threads, dirty", [(4.2, 1, True), (1.4, 1, False), (2.4, 2, False),
+                                                  (2.6, 2, True), (0.0, 1, False)])
+def test_other_load_on_the_cpu_contaminates(load, threads, dirty):
+    """Issue 29: "contaminated cases: 0" at a load average of 4-8 on two cores."""
+    sample = {"loadavg": load, "cores": 2, "threads": threads}
+    reasons = environment.contamination([{"loadavg": 0.1, "cores": 2, "threads": threads}, sample])
+    if dirty:
+        assert reasons == [f"host load {load:.1f} on 2 cores ({threads} thread(s) ours): other processes "
+                           "share the CPU"]
+    else:
+        assert reasons == []
+
+
+def test_a_cpu_sample_reads_the_load(monkeypatch):
+    monkeypatch.setattr(environment.os, "getloadavg", lambda: (5.5, 3.0, 1.0))
+    sample = environment.gpu_sample(CPU)
+    assert sample["loadavg"] == 5.5 and sample["cores"] >= 1
+    assert 1 <= sample["threads"] <= sample["cores"]
+    assert environment.contamination([sample])[0].startswith("host load 5.5 on ")
+
+
+def _fake_timings(monkeypatch, tflops_seq, n=64):
+    """``timing.measure`` returning the times that give ``tflops_seq`` for an n^3 matmul."""
+    times = iter([2 * n ** 3 / (t * 1e12) * 1e3 for t in tflops_seq])
+    monkeypatch.setattr(metrics.timing, "measure",
+                        lambda fn, dev: timing.Timing(next(times), 0.0, 20, "host"))
+
+
+def test_an_unstable_peak_is_measured_again_until_it_repeats(monkeypatch):
+    """Issue 29: the CPU's peak moved 8x between runs (0.0168, 0.123, 0.135 TFLOP/s)."""
+    _fake_timings(monkeypatch, [0.0168, 0.123, 0.135, 0.131])
+    peak = metrics.measure_matrix_peak(CPU, n=64, dtypes=(torch.float32,))
+    assert peak.stable and len(peak.tries) == 4
+    assert peak.tflops == pytest.approx(0.135)
+    assert peak.timing.median_ms == pytest.approx(2 * 64 ** 3 / 0.135e12 * 1e3)
+
+
+def test_a_peak_that_never_repeats_is_marked(monkeypatch):
+    _fake_timings(monkeypatch, [0.01, 0.02, 0.04, 0.08, 0.16, 0.32])
+    peak = metrics.measure_matrix_peak(CPU, n=64, dtypes=(torch.float32,))
+    assert not peak.stable and len(peak.tries) == metrics.PEAK_TRIES
+    assert peak.describe() == ("matrix peak 0.32 TFLOP/s (float32 64^3), UNSTABLE: 6 tries from 0.01 to "
+                               "0.32 TFLOP/s; every % of peak is in doubt")
+
+
+def test_a_steady_peak_takes_two_tries(monkeypatch):
+    _fake_timings(monkeypatch, [1.0, 0.97])
+    peak = metrics.measure_matrix_peak(CPU, n=64, dtypes=(torch.float32,))
+    assert peak.stable and peak.tries == pytest.approx((1.0, 0.97)) and peak.describe().endswith("64^3)")
+
+
+def _store(folder, machine, commit, date_ms):
+    (folder / machine).mkdir(parents=True, exist_ok=True)
+    (folder / machine / "machine.json").write_text("{}")
+    (folder / machine / f"{commit[:8]}-existing-py3.12.json").write_text(
+        json.dumps({"commit_hash": commit, "date": date_ms}))
+
+
+def test_the_compare_hint_names_the_newest_stored_commits_by_date(tmp_path):
+    """Issue 29: the hint said BASE=HEAD~1 (no results there) and listed commits in hash order."""
+    res = tmp_path / "results"
+    _store(res, "h200", "a" * 40, 1_796_000_000_000)
+    _store(res, "h200", "b" * 40, 1_796_100_000_000)
+    _store(res, "h200", "0" * 40, 1_796_200_000_000)
+    assert [c[:1] for c, _ in results.stored_commits(res, "h200")] == ["0", "b", "a"]
+    hint = results.compare_hint(res, "h200")
+    assert hint.startswith("the newest commits stored for h200: 00000000 (2026-")
+    assert hint.endswith(f"e.g. fusebench compare --machine h200 --results {res} --base bbbbbbbb "
+                         "--head 00000000")
+    other = results.compare_hint(res, "cpu-x86_64")
+    assert other.startswith("cpu-x86_64 has no results stored (make bench stores this machine's); "
+                            "another machine's newest two: fusebench compare --machine h200")
+    with pytest.raises(UsageError, match="no results for commit cccccccc on machine 'h200' in .*; the new"):
+        results.Reader(res).commit("h200", "c" * 40)
+
+
+def test_the_committed_results_hint_is_a_make_command():
+    hint = results.compare_hint(PROJECT_ROOT / "results", "h200")
+    commits = results.stored_commits(PROJECT_ROOT / "results", "h200")
+    base, head = commits[1][0][:8], commits[0][0][:8]
+    assert hint.endswith(f"e.g. make compare MACHINE=h200 BASE={base} HEAD={head}")
+
+
+def test_help_needs_no_torch_and_is_fast():
+    """Issue 29: ``python -m fusebench --help`` failed without torch; the installed one took 10.9 s."""
+    block = ("import sys; sys.modules['torch'] = None; import runpy; "
+             "runpy.run_module('fusebench', run_name='__main__')")
+    start = time.perf_counter()
+    out = subprocess.run([sys.executable, "-c", block, "--help"], cwd=PROJECT_ROOT, capture_output=True,
+                         text=True)
+    took = time.perf_counter() - start
+    assert out.returncode == 0, out.stderr
+    assert "bench     Measure every case on this machine" in out.stdout and "compare" in out.stdout
+    assert took < 5.0
+    out = subprocess.run([sys.executable, "-c", block, "bench", "--help"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2
+    assert out.stderr.strip() == (f"bench: error: bench needs torch, which {sys.executable} does not have: "
+                                  "make venv creates .venv from requirements.lock, then run "
+                                  ".venv/bin/python -m fusebench bench (make targets pick .venv)")
