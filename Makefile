@@ -236,6 +236,21 @@ compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTO
 	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
 	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS))
 
+# bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
+# (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its
+# own worktree (docs/bisect.md); METRIC=device_time (default), device_time_cold, device_time_graph
+# or wall_time (the CPU's). Exits 0 when one commit is named, 1 for a range or no regression.
+GOOD          ?=
+BAD           ?=
+CASE          ?=
+METRIC        ?=
+
+.PHONY: bisect
+
+bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype[,...]
+	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/67108864/float32)" >&2; exit 2; }
+	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC))$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
+
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
 	$(FUSEBENCH) plots
 

@@ -6,7 +6,7 @@ import random
 import pytest
 
 from fusebench import metrictable
-from fusebench.history import bisect, compare
+from fusebench.history import bisect, compare, noise
 from fusebench.history.bisect import AMBIGUOUS, BAD, GOOD, SKIPPED, CaseInfo, Commit, ProbeFailed
 
 HOT = metrictable.BY_NAME["track_device_time"]
@@ -159,6 +159,10 @@ def test_good_or_bad_failing_is_an_error():
         run(4, StandIn(step(2), no_build={0}))
     with pytest.raises(bisect.BisectError, match="BAD 4 could not be measured"):
         run(4, StandIn(step(2), fails_in_round={4}))
+    m = StandIn(step(2), no_build={4})
+    with pytest.raises(bisect.BisectError, match="BAD 4 could not be measured"):
+        run(4, m)
+    assert not m.open  # GOOD's child was released
 
 
 def test_a_metric_not_measured_is_an_error():
@@ -215,8 +219,23 @@ def side(*values):
 
 def test_the_adapter_is_the_gate_rule():
     good, bad = side(1.0, 1.01, 0.99), side(1.06, 1.07, 1.05)
-    j = bisect.gate(HOT, good, bad, 1.04, 0.05)
+    j = bisect.gate(bisect.Rule(HOT, 1.04, 0.05), CASE, good, bad)
     direct = compare.judge(HOT, compare.Case((1.0, 1.01, 0.99), noise=0.02, per_launch_ms=1.0),
                            compare.Case((1.06, 1.07, 1.05), noise=0.02 / 1.06, per_launch_ms=1.06), 1.04)
     assert (j.status, j.slowdown, j.limit, j.p_value) == pytest.approx(direct[:4])
     assert j.status == compare.REGRESSION and j.limit == pytest.approx(1.04)
+
+
+def test_the_history_limit_is_asked_per_case_and_applied():
+    asked = []
+
+    def history(case, per_launch_ms):
+        asked.append((case, per_launch_ms))
+        return noise.Limit(1.08, 0.02, 5, "5 A/A pairs")
+
+    rule = bisect.Rule(HOT, 1.04, 0.05, history)
+    j = bisect.gate(rule, CASE, side(1.0, 1.01, 0.99), side(1.06, 1.07, 1.05))
+    assert asked == [(CASE, pytest.approx(1.0))]
+    assert j.status == compare.WITHIN_NOISE and j.limit == pytest.approx(1.08) and "5 A/A pairs" in j.note
+    out = run(4, StandIn(step(2)), history=history, max_rounds=3)  # a 6 % step under an 8 % limit
+    assert out.status == "no regression" and out.reference[0].reference.limit == pytest.approx(1.08)

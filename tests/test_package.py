@@ -68,7 +68,8 @@ def test_help_lists_every_command():
     for name in commands.COMMANDS:
         assert f"\n    {name} " in out.stdout, name
     assert set(commands.COMMANDS) == {"bench", "list", "compare", "publish", "preview", "plots", "collect",
-                                      "nsys", "trace", "profile", "pitfalls", "mlp", "tune", "table"}
+                                      "nsys", "trace", "profile", "pitfalls", "mlp", "tune", "table",
+                                      "bisect"}
 
 
 MORE_HELP = [["nsys", "run", "--help"], ["tune", "cuda", "--help"], ["tune", "triton", "--help"]]

@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "list": "listing",
     "compare": "compare",
+    "bisect": "bisect",
     "publish": "publish",
     "preview": "preview",
     "plots": "plots",

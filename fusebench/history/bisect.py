@@ -118,20 +118,38 @@ def _values(side: Side, field_name: str) -> tuple[tuple[float, ...], tuple[str, 
     return tuple(r[field_name] for r in rounds if r.get(field_name) is not None), tuple(contamination)
 
 
+@dataclass(frozen=True)
+class Rule:
+    """What the gate is asked: the metric, its factor and significance, and the case's history
+    limit (``history(case, per-launch ms)``, e.g. ``fusebench.history.noise.History.limit``'s
+    answer; None: the rounds rule alone)."""
+
+    metric: metrictable.Metric
+    factor: float = metrictable.DEFAULT_FACTOR
+    alpha: float = compare.ALPHA
+    history: Callable[[str, float | None], object] | None = None
+
+
+def _median(side: Side, field_name: str) -> float | None:
+    values, _ = _values(side, field_name)
+    return statistics.median(values) if values else None
+
+
 def _case(side: Side, metric: metrictable.Metric) -> compare.Case:
     values, contamination = _values(side, metric.field)
     med = statistics.median(values) if values else 0.0
     noise = (max(values) - min(values)) / med if len(values) > 1 and med > 0 else 0.0
-    hot, _ = _values(side, "device_time_ms")
-    per_launch = statistics.median(hot) / side.info.launches if hot and side.info.launches else None
+    hot = _median(side, "device_time_ms")
+    per_launch = hot / side.info.launches if hot and side.info.launches else None
     return compare.Case(values, False, noise, per_launch, contamination, side.info.kernel_id,
-                        side.info.kernel_by_timing)
+                        side.info.kernel_by_timing, _median(side, "device_time_graph_ms"), side.info.launches)
 
 
-def gate(metric: metrictable.Metric, base: Side, head: Side, factor: float, alpha: float) -> Judged:
+def gate(rule: Rule, case: str, base: Side, head: Side) -> Judged:
     """The gate's rule from ``base`` to ``head``: the one place that calls ``compare.judge``."""
-    status, slowdown, limit, p, note = compare.judge(metric, _case(base, metric), _case(head, metric),
-                                                     factor, alpha)
+    b, h = _case(base, rule.metric), _case(head, rule.metric)
+    history = rule.history(case, b.per_launch_ms) if rule.history else None
+    status, slowdown, limit, p, note = compare.judge(rule.metric, b, h, rule.factor, rule.alpha, history)
     return Judged(status, slowdown, limit, p, note)
 
 
@@ -143,7 +161,8 @@ def median_of(side: Side, metric: metrictable.Metric) -> float:
 
 @dataclass(frozen=True)
 class CaseVerdict:
-    """One case of one probe: the medians (ms) and the three judgements of its block."""
+    """One case of one probe: the medians (ms), the three judgements of its block, and the
+    per-round figures (ms) of each side the medians come from."""
 
     case: str
     verdict: str
@@ -154,14 +173,16 @@ class CaseVerdict:
     reference: Judged
     from_good: Judged
     to_bad: Judged
+    good_rounds: tuple[float, ...] = ()
+    probe_rounds: tuple[float, ...] = ()
+    bad_rounds: tuple[float, ...] = ()
 
 
-def case_verdict(case: str, metric: metrictable.Metric, good: Side, bad: Side, probe: Side,
-                 factor: float, alpha: float) -> CaseVerdict:
+def case_verdict(rule: Rule, case: str, good: Side, bad: Side, probe: Side) -> CaseVerdict:
     """Like GOOD, like BAD or ambiguous (the module doc's rule) for one case of one block."""
-    reference = gate(metric, good, bad, factor, alpha)
-    from_good = gate(metric, good, probe, factor, alpha)
-    to_bad = gate(metric, probe, bad, factor, alpha)
+    reference = gate(rule, case, good, bad)
+    from_good = gate(rule, case, good, probe)
+    to_bad = gate(rule, case, probe, bad)
     if reference.status != compare.REGRESSION:
         verdict, why = AMBIGUOUS, f"GOOD -> BAD is {reference.status} in these rounds"
     elif from_good.status == compare.REGRESSION and to_bad.status in _NOT_WORSE:
@@ -170,8 +191,10 @@ def case_verdict(case: str, metric: metrictable.Metric, good: Side, bad: Side, p
         verdict, why = GOOD, ""
     else:
         verdict, why = AMBIGUOUS, f"GOOD -> probe {from_good.status}, probe -> BAD {to_bad.status}"
+    metric = rule.metric
     return CaseVerdict(case, verdict, why, median_of(good, metric), median_of(probe, metric),
-                       median_of(bad, metric), reference, from_good, to_bad)
+                       median_of(bad, metric), reference, from_good, to_bad, _values(good, metric.field)[0],
+                       _values(probe, metric.field)[0], _values(bad, metric.field)[0])
 
 
 def probe_verdict(cases: Sequence[CaseVerdict]) -> str:
@@ -240,8 +263,9 @@ class Probe:
 @dataclass
 class Outcome:
     """A bisection's answer. ``status``: ``found`` (``first_bad`` named), ``range`` (the first BAD
-    commit is one of ``candidates``; ``unresolved`` says which probes were ambiguous or skipped)
-    or ``no regression`` (the gate did not call GOOD -> BAD a regression on every case)."""
+    commit is one of ``candidates``; the probes among them were ambiguous or skipped) or ``no
+    regression`` (the gate did not call GOOD -> BAD a regression on every case). ``reference``:
+    GOOD -> BAD per case (verdict ``bad`` when a regression), from ``reference_rounds`` rounds."""
 
     status: str
     good: Commit
@@ -293,8 +317,7 @@ def _rounds(measurer: Measurer, sides: Sequence[tuple[Commit, dict[str, Side]]],
                 side.rounds.append(dict(figures[case]))
 
 
-def _reference_block(measurer, good, bad, good_info, bad_info, cases, metric, factor, alpha,
-                     rounds, max_rounds, log):
+def _reference_block(measurer, good, bad, good_info, bad_info, cases, rule, rounds, max_rounds, log):
     g = {c: Side(good_info[c]) for c in cases}
     b = {c: Side(bad_info[c]) for c in cases}
     done = 0
@@ -305,14 +328,16 @@ def _reference_block(measurer, good, bad, good_info, bad_info, cases, metric, fa
             name, commit = ("GOOD", good) if exc.side == 0 else ("BAD", bad)
             raise BisectError(f"{name} {commit.short} could not be measured: {exc}") from None
         done += rounds
+        metric = rule.metric
         for c in cases:
             if not _values(g[c], metric.field)[0] or not _values(b[c], metric.field)[0]:
                 raise BisectError(f"{c}: no {metric.label} was measured (on the CPU only wall "
                                   "time is: --metric wall_time)")
-        judged = [gate(metric, g[c], b[c], factor, alpha) for c in cases]
+        judged = [gate(rule, c, g[c], b[c]) for c in cases]
         verdicts = [CaseVerdict(c, BAD if j.status == compare.REGRESSION else AMBIGUOUS,
                                 "" if j.status == compare.REGRESSION else f"GOOD -> BAD is {j.status}",
-                                median_of(g[c], metric), math.nan, median_of(b[c], metric), j, j, j)
+                                median_of(g[c], metric), math.nan, median_of(b[c], metric), j, j, j,
+                                _values(g[c], metric.field)[0], (), _values(b[c], metric.field)[0])
                     for c, j in zip(cases, judged)]
         if all(v.verdict == BAD for v in verdicts) or done + rounds > max_rounds:
             return verdicts, done
@@ -321,7 +346,8 @@ def _reference_block(measurer, good, bad, good_info, bad_info, cases, metric, fa
 
 def run(commits: Sequence[Commit], cases: Sequence[str], measurer: Measurer, *,
         metric: metrictable.Metric, factor: float = metrictable.DEFAULT_FACTOR,
-        alpha: float = compare.ALPHA, rounds: int = 3, max_rounds: int = 12,
+        alpha: float = compare.ALPHA, history: Callable[[str, float | None], object] | None = None,
+        rounds: int = 3, max_rounds: int = 12,
         log: Callable[[str], None] = lambda line: None,
         on_probe: Callable[[Probe], None] = lambda probe: None,
         clock: Callable[[], float] = time.monotonic) -> Outcome:
@@ -331,7 +357,8 @@ def run(commits: Sequence[Commit], cases: Sequence[str], measurer: Measurer, *,
         commits: the first-parent line, oldest first, at least two.
         cases: ``op/backend/shape/dtype`` names.
         measurer: see :class:`Measurer`.
-        metric: the metric judged (a gated device time; wall time on the CPU).
+        metric, factor, alpha, history: the gate's rule (:class:`Rule`); the metric a gated device
+            time, or wall time on the CPU.
         rounds: rounds per block, and the step by which an ambiguous block grows.
         max_rounds: the cap of a block's rounds.
         log: gets one line per step (progress).
@@ -348,22 +375,23 @@ def run(commits: Sequence[Commit], cases: Sequence[str], measurer: Measurer, *,
     if rounds < 1 or max_rounds < rounds:
         raise ValueError(f"need 1 <= rounds <= max_rounds, got {rounds} and {max_rounds}")
     start = clock()
+    rule = Rule(metric, factor, alpha, history)
     good, bad = commits[0], commits[-1]
     phases: dict[str, float] = {}
     infos = {}
-    for name, commit in (("GOOD", good), ("BAD", bad)):
-        t = clock()
-        try:
-            infos[name] = measurer.start(commit, cases)
-        except ProbeFailed as exc:
-            raise BisectError(f"{name} {commit.short} could not be measured: {exc}") from None
-        phases[f"start {name}"] = clock() - t
-        log(f"{name} {commit.short} built in {phases[f'start {name}']:.0f} s")
     probes: list[Probe] = []
     try:
+        for name, commit in (("GOOD", good), ("BAD", bad)):
+            t = clock()
+            try:
+                infos[name] = measurer.start(commit, cases)
+            except ProbeFailed as exc:
+                raise BisectError(f"{name} {commit.short} could not be measured: {exc}") from None
+            phases[f"start {name}"] = clock() - t
+            log(f"{name} {commit.short} built in {phases[f'start {name}']:.0f} s")
         t = clock()
         reference, ref_rounds = _reference_block(measurer, good, bad, infos["GOOD"], infos["BAD"], cases,
-                                                 metric, factor, alpha, rounds, max_rounds, log)
+                                                 rule, rounds, max_rounds, log)
         phases["reference"] = clock() - t
         search = Search(len(commits) - 1)
         if not all(v.verdict == BAD for v in reference):
@@ -371,8 +399,8 @@ def run(commits: Sequence[Commit], cases: Sequence[str], measurer: Measurer, *,
         else:
             log(f"GOOD -> BAD: a regression on every case ({ref_rounds} rounds)")
             while (index := search.next()) is not None:
-                probe = _probe(measurer, commits[index], index, cases, good, bad, infos, metric, factor,
-                               alpha, rounds, max_rounds, log, clock)
+                probe = _probe(measurer, commits[index], index, cases, good, bad, infos, rule, rounds,
+                               max_rounds, log, clock)
                 search.record(index, probe.verdict)
                 probes.append(probe)
                 on_probe(probe)
@@ -387,8 +415,7 @@ def run(commits: Sequence[Commit], cases: Sequence[str], measurer: Measurer, *,
                    {k: round(v, 1) for k, v in phases.items()})
 
 
-def _probe(measurer, commit, index, cases, good, bad, infos, metric, factor, alpha, rounds, max_rounds,
-           log, clock) -> Probe:
+def _probe(measurer, commit, index, cases, good, bad, infos, rule, rounds, max_rounds, log, clock) -> Probe:
     """Measure one commit in a block of rounds beside GOOD and BAD, growing while ambiguous."""
     probe = Probe(index, commit.sha, commit.subject, SKIPPED)
     t = clock()
@@ -416,7 +443,7 @@ def _probe(measurer, commit, index, cases, good, bad, infos, metric, factor, alp
                 log(f"probe {commit.short}: skipped: {exc}")
                 break
             probe.rounds += rounds
-            probe.cases = [case_verdict(c, metric, g[c], b[c], p[c], factor, alpha) for c in cases]
+            probe.cases = [case_verdict(rule, c, g[c], b[c], p[c]) for c in cases]
             probe.verdict = probe_verdict(probe.cases)
             probe.why = "; ".join(f"{c.case}: {c.why}" for c in probe.cases if c.why)
             if probe.verdict != AMBIGUOUS or probe.rounds + rounds > max_rounds:

@@ -1,0 +1,229 @@
+"""Find the commit that made a case slower, judged with the gate's statistics (make bisect).
+
+    fusebench bisect GOOD BAD --case OP/BACKEND/SHAPE/DTYPE [--case ...] [--metric device_time]
+                     [--rounds N] [--max-rounds 12] [--factor 1.04] [--config FILE] [--machine NAME]
+                     [--repo DIR] [--cache DIR] [--records DIR] [--format text|json]
+
+Walks BAD's first-parent line back to GOOD (``git rev-list --first-parent``) and bisects it. Each
+probed commit is checked out in its own git worktree and measured by its own code in a child
+process (its kernels, its CUDA extension build, cached by commit), only the named cases, in
+interleaved rounds beside GOOD and BAD measured in the same session. Each probe is judged like
+GOOD, like BAD or ambiguous with the gate's rule (``fusebench compare``); an ambiguous probe gets
+more rounds up to ``--max-rounds``, then stays ambiguous (never guessed); a commit that does not
+build or whose case fails is skipped and named. Prints each probe's figures and verdict, the
+first BAD commit (or the smallest range it lies in) and the time spent; ``--format json`` prints
+the same as JSON. Each probe's record and each child's log go to ``--records`` (default
+``bisect/`` in the repository), never to ``results/``. docs/bisect.md says what a probe costs.
+
+Exit status: 0 when the first BAD commit was found; 1 when the answer is a range (ambiguous or
+skipped probes in the way), when the gate does not call GOOD -> BAD a regression on every case,
+or when GOOD or BAD could not be measured; 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from fusebench import config, metrictable
+from fusebench.cli import add_config, positive_int
+from fusebench.commands import bisect_child
+from fusebench.commands.compare import parse_factor
+from fusebench.errors import UsageError
+from fusebench.history import bisect, bisect_git, noise, runrecord
+from fusebench.history.bisect_probe import ChildMeasurer
+from fusebench.paths import PROJECT_ROOT
+from fusebench.registry import BACKENDS, PRECISIONS
+
+#: ``--metric`` values: the times a round measures (the gate judges the two device times).
+METRICS = {"device_time": "track_device_time", "device_time_cold": "track_device_time_cold",
+           "device_time_graph": "track_device_time_graph", "wall_time": "track_wall_time"}
+_CASE = re.compile(r"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*/[0-9]+(x[0-9]+)*/[a-z0-9]+")
+DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
+
+
+def parse_case(text: str) -> str:
+    """``--case``: ``op/backend/shape/dtype`` with a known backend and dtype (the op is the
+    probed commit's to know).
+
+    Raises:
+        UsageError: not of that form, or an unknown backend or dtype.
+    """
+    if not _CASE.fullmatch(text):
+        raise UsageError(f"bad case {text!r}; give op/backend/shape/dtype, e.g. gelu/triton/16777216/float32")
+    _, backend, _, dtype = text.split("/")
+    if backend not in BACKENDS:
+        raise UsageError(f"unknown backend {backend!r} in {text!r}; valid backends: {', '.join(BACKENDS)}")
+    if dtype not in PRECISIONS:
+        raise UsageError(f"unknown dtype {dtype!r} in {text!r}; valid dtypes: {', '.join(PRECISIONS)}")
+    return text
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench bisect``."""
+    ap.add_argument("good", metavar="GOOD", help="a git revision without the slowdown")
+    ap.add_argument("bad", metavar="BAD", help="a later revision with it (GOOD on its first-parent line)")
+    ap.add_argument("--case", action="append", required=True, metavar="OP/BACKEND/SHAPE/DTYPE",
+                    help="a case to judge, e.g. gelu/triton/16777216/float32 (repeat for more)")
+    ap.add_argument("--metric", choices=list(METRICS), default="device_time",
+                    help="the time judged (default device_time; on the CPU only wall_time is measured)")
+    ap.add_argument("--rounds", type=positive_int,
+                    help="rounds per block (default: the case file's settings.rounds, 3 unless set)")
+    ap.add_argument("--max-rounds", type=positive_int, default=12,
+                    help="the rounds an ambiguous probe may grow to (default 12)")
+    ap.add_argument("--factor", help="allowed slowdown before noise (default: the case file's "
+                                     f"settings.gate.factor, {config.DEFAULT_FACTOR} unless set)")
+    add_config(ap)
+    ap.add_argument("--machine", help="whose committed records give each case's history limit, as "
+                                      "fusebench compare (default: this host's, e.g. h200)")
+    ap.add_argument("--repo", type=Path, default=PROJECT_ROOT,
+                    help="the git repository (default: this checkout)")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                    help=f"worktrees and extension builds per commit (default {DEFAULT_CACHE})")
+    ap.add_argument("--records", type=Path,
+                    help="where probe records and logs go (default: bisect/ in the repository)")
+    ap.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
+
+
+def history_limits(metric: metrictable.Metric, machine: str | None):
+    """The gate's history limit of each case (``fusebench.history.noise``, from the committed
+    records of ``machine``, default this host's), asked once per case; None for a metric the gate
+    does not judge (wall time)."""
+    if not metric.gates:
+        return None
+    if not machine:
+        from fusebench.measure.environment import machine_name
+
+        machine = machine_name()
+    history = noise.from_records(runrecord.records_dir(PROJECT_ROOT / "results") / machine, PROJECT_ROOT)
+    limits: dict[str, object] = {}
+
+    def limit(case: str, per_launch_ms: float | None):
+        if case not in limits:
+            limits[case] = history.limit(metric.field, tuple(case.split("/")), per_launch_ms)
+        return limits[case]
+
+    return limit
+
+
+def _plain(value):
+    """JSON-ready: NaN and infinities as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data) -> None:
+    """Write ``data`` as JSON atomically (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(_plain(data), indent=1))
+    tmp.replace(path)
+
+
+def _ms(value: float) -> str:
+    return f"{value:.4f}" if math.isfinite(value) else "n/a"
+
+
+def _x(value: float) -> str:
+    return f"{value:.3f}x" if math.isfinite(value) else "n/a"
+
+
+def _duration(seconds: float) -> str:
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {s} s" if minutes else f"{s} s"
+
+
+def text(out: bisect.Outcome, records: Path) -> str:
+    """The outcome as the text ``fusebench bisect`` prints."""
+    metric = metrictable.BY_NAME[out.metric].label
+    lines = [f"bisect: {out.commits} commits after GOOD {out.good.short} up to BAD {out.bad.short} "
+             f"(first-parent line), {metric}, factor {out.factor:g}"]
+    for c in out.reference:
+        j = c.reference
+        p = "n/a" if j.p_value is None else f"{j.p_value:.3f}"
+        lines.append(f"GOOD -> BAD ({out.reference_rounds} rounds): {c.case}  {_ms(c.good_ms)} -> "
+                     f"{_ms(c.bad_ms)} ms {_x(j.slowdown)} (limit {_x(j.limit)}, p {p}): {j.status}")
+    if out.probes:
+        head = ("probe", "commit", "verdict", "rounds", "case", "GOOD ms", "probe ms", "BAD ms",
+                "probe/GOOD", "BAD/probe", "start s", "rounds s")
+        rows = [head]
+        for k, p in enumerate(out.probes, 1):
+            first = (str(k), f"{p.sha[:8]} ({p.index}/{out.commits})", p.verdict, str(p.rounds))
+            times = (f"{p.start_s:.0f}", f"{p.rounds_s:.0f}")
+            if not p.cases:
+                rows.append(first + ("", "", "", "", "", "") + times)
+            for i, c in enumerate(p.cases):
+                rows.append((first if i == 0 else ("",) * 4) + (
+                    c.case, _ms(c.good_ms), _ms(c.probe_ms), _ms(c.bad_ms), _x(c.from_good.slowdown),
+                    _x(c.to_bad.slowdown)) + (times if i == 0 else ("", "")))
+        widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+        lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
+        lines += [f"  probe {k}, {p.sha[:8]}: {p.why}" for k, p in enumerate(out.probes, 1) if p.why]
+    spent = f"{len(out.probes)} probe{'s' if len(out.probes) != 1 else ''}, {_duration(out.seconds)}"
+    if out.status == "found":
+        lines.append(f"first BAD commit: {out.first_bad.sha[:8]} {out.first_bad.subject} ({spent})")
+    elif out.status == "range":
+        lines.append(f"the first BAD commit is one of {len(out.candidates)} ({spent}); the probes between "
+                     "were ambiguous or skipped:")
+        verdicts = {p.sha: p.verdict for p in out.probes}
+        lines += [f"  {c.sha[:8]} {c.subject}" + (f"  [{verdicts[c.sha]}]" if c.sha in verdicts else "")
+                  for c in out.candidates]
+    else:
+        lines.append(f"nothing to bisect: the gate does not call GOOD -> BAD a regression on every case "
+                     f"after {out.reference_rounds} rounds ({spent})")
+    lines.append(f"records: {records}")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench bisect`` with the parsed options; returns the exit status."""
+    settings = config.load(args.config)
+    factor = parse_factor(args.factor) if args.factor is not None else settings.factor
+    rounds = args.rounds or settings.rounds
+    if args.max_rounds < rounds:
+        raise UsageError(f"--max-rounds {args.max_rounds} is below the rounds per block ({rounds})")
+    cases = list(dict.fromkeys(parse_case(c) for c in args.case))
+    repo = args.repo.resolve()
+    commits = bisect_git.first_parent_line(repo, args.good, args.bad)
+    session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = args.records or repo / "bisect"
+    records = root / f"{commits[0].short}-{commits[-1].short}-{session}"
+    if root.is_symlink() or records.exists():
+        raise UsageError(f"{records}: {'a symbolic link' if root.is_symlink() else 'exists'}: "
+                         "give another --records")
+
+    def log(line: str) -> None:
+        print(f"bisect: {line}", file=sys.stderr, flush=True)
+
+    def stored(probe: bisect.Probe) -> None:
+        write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))
+
+    log(f"{len(commits) - 1} commits after GOOD {commits[0].short} up to BAD {commits[-1].short}; "
+        f"records in {records}")
+    metric = metrictable.BY_NAME[METRICS[args.metric]]
+    measurer = ChildMeasurer(Path(bisect_child.__file__).read_text(), repo, args.cache.resolve(),
+                             records / "logs", log=log)
+    try:
+        out = bisect.run(commits, cases, measurer, metric=metric, factor=factor, alpha=settings.alpha,
+                         history=history_limits(metric, args.machine), rounds=rounds,
+                         max_rounds=args.max_rounds, log=log, on_probe=stored)
+    except bisect.BisectError as exc:
+        print(f"bisect: error: {exc}", file=sys.stderr)
+        return 1
+    write_json(records / "bisect.json", out.to_dict())
+    if args.format == "json":
+        print(json.dumps(_plain(dict(out.to_dict(), records=str(records))), indent=1))
+    else:
+        print(text(out, records))
+    return 0 if out.status == "found" else 1

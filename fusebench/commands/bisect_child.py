@@ -1,0 +1,113 @@
+"""The child of ``fusebench bisect``: measures the named cases with the code of the commit it runs in.
+
+``fusebench.history.bisect_probe`` runs this file's text as ``python -c <text> <request>`` in the
+probed commit's worktree, so that ``fusebench`` and ``kernels`` are imported from that commit
+(checked: a child that would measure other code says so and stops). It is an entry point like
+asv's ``benchmarks/suite.py``, hence beside the commands (the harness never imports ``kernels``).
+It imports nothing of fusebench at module level and uses only what the sweep has long had:
+``new_record``, ``build_and_gate``, ``prepare``, ``time_round`` (``fusebench.measure.sweep``).
+
+Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...]}``;
+the child answers ``{"ready": {case: {launches, kernel_id, kernel_by_timing}}}`` or
+``{"error": one line}`` on its stdout, then each ``round`` line on stdin with ``{"round": {case:
+figures}}`` (or an error) until ``quit`` or the end of input. Whatever the measured code prints
+goes to stderr, the probe's log.
+"""
+
+import json
+import os
+import sys
+
+#: The figures of a round sent back (ms), beside the contamination (``bisect_probe.FIELDS``).
+FIELDS = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms", "wall_time_ms", "repeats")
+
+
+class CaseFailed(Exception):
+    pass
+
+
+def _line(exc: BaseException) -> str:
+    """An exception as one line (``fusebench.errors.first_line``, which this commit may not have)."""
+    text = str(exc).strip().splitlines()
+    if isinstance(exc, CaseFailed):
+        return text[0]
+    return f"{type(exc).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def build(request: dict):
+    """Import the worktree's code and build, gate and profile each case; returns the device, the
+    sweep module and ``[(case, record, callable)]``. Raises CaseFailed or what the imports raise."""
+    root = os.path.realpath(request["root"])
+    import fusebench
+
+    where = os.path.realpath(fusebench.__file__)
+    if not where.startswith(root + os.sep):
+        raise CaseFailed(f"fusebench was imported from {where}, not from the worktree {root}")
+    import kernels
+    from fusebench.measure import environment, sweep
+
+    dev = environment.device()
+    ops = kernels.configured()
+    built = []
+    for case in request["cases"]:
+        op_name, backend, shape, dtype = case.split("/")
+        if op_name not in ops:
+            raise CaseFailed(f"{case}: no op {op_name!r} at this commit")
+        op = ops[op_name]
+        dims = tuple(int(d) for d in shape.split("x"))
+        rec = sweep.new_record(op, backend, dims, dtype)
+        done = sweep.build_and_gate(op, backend, dims, dtype, dev)
+        sweep.prepare(rec, done, dev)
+        if rec.status != "ok":
+            raise CaseFailed(f"{case}: {rec.status}: {rec.reason}")
+        built.append((case, rec, done.fn))
+    return dev, sweep, built
+
+
+def figures(fig: dict) -> dict:
+    """What the parent needs of one round of one case: the times, the contamination, and how many
+    other processes NVML saw on the GPU (the parent discounts its own other children)."""
+    out = {k: fig.get(k) for k in FIELDS}
+    out["contamination"] = list(fig.get("contamination", ()))
+    samples = (fig.get("before") or {}, fig.get("after") or {})
+    out["others"] = [len(s.get("other_processes", ())) for s in samples]
+    return out
+
+
+def main(argv: list[str]) -> int:
+    proto = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)  # the measured code's prints go to the log, never into the protocol
+
+    def send(obj: dict) -> None:
+        proto.write(json.dumps(obj) + "\n")
+        proto.flush()
+
+    try:
+        dev, sweep, built = build(json.loads(argv[0]))
+        flush = None
+        if dev.type == "cuda":
+            from fusebench.measure import timing
+
+            flush = timing.l2_flush_buffer(dev)
+    except Exception as exc:  # one line to the parent: this commit is skipped
+        send({"error": _line(exc)})
+        return 1
+    send({"ready": {case: {"launches": rec.launches, "kernel_id": rec.kernel_id,
+                           "kernel_by_timing": bool(rec.kernel_by_timing)} for case, rec, _ in built}})
+    rounds = 0
+    for line in sys.stdin:
+        if line.strip() != "round":
+            break
+        order = built if rounds % 2 == 0 else built[::-1]
+        try:
+            out = {case: figures(sweep.time_round(rec, fn, dev, flush)) for case, rec, fn in order}
+        except Exception as exc:
+            send({"error": f"timing: {_line(exc)}"})
+            return 1
+        rounds += 1
+        send({"round": out})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

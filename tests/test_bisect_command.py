@@ -1,0 +1,157 @@
+"""fusebench bisect: git's first-parent line, worktrees, the child measurer, the command end to end
+on the CPU (a throwaway repository of this checkout's code with a slowdown in one commit)."""
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fusebench import commands
+from fusebench.commands import bisect_child
+from fusebench.errors import UsageError
+from fusebench.history import bisect_git, bisect_probe
+from fusebench.history.bisect import Commit, ProbeFailed
+from fusebench.paths import PROJECT_ROOT
+
+CHILD = Path(bisect_child.__file__).read_text()
+CASE = "gelu/torch/16384/float32"  # the cpu-quick grid's GELU shape
+SLOW = ('    return lambda: F.gelu(x, approximate="tanh")',
+        '    return lambda: (__import__("time").sleep(0.002), F.gelu(x, approximate="tanh"))[1]')
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit(repo, message):
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository of this checkout's code: base, a no-op, GELU torch 2 ms slower, a no-op."""
+    repo = tmp_path / "repo"
+    for name in ("fusebench", "kernels"):
+        shutil.copytree(PROJECT_ROOT / name, repo / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("fusebench.yaml", "asv.conf.json"):
+        shutil.copy(PROJECT_ROOT / name, repo / name)
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    shas = [commit(repo, "base")]
+    (repo / "notes.txt").write_text("one\n")
+    shas.append(commit(repo, "a note"))
+    gelu = repo / "kernels" / "gelu.py"
+    assert SLOW[0] in gelu.read_text()
+    gelu.write_text(gelu.read_text().replace(*SLOW))
+    shas.append(commit(repo, "gelu: torch backend sleeps 2 ms"))
+    (repo / "notes.txt").write_text("two\n")
+    shas.append(commit(repo, "another note"))
+    return repo, shas
+
+
+def test_first_parent_line(repo):
+    repo, shas = repo
+    line = bisect_git.first_parent_line(repo, "HEAD~3", "main")
+    assert [c.sha for c in line] == shas
+    assert [c.subject for c in line] == ["base", "a note", "gelu: torch backend sleeps 2 ms", "another note"]
+    with pytest.raises(UsageError, match="same commit"):
+        bisect_git.first_parent_line(repo, "HEAD", "main")
+    with pytest.raises(UsageError, match="not on the first-parent line of BAD"):
+        bisect_git.first_parent_line(repo, "HEAD", "HEAD~2")
+    with pytest.raises(UsageError, match="unknown revision 'nope'"):
+        bisect_git.first_parent_line(repo, "nope", "HEAD")
+    with pytest.raises(UsageError, match="unknown revision '--all'"):
+        bisect_git.resolve(repo, "--all")
+
+
+def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
+    repo, shas = repo
+    root = tmp_path / "cache" / "worktrees"
+    tree = bisect_git.worktree(repo, root, shas[1])
+    assert tree == root / shas[1] and (tree / "notes.txt").read_text() == "one\n"
+    assert SLOW[0] in (tree / "kernels" / "gelu.py").read_text()
+    (tree / "marker").write_text("kept")  # untracked: the tree is reused
+    assert bisect_git.worktree(repo, root, shas[1]) == tree and (tree / "marker").exists()
+    (tree / "notes.txt").write_text("edited\n")  # a tracked file edited: made again
+    bisect_git.worktree(repo, root, shas[1])
+    assert (tree / "notes.txt").read_text() == "one\n" and not (tree / "marker").exists()
+    (root / "link").symlink_to(tree)
+    with pytest.raises(ProbeFailed, match="symbolic link"):
+        bisect_git.worktree(repo, root, "link")
+
+
+def test_the_child_sends_the_fields_the_parent_reads():
+    assert bisect_child.FIELDS == bisect_probe.FIELDS
+
+
+def test_figures_from_the_child_are_checked():
+    fig = {"device_time_ms": 0.5, "device_time_cold_ms": None, "wall_time_ms": 0.6, "repeats": 100,
+           "contamination": ["another process on the GPU: pid 7 (500 MiB)"], "others": [2, 2]}
+    assert bisect_probe.checked("c", fig)["device_time_ms"] == 0.5
+    for bad in ({**fig, "device_time_ms": "0.5"}, {**fig, "wall_time_ms": float("nan")},
+                {**fig, "repeats": -1}, {**fig, "contamination": "x"}, {**fig, "others": [True]}, [1]):
+        with pytest.raises(ProbeFailed, match="not valid"):
+            bisect_probe.checked("c", bad)
+
+
+def test_our_own_children_do_not_contaminate_a_round():
+    fig = {"contamination": ["throttled: sw_power_cap", "another process on the GPU: pid 7 (500 MiB)"],
+           "others": [2, 2]}
+    assert bisect_probe.without_siblings(fig, 2)["contamination"] == ["throttled: sw_power_cap"]
+    # one process more than our own children: a stranger
+    assert bisect_probe.without_siblings(fig, 1)["contamination"] == fig["contamination"]
+    assert bisect_probe.without_siblings({"contamination": [], "others": []}, 2)["contamination"] == []
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bisect", "HEAD~1", "HEAD"], "required: --case"),
+    (["bisect", "HEAD~1", "HEAD", "--case", "gelu/torch/16384"], "bad case 'gelu/torch/16384'"),
+    (["bisect", "HEAD~1", "HEAD", "--case", "gelu/torchy/16384/float32"], "unknown backend 'torchy'"),
+    (["bisect", "HEAD~1", "HEAD", "--case", "gelu/torch/16384/fp8"], "unknown dtype 'fp8'"),
+    (["bisect", "HEAD~1", "HEAD", "--case", CASE, "--rounds", "4", "--max-rounds", "3"],
+     "--max-rounds 3 is below"),
+    (["bisect", "HEAD~1", "HEAD", "--case", CASE, "--metric", "bandwidth"], "invalid choice: 'bandwidth'"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        commands.main(argv)
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_commit_that_cannot_be_measured_says_why(repo, tmp_path):
+    repo, shas = repo
+    m = bisect_probe.ChildMeasurer(CHILD, repo, tmp_path / "cache", tmp_path / "logs")
+    with pytest.raises(ProbeFailed, match="no op 'nosuchop' at this commit"):
+        m.start(Commit(shas[0]), ["nosuchop/torch/16384/float32"])
+    m.stop(Commit(shas[0]))
+    assert m.children == {}
+
+
+@pytest.mark.slow
+def test_bisect_names_the_slow_commit_on_the_cpu(repo, tmp_path, capsys):
+    """The real measurer: worktrees and child processes, 2 probes of 3 commits, wall time."""
+    repo, shas = repo
+    records = tmp_path / "records"
+    with pytest.raises(SystemExit) as exc:
+        commands.main(["bisect", shas[0], "main", "--case", CASE, "--metric", "wall_time",
+                       "--repo", str(repo), "--cache", str(tmp_path / "cache"), "--records", str(records),
+                       "--format", "json"])
+    out = json.loads(capsys.readouterr().out)
+    assert exc.value.code == 0, out
+    assert out["status"] == "found" and out["first_bad"]["sha"] == shas[2]
+    assert [(p["sha"], p["verdict"]) for p in out["probes"]] == [(shas[1], "good"), (shas[2], "bad")]
+    probe = out["probes"][1]["cases"][0]
+    assert probe["from_good"]["status"] == "regression" and probe["from_good"]["slowdown"] > 10
+    assert probe["to_bad"]["status"] == "same"
+    assert probe["probe_ms"] > 2.0 > out["probes"][0]["cases"][0]["probe_ms"]
+    session = next(records.iterdir())
+    assert sorted(p.name for p in session.iterdir()) == [
+        "bisect.json", "logs", f"probe-001-{shas[1][:8]}.json", f"probe-002-{shas[2][:8]}.json"]
+    assert sorted(p.name for p in (tmp_path / "cache" / "worktrees").iterdir()) == sorted(shas)
+    assert json.loads((session / "bisect.json").read_text())["first_bad"]["sha"] == shas[2]
