@@ -96,3 +96,38 @@ def test_a_compute_bound_op_gets_a_tflops_figure_against_the_matrix_peak(tmp_pat
         "torch": [(2 * 64 ** 3, 0.1, "64x64"), (2 * 8192 ** 3, 550.0, "8192x8192")]}
     assert plots.speedups(run, mm)[1]["torch"]["bfloat16"] is None  # no eager matmul: no bar
     assert [p.name for p in plots.write_plots(tmp_path, tmp_path / "out", [mm])] == ["matmul-tflops.png"]
+
+
+def test_make_plots_on_a_fresh_clone_rewrites_the_committed_plots_byte_for_byte(tmp_path):
+    """Issue 29: ``make plots`` modified three committed plots (they were drawn from an older run).
+    The plots are a function of the committed results; a run that stores results commits its plots."""
+    written = plots.write_plots(H200, tmp_path, list(OPS.values()), ["h200"])
+    committed = sorted(p.name for p in (PROJECT_ROOT / "plots" / "h200").glob("*.png"))
+    assert sorted(p.name for p in written) == committed
+    folder = PROJECT_ROOT / "plots" / "h200"
+    stale = [p.name for p in written if p.read_bytes() != (folder / p.name).read_bytes()]
+    assert not stale, f"plots/h200/{stale} differ from the committed results: make plots, then commit them"
+
+
+def test_a_backend_the_newest_run_lacks_is_drawn_from_an_older_run():
+    """The newest RMSNorm run (95806cbf) measured no reference backend; liger and quack keep their
+    lines from 5a030682, dashed, their commit in the legend."""
+    reader = results.Reader(H200)
+    runs = plots.newest_first(reader, "h200", OPS["rmsnorm"])
+    earlier = plots.older_backends(runs[0], runs[1:], OPS["rmsnorm"])
+    assert runs[0].commit.startswith("95806cbf")
+    assert {b: r.commit[:8] for b, r in earlier.items()} == {"liger": "5a030682", "quack": "5a030682"}
+    fig = plots.bandwidth_figure(runs[0], OPS["rmsnorm"], runs[1:])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "liger (5a030682)" in labels and "quack (5a030682)" in labels and "triton" in labels
+
+
+def test_a_figure_above_the_roof_is_marked_and_gets_no_speedup(h200):
+    """GELU 4194304 float32 on the H200 reads 137-140 % of the copy ceiling: hollow circles on the
+    bandwidth plot; at the headline shape no speedup of a contaminated figure."""
+    key = ("triton", "4194304", "float32")
+    assert plots.doubts(h200, OPS["gelu"], key) == ["cache"]
+    fig = plots.bandwidth_figure(h200, OPS["gelu"])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert plots.ABOVE["bandwidth"] in labels
+    assert plots.doubts(h200, OPS["gelu"], ("triton", "16384x16384", "float32")) == []

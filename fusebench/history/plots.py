@@ -12,7 +12,12 @@
   measured, e.g. on the CPU).
 
 The results are those of each machine's most recent commit (``fusebench.history.results.Reader.latest``);
-a result file that cannot be read is named, not taken for "not measured".
+a backend that commit did not measure is drawn dashed from the newest earlier commit that did,
+that commit named in the legend. A result file that cannot be read is named, not taken for "not
+measured". Doubtful figures (``fusebench.history.marks``) are marked: hollow circles above the
+roof, ``n/a`` with the mark for a speedup. The plots are a function of the stored results (no
+date or version in the PNG): committed plots are those ``make plots`` draws from the committed
+results.
 Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg without pyplot.
 """
 
@@ -155,13 +160,36 @@ def _short(commit: str) -> str:
     return commit[:8]
 
 
-def bandwidth_figure(run: results.Run, op: Op):
+def older_backends(run: results.Run, older: list[results.Run], op: Op) -> dict[str, results.Run]:
+    """``{backend: the newest of older runs that measured it}`` for each backend that ``run``
+    measured at no shape of ``op`` (a later run without the reference libraries keeps their
+    earlier lines on the plot, marked with their commit)."""
+    metric = benchmark_name(op.name, THROUGHPUT[op.roofline].metric)
+
+    def measured(r: results.Run, backend: str) -> bool:
+        return any(k[0] == backend and results.is_measured(v) for k, v in r.values.get(metric, {}).items())
+
+    out = {}
+    for backend in BACKENDS:
+        if not measured(run, backend):
+            found = next((r for r in older if r.commit != run.commit and measured(r, backend)), None)
+            if found is not None:
+                out[backend] = found
+    return out
+
+
+def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = ()):
     """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
-    GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one."""
+    GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one.
+    A backend ``run`` did not measure is drawn dashed from the newest of ``older`` (newest first)
+    that did, its commit in the legend (:func:`older_backends`)."""
     from matplotlib.figure import Figure
 
     t = THROUGHPUT[op.roofline]
-    series = {d: bandwidth_series(run, op, d) for d in op.dtypes}
+    earlier = older_backends(run, list(older), op)
+    series = {d: {**bandwidth_series(run, op, d),
+                  **{b: pts for b, r in earlier.items() if (pts := bandwidth_series(r, op, d).get(b))}}
+              for d in op.dtypes}
     if not any(series.values()):
         return None
     ceiling = ceiling_gbps(run, op)
@@ -169,9 +197,11 @@ def bandwidth_figure(run: results.Run, op: Op):
     axes = fig.subplots(1, len(op.dtypes), sharey=True)
     for ax, dtype in zip(axes, op.dtypes):
         for backend, points in series[dtype].items():
+            source = earlier.get(backend, run)
+            label = backend if source is run else f"{backend} ({_short(source.commit)})"
             line, = ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
-                            label=backend)
-            above = [p for p in points if doubts(run, op, (backend, p[2], dtype))]
+                            label=label, ls="--" if source is not run else "-")
+            above = [p for p in points if doubts(source, op, (backend, p[2], dtype))]
             if above:  # cache-resident (above the roof): hollow, larger, and in the legend
                 ax.plot([p[0] / t.x_scale for p in above], [p[1] for p in above], ls="none", marker="o",
                         ms=8, mfc="none", mec=line.get_color(), mew=1.2, label=ABOVE[t.kind])
@@ -238,7 +268,7 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     ax.set_title(f"{op.name} {shape_label(op.headline)} on {run.machine}: speedup over {BASELINE} "
                  f"(commit {_short(run.commit)})", fontsize=10)
     if seen:
-        fig.text(0.01, 0.005, marks.legend(seen), fontsize=6, wrap=True)
+        ax.set_xlabel(marks.legend(seen), fontsize=7)
     return fig
 
 
@@ -248,6 +278,20 @@ def sig(x: float) -> str:
     from fusebench.history.summary import sig as _sig
 
     return _sig(x)
+
+
+def newest_first(reader: results.Reader, machine: str, op: Op) -> list[results.Run]:
+    """The readable runs of ``machine`` that measured ``op``, one per commit (its files merged),
+    newest commit date first (the first is ``reader.latest``'s)."""
+    prefix = benchmark_name(op.name, "")
+    runs = [r for r in reader.runs(machine)
+            if any(name.startswith(prefix) and any(results.is_measured(v) for v in vals.values())
+                   for name, vals in r.values.items())]
+    by_commit: dict[str, list[results.Run]] = {}
+    for r in runs:
+        by_commit.setdefault(r.commit, []).append(r)
+    merged = [results.merge(rs) for rs in by_commit.values()]
+    return sorted(merged, key=lambda r: (-r.date, r.commit))
 
 
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
@@ -275,14 +319,15 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     written = []
     for machine in machines if machines is not None else results.machines(results_dir):
         for op in ops:
-            run = reader.latest(machine, benchmark_name(op.name, ""))
-            if run is None:
+            runs = newest_first(reader, machine, op)
+            if not runs:
                 continue  # no readable file of this machine measured the op
+            run = runs[0]
             try:  # the run's record gives the noise and contamination marks
                 record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
             except UsageError:
                 record = None
-            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op)),
+            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:])),
                        ("speedup", speedup_figure(run, op, record)))
             for kind, fig in figures:
                 if fig is None:
