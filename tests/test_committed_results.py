@@ -25,3 +25,12 @@ def test_the_readme_says_which_results_to_commit():
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert "**Which results belong in the repository.**" in readme
     assert "git ignores both folders" in readme
+
+
+def test_every_committed_result_is_drawn_so_publish_is_quiet():
+    """Issue 29: every make publish told the user to remove a committed file (312c2cc0, a merged
+    branch's commit). Decided once: such a file is dropped in a commit (its figures stay in git's
+    history); publish then has nothing to say about the committed results."""
+    from fusebench.history import drawable
+
+    assert drawable.undrawn(PROJECT_ROOT / "results") == []
