@@ -30,6 +30,7 @@ import sys
 import time
 from dataclasses import asdict
 from pathlib import Path
+from typing import Callable
 
 from fusebench import config, metrictable
 from fusebench.cli import add_config, positive_int
@@ -81,7 +82,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                                      f"settings.gate.factor, {config.DEFAULT_FACTOR} unless set)")
     add_config(ap)
     ap.add_argument("--machine", help="whose committed records give each case's history limit, as "
-                                      "fusebench compare (default: this host's, e.g. h200)")
+                                      "in fusebench compare (default: the GPU measured, e.g. h200)")
     ap.add_argument("--repo", type=Path, default=PROJECT_ROOT,
                     help="the git repository (default: this checkout)")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
@@ -91,22 +92,24 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--format", choices=("text", "json"), default="text", help="output format (default text)")
 
 
-def history_limits(metric: metrictable.Metric, machine: str | None):
+def history_limits(metric: metrictable.Metric, machine: Callable[[], str | None]):
     """The gate's history limit of each case (``fusebench.history.noise``, from the committed
-    records of ``machine``, default this host's), asked once per case; None for a metric the gate
-    does not judge (wall time)."""
+    records of ``machine()``: ``--machine``, else the machine GOOD's child measured on, so that
+    this process never touches the GPU), asked once per case; None for a metric the gate does not
+    judge (wall time)."""
     if not metric.gates:
         return None
-    if not machine:
-        from fusebench.measure.environment import machine_name
-
-        machine = machine_name()
-    history = noise.from_records(runrecord.records_dir(PROJECT_ROOT / "results") / machine, PROJECT_ROOT)
     limits: dict[str, object] = {}
+    histories: list = []
 
     def limit(case: str, per_launch_ms: float | None):
         if case not in limits:
-            limits[case] = history.limit(metric.field, tuple(case.split("/")), per_launch_ms)
+            if not histories:
+                name = machine()
+                records = runrecord.records_dir(PROJECT_ROOT / "results")
+                histories.append(noise.from_records(records / name, PROJECT_ROOT) if name
+                                 else noise.History([], None))
+            limits[case] = histories[0].limit(metric.field, tuple(case.split("/")), per_launch_ms)
         return limits[case]
 
     return limit
@@ -144,11 +147,11 @@ def _duration(seconds: float) -> str:
     return f"{minutes} min {s} s" if minutes else f"{s} s"
 
 
-def text(out: bisect.Outcome, records: Path) -> str:
-    """The outcome as the text ``fusebench bisect`` prints."""
+def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
+    """The outcome as the text ``fusebench bisect`` prints (``machine``: where it was measured)."""
     metric = metrictable.BY_NAME[out.metric].label
     lines = [f"bisect: {out.commits} commits after GOOD {out.good.short} up to BAD {out.bad.short} "
-             f"(first-parent line), {metric}, factor {out.factor:g}"]
+             f"(first-parent line), {metric} on {machine or 'an unknown machine'}, factor {out.factor:g}"]
     for c in out.reference:
         j = c.reference
         p = "n/a" if j.p_value is None else f"{j.p_value:.3f}"
@@ -216,14 +219,15 @@ def run(args: argparse.Namespace) -> int:
                              records / "logs", log=log)
     try:
         out = bisect.run(commits, cases, measurer, metric=metric, factor=factor, alpha=settings.alpha,
-                         history=history_limits(metric, args.machine), rounds=rounds,
-                         max_rounds=args.max_rounds, log=log, on_probe=stored)
+                         history=history_limits(metric, lambda: args.machine or measurer.machine),
+                         rounds=rounds, max_rounds=args.max_rounds, log=log, on_probe=stored)
     except bisect.BisectError as exc:
         print(f"bisect: error: {exc}", file=sys.stderr)
         return 1
-    write_json(records / "bisect.json", out.to_dict())
+    data = dict(out.to_dict(), machine=measurer.machine, records=str(records))
+    write_json(records / "bisect.json", data)
     if args.format == "json":
-        print(json.dumps(_plain(dict(out.to_dict(), records=str(records))), indent=1))
+        print(json.dumps(_plain(data), indent=1))
     else:
-        print(text(out, records))
+        print(text(out, records, measurer.machine))
     return 0 if out.status == "found" else 1

@@ -8,7 +8,7 @@ It imports nothing of fusebench at module level and uses only what the sweep has
 ``new_record``, ``build_and_gate``, ``prepare``, ``time_round`` (``fusebench.measure.sweep``).
 
 Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...]}``;
-the child answers ``{"ready": {case: {launches, kernel_id, kernel_by_timing}}}`` or
+the child answers ``{"ready": {case: {launches, kernel_id, kernel_by_timing}}, "machine": name}`` or
 ``{"error": one line}`` on its stdout, then each ``round`` line on stdin with ``{"round": {case:
 figures}}`` (or an error) until ``quit`` or the end of input. Whatever the measured code prints
 goes to stderr, the probe's log.
@@ -61,7 +61,15 @@ def build(request: dict):
         if rec.status != "ok":
             raise CaseFailed(f"{case}: {rec.status}: {rec.reason}")
         built.append((case, rec, done.fn))
-    return dev, sweep, built
+    return dev, sweep, built, _machine(environment, dev)
+
+
+def _machine(environment, dev):
+    """The asv machine name of the device (``environment.machine_name``), None when unknown."""
+    try:
+        return environment.machine_name(dev)
+    except Exception:
+        return None
 
 
 def figures(fig: dict) -> dict:
@@ -83,7 +91,7 @@ def main(argv: list[str]) -> int:
         proto.flush()
 
     try:
-        dev, sweep, built = build(json.loads(argv[0]))
+        dev, sweep, built, machine = build(json.loads(argv[0]))
         flush = None
         if dev.type == "cuda":
             from fusebench.measure import timing
@@ -93,7 +101,8 @@ def main(argv: list[str]) -> int:
         send({"error": _line(exc)})
         return 1
     send({"ready": {case: {"launches": rec.launches, "kernel_id": rec.kernel_id,
-                           "kernel_by_timing": bool(rec.kernel_by_timing)} for case, rec, _ in built}})
+                           "kernel_by_timing": bool(rec.kernel_by_timing)} for case, rec, _ in built},
+          "machine": machine})
     rounds = 0
     for line in sys.stdin:
         if line.strip() != "round":

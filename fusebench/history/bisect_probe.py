@@ -19,6 +19,7 @@ import json
 import math
 import os
 import queue
+import re
 import subprocess
 import sys
 import threading
@@ -32,6 +33,8 @@ from fusebench.history.bisect import CaseInfo, Commit, ProbeFailed
 FIELDS = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms", "wall_time_ms", "repeats")
 #: The prefix of ``environment.contamination``'s reason for another process on the GPU.
 OTHER_PROCESS = "another process on the GPU"
+#: What a machine name a child reports may be (it names a folder of records).
+MACHINE = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 #: Seconds a child may take to build its cases (CUDA extension and Triton compiles included).
 START_TIMEOUT_S = 1800.0
 #: Seconds one round of the named cases may take.
@@ -170,6 +173,8 @@ class ChildMeasurer:
         self.start_timeout, self.round_timeout = start_timeout, round_timeout
         self.children: dict[str, _Child] = {}
         self.code = child
+        #: The asv machine name the first child measured on (None until then, or unknown).
+        self.machine: str | None = None
 
     def env(self, worktree: Path, sha: str) -> dict:
         """The child's environment: the worktree's code and case file, the commit's own extension."""
@@ -189,6 +194,9 @@ class ChildMeasurer:
         ready = answer.get("ready")
         if not isinstance(ready, dict) or set(ready) != set(cases):
             raise ProbeFailed(f"the child built other cases than asked (log: {child.log})")
+        machine = answer.get("machine")
+        if self.machine is None and isinstance(machine, str) and MACHINE.fullmatch(machine):
+            self.machine = machine
         return {c: _info(c, ready[c]) for c in cases}
 
     def round(self, commit: Commit) -> Mapping[str, dict]:
