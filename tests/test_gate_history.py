@@ -133,3 +133,12 @@ def test_detectable_counts_and_names_what_the_gate_cannot_see():
     assert "2 (40 %) at 5 %, 3 (60 %) at 10 %, 4 (80 %) at 20 %" in text
     assert "1 stream figures measure the launch path" in text
     assert "cannot see 20 %: suite.Gelu.track_device_time (torch, 4, float32) limit 1.600x" in text
+
+
+def test_a_change_of_comments_only_is_no_change_of_code():
+    py = 'def f(x):\n    """Doc."""\n    return x + 1  # add one\n'
+    assert noise.code(py, "a.py") == noise.code('def f(x):\n    # why\n    return x + 1\n', "a.py")
+    assert noise.code(py, "a.py") != noise.code('def f(x):\n    return x + 2\n', "a.py")
+    cu = "__global__ void k(float* y) { /* one */ y[0] = 1.0f; // store\n}"
+    assert noise.code(cu, "k.cu") == noise.code("__global__ void k(float* y) {\n  y[0] = 1.0f;\n}", "k.cu")
+    assert noise.code(cu, "k.cu") != noise.code("__global__ void k(float* y) { y[0] = 2.0f; }", "k.cu")

@@ -5,7 +5,8 @@ between one run's rounds misses what moves a whole run (the machine it landed on
 the driver's state). That drift is read off the history:
 
 * **A/A pair** of a case: two records of the machine whose commits differ in no file the case's
-  backend is measured from (:func:`measured_paths`), measured in the same environment
+  backend is measured from (:func:`measured_paths`; a change of comments only is none:
+  :func:`code`), measured in the same environment
   (:data:`ENVIRONMENT_KEYS`) with the same method version of the metric
   (``metrictable.Metric.method``), neither from a dirty tree, and, for a backend that picks its
   kernel by timing (Inductor), with the same kernel on both sides.
@@ -24,7 +25,9 @@ calibration on the committed records (:func:`calibration`, ``fusebench compare -
 
 from __future__ import annotations
 
+import ast
 import math
+import re
 import statistics
 import subprocess
 from collections import defaultdict
@@ -113,13 +116,50 @@ class Limit:
     source: str
 
 
-def _git_changed(root: Path, a: str, b: str) -> set[str] | None:
+def code(text: str, path: str) -> str:
+    """``text`` without what cannot change what runs: comments and docstrings of Python (its AST),
+    comments and blank space of C, C++ and CUDA sources. Other files are returned as they are."""
+    if path.endswith(".py"):
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            return text
+        for node in ast.walk(tree):
+            body = getattr(node, "body", None)
+            if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                    and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+        return ast.dump(tree)
+    if path.endswith((".cu", ".cuh", ".cpp", ".h", ".c", ".cc", ".hpp")):
+        text = re.sub(r"/\*.*?\*/", " ", text, flags=re.S)
+        text = re.sub(r"//[^\n]*", " ", text)
+        return " ".join(text.split())
+    return text
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
     try:
-        out = subprocess.run(["git", "diff", "--name-only", a, b], cwd=root, capture_output=True,
-                             text=True, timeout=60)
+        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.SubprocessError):
         return None
-    return set(out.stdout.split()) if out.returncode == 0 else None
+
+
+def _git_changed(root: Path, a: str, b: str) -> set[str] | None:
+    """Files that differ between commits ``a`` and ``b`` in what runs (:func:`code`: a change of
+    comments only is no change); None when git cannot say."""
+    out = _git(root, "diff", "--name-only", a, b)
+    if out is None or out.returncode != 0:
+        return None
+    changed = set()
+    for path in out.stdout.split():
+        if not path.startswith("kernels/"):  # only kernels/ holds measured paths: no need to look
+            changed.add(path)
+            continue
+        old, new = _git(root, "show", f"{a}:{path}"), _git(root, "show", f"{b}:{path}")
+        if old is None or new is None or old.returncode or new.returncode \
+                or code(old.stdout, path) != code(new.stdout, path):
+            changed.add(path)
+    return changed
 
 
 class History:
