@@ -2,6 +2,7 @@
 on the CPU (a throwaway repository of this checkout's code with a slowdown in one commit)."""
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -84,6 +85,16 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
     (root / "link").symlink_to(tree)
     with pytest.raises(ProbeFailed, match="symbolic link"):
         bisect_git.worktree(repo, root, "link")
+
+
+def test_the_child_runs_the_worktree_s_code_with_its_own_extension_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTHONPATH", f"/tmp/site{os.pathsep}/opt/x")
+    monkeypatch.setenv("FUSEBENCH_CONFIG", "/elsewhere/cases.yaml")
+    env = bisect_probe.ChildMeasurer(CHILD, tmp_path, tmp_path / "cache", tmp_path / "logs").env(
+        tmp_path / "wt", "ab" * 20)
+    assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "wt"), "/tmp/site", "/opt/x"]
+    assert env["FUSEBENCH_EXT_DIR"] == str(tmp_path / "cache" / "ext" / ("ab" * 20))
+    assert "FUSEBENCH_CONFIG" not in env
 
 
 def test_the_child_sends_the_fields_the_parent_reads():

@@ -156,7 +156,8 @@ def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
         j = c.reference
         p = "n/a" if j.p_value is None else f"{j.p_value:.3f}"
         lines.append(f"GOOD -> BAD ({out.reference_rounds} rounds): {c.case}  {_ms(c.good_ms)} -> "
-                     f"{_ms(c.bad_ms)} ms {_x(j.slowdown)} (limit {_x(j.limit)}, p {p}): {j.status}")
+                     f"{_ms(c.bad_ms)} ms {_x(j.slowdown)} (limit {_x(j.limit)}, p {p}): {j.status}"
+                     + (f" [{j.note}]" if j.note else ""))
     if out.probes:
         head = ("probe", "commit", "verdict", "rounds", "case", "GOOD ms", "probe ms", "BAD ms",
                 "probe/GOOD", "BAD/probe", "start s", "rounds s")

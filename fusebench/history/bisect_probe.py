@@ -177,10 +177,13 @@ class ChildMeasurer:
         self.machine: str | None = None
 
     def env(self, worktree: Path, sha: str) -> dict:
-        """The child's environment: the worktree's code and case file, the commit's own extension."""
+        """The child's environment: the worktree's code first on the path (the packages the path
+        had stay after it), its own case file, the commit's own extension folder."""
         env = {k: v for k, v in os.environ.items() if k != "FUSEBENCH_CONFIG"}
         ext = str(self.cache / "ext" / sha)
-        env.update(PYTHONPATH=str(worktree), FUSEBENCH_EXT_DIR=ext, TORCH_EXTENSIONS_DIR=ext,
+        kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+        path = os.pathsep.join([str(worktree), *kept])
+        env.update(PYTHONPATH=path, FUSEBENCH_EXT_DIR=ext, TORCH_EXTENSIONS_DIR=ext,
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
         return env
 
