@@ -39,11 +39,12 @@ def build(request: dict):
     sweep module and ``[(case, record, callable)]``. Raises CaseFailed or what the imports raise."""
     root = os.path.realpath(request["root"])
     import fusebench
-
-    where = os.path.realpath(fusebench.__file__)
-    if not where.startswith(root + os.sep):
-        raise CaseFailed(f"fusebench was imported from {where}, not from the worktree {root}")
     import kernels
+
+    for module in (fusebench, kernels):
+        where = os.path.realpath(module.__file__)
+        if not where.startswith(root + os.sep):
+            raise CaseFailed(f"{module.__name__} was imported from {where}, not from the worktree {root}")
     from fusebench.measure import environment, sweep
 
     dev = environment.device()
