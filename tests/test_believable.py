@@ -117,4 +117,23 @@ def test_help_needs_no_torch_and_is_fast():
     assert out.returncode == 2
     assert out.stderr.strip() == (f"bench: error: bench needs torch, which {sys.executable} does not have: "
                                   "make venv creates .venv from requirements.lock, then run "
-                                  ".venv/bin/python -m fusebench bench (make targets pick .venv)")
+                                  ".venv/bin/python -m fusebench bench (the Makefile uses .venv)")
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU's skips")
+def test_the_skips_list_predicts_are_the_ones_the_sweep_records(monkeypatch):
+    """fusebench list says which cases bench will skip and why, without building any: the same
+    reason the sweep records for each of them."""
+    from fusebench.commands.bench import plan
+    from fusebench.measure import sweep
+    from fusebench.registry import BACKENDS, PRECISIONS
+    from kernels import OPS
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    planned = plan(list(OPS.values()), "cpu-quick", list(BACKENDS), list(PRECISIONS), CPU)
+    skipped = {(op.name, b, d): (op, s, why) for op, b, s, d, why in planned if why}
+    assert {b for _, b, _ in skipped} >= {"triton", "cuda", "liger", "quack", "flaggems"}
+    for (_, backend, dtype), (op, shape, why) in skipped.items():
+        built = sweep.build_and_gate(op, backend, shape, dtype, CPU)
+        assert (built.status, built.reason) == ("skipped", why)
+    assert ("gelu", "eager", "float32") not in skipped and ("matmul", "torch", "tf32") in skipped

@@ -143,7 +143,7 @@ def test_with_nsys_but_no_gpu_the_check_says_so(monkeypatch, capsys, tmp_path):
     path = fake_nsys(tmp_path, "NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
     status, err = driver_in_process(monkeypatch, capsys, "check", "--op=gelu", "--nsys", path)
     assert (status, err) == (1, "nsys: error: make nsys needs an NVIDIA GPU (torch sees none); "
-                                "`make trace OP=...` traces the CPU ops here\n")
+                                "`make trace OP=gelu` traces the CPU ops here\n")
 
 
 def test_make_nsys_without_nsys_stops_before_profiling():

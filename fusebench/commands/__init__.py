@@ -60,7 +60,7 @@ def _module(name: str):
             raise
         raise UsageError(f"{name} needs {exc.name}, which {sys.executable} does not have: "
                          "make venv creates .venv from requirements.lock, then run "
-                         f".venv/bin/python -m fusebench {name} (make targets pick .venv)") from None
+                         f".venv/bin/python -m fusebench {name} (the Makefile uses .venv)") from None
 
 
 def _doc(name: str) -> str:

@@ -29,6 +29,7 @@ that applies to none of the chosen ops included) or when nothing was measured (n
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import os
 import sys
 import time
@@ -128,6 +129,66 @@ def selected(args: argparse.Namespace) -> tuple[list[Op], list[str], list[str], 
     return narrowed, backends, dtypes, grid, partial
 
 
+def skip_reason(op: Op, backend: str, dtype: str, dev: torch.device) -> str | None:
+    """Why the run will skip a case, known before anything is built (None: it will be built and
+    timed, unless building it fails): the backend's own availability check on a probe tensor
+    of ``dev`` (no build, no compile), the op not registering the backend, a dtype the device
+    cannot run. The same texts the sweep records (a test compares them on the CPU)."""
+    from fusebench.backends import require_triton
+    from fusebench.errors import SkipCase
+    from fusebench.registry import no_backend_reason
+    from kernels import cuda_ext, reference_libs
+
+    if backend not in op.backends:
+        return no_backend_reason(op.name, backend)
+    probe = torch.empty(0, device=dev)
+    try:
+        PRECISIONS[dtype].check_device(dev)
+        if backend == "triton":
+            require_triton(probe)
+        elif backend == "cuda" and dev.type != "cuda":
+            cuda_ext.require(probe)  # on a GPU this would build the extension: left to the run
+        elif backend in reference_libs.LIBRARIES:
+            lib = reference_libs.LIBRARIES[backend]
+            if dev.type != "cuda":
+                raise SkipCase(f"{lib.package} needs a CUDA GPU")
+            if importlib.util.find_spec(lib.module) is None:
+                raise SkipCase(f"{lib.package} {lib.version} is not installed; {reference_libs.INSTALL}")
+    except SkipCase as exc:
+        return str(exc)
+    return None
+
+
+def plan(ops: list[Op], grid: str, backends: list[str], dtypes: list[str],
+         dev: torch.device | None = None) -> list[tuple[Op, str, tuple, str, str | None]]:
+    """Every case the run records, in run order (``sweep.cases``), with :func:`skip_reason`."""
+    dev = dev or environment.device()
+    return [(op, b, s, d, skip_reason(op, b, d, dev))
+            for op, b, s, d in sweep.cases(ops, grid, backends, dtypes)]
+
+
+def plan_line(planned, grid: str) -> str:
+    """One line that ``fusebench list`` and ``fusebench bench`` both print: the cases the run
+    records, how many it will time, and the skipped ones counted by reason, most first (an op
+    not registering a backend counted as one reason)."""
+    from collections import Counter
+
+    from fusebench.registry import no_backend_reason
+
+    skipped: Counter = Counter()
+    who: dict[str, dict[str, None]] = {}
+    for op, b, _, _, r in planned:
+        if r is not None:
+            r = "the op has no such backend" if r == no_backend_reason(op.name, b) else r
+            skipped[r] += 1
+            who.setdefault(r, {})[b] = None
+    timed = len(planned) - sum(skipped.values())
+    reasons = "; ".join(f"{n} {','.join(who[r]) if len(who[r]) < 4 else 'of several backends'}: {r}"
+                        for r, n in sorted(skipped.items(), key=lambda rn: (-rn[1], rn[0])))
+    return (f"{len(planned)} case(s) of the {grid} grid: {timed} to build and time"
+            + (f", {sum(skipped.values())} skipped ({reasons})" if skipped else ""))
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench bench``."""
     add_selection(ap)
@@ -144,6 +205,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-publish", action="store_true", help="store only: no site, no plots")
     ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
                     f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
+    ap.add_argument("--dry-run", action="store_true", help="check the selection and the tree as a run "
+                    "does, print what it would time and skip, measure and store nothing")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -160,6 +223,14 @@ def run(args: argparse.Namespace) -> int:
     # Only the backends the chosen ops register: a way out the refusal suggests must run as printed.
     applicable = [b for b in backends if any(b in op.backends for op in ops)]
     checked = before_sweep(results, applicable, dirty=args.dirty, gpu=True if slots else None)
+    grid = sweep.grid_name(torch.device("cuda") if slots else environment.device(), args.quick)
+    print(f"bench: {plan_line(plan(ops, grid, backends, dtypes), grid)}", file=sys.stderr)
+    if environment.device().type != "cuda" and not slots:
+        print("bench: no GPU: every figure is host-clock time on the CPU (perf_counter around each "
+              "call), not a GPU figure", file=sys.stderr)
+    if args.dry_run:
+        print(f"bench: dry run: nothing measured, nothing stored (would store in {results})", file=sys.stderr)
+        return 0
 
     started = time.perf_counter()
     lost: list[str] = []

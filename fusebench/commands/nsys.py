@@ -230,7 +230,10 @@ def _run(command, args, prog: str) -> int:
     try:
         return command(args)
     except (CannotRun, tool.NsysUnavailable, stats_csv.StatsError) as exc:
-        print(f"{prog}: error: {exc}", file=sys.stderr)  # one line, no exception type: it says it all
+        text = str(exc)
+        if getattr(args, "op", None):  # the suggested command names this op: it runs as printed
+            text = text.replace("`make trace OP=...`", f"`make trace OP={args.op}`")
+        print(f"{prog}: error: {text}", file=sys.stderr)  # one line, no exception type: it says it all
         return 1
 
 
