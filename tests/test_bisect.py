@@ -239,3 +239,18 @@ def test_the_history_limit_is_asked_per_case_and_applied():
     assert j.status == compare.WITHIN_NOISE and j.limit == pytest.approx(1.08) and "5 A/A pairs" in j.note
     out = run(4, StandIn(step(2)), history=history, max_rounds=3)  # a 6 % step under an 8 % limit
     assert out.status == "no regression" and out.reference[0].reference.limit == pytest.approx(1.08)
+
+
+def test_a_stream_figure_at_its_graph_time_is_judged_not_launch_path():
+    """Values reach the gate in the metric's unit: a 130 us hot figure beside a 129 us graph
+    figure measures the kernel (judged), where an 18 us one beside 9.5 us is the launch path."""
+    def with_graph(hot, graph):
+        rounds = [{"device_time_ms": hot, "device_time_graph_ms": graph, "contamination": []}] * 3
+        return bisect.Side(CaseInfo(launches=1), rounds)
+
+    rule = bisect.Rule(metrictable.BY_NAME["track_device_time"])
+    judged = bisect.gate(rule, "gelu/torch/67108864/float32", with_graph(0.130, 0.129),
+                         with_graph(0.137, 0.136))
+    assert judged.status == compare.REGRESSION and "launch path" not in judged.note
+    judged = bisect.gate(rule, "gelu/eager/1024/float32", with_graph(0.018, 0.0095), with_graph(0.030, 0.0095))
+    assert judged.status == compare.LAUNCH_PATH

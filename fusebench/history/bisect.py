@@ -136,7 +136,9 @@ def _median(side: Side, field_name: str) -> float | None:
 
 
 def _case(side: Side, metric: metrictable.Metric) -> compare.Case:
+    """The gate's view of one side: values in the metric's unit (as ``compare.case_of``)."""
     values, contamination = _values(side, metric.field)
+    values = [v * metric.scale for v in values]
     med = statistics.median(values) if values else 0.0
     noise = (max(values) - min(values)) / med if len(values) > 1 and med > 0 else 0.0
     hot = _median(side, "device_time_ms")
