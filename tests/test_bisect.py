@@ -252,5 +252,6 @@ def test_a_stream_figure_at_its_graph_time_is_judged_not_launch_path():
     judged = bisect.gate(rule, "gelu/torch/67108864/float32", with_graph(0.130, 0.129),
                          with_graph(0.137, 0.136))
     assert judged.status == compare.REGRESSION and "launch path" not in judged.note
-    judged = bisect.gate(rule, "gelu/eager/1024/float32", with_graph(0.018, 0.0095), with_graph(0.030, 0.0095))
+    judged = bisect.gate(rule, "gelu/eager/1024/float32", with_graph(0.018, 0.0095),
+                         with_graph(0.030, 0.0095))
     assert judged.status == compare.LAUNCH_PATH
