@@ -25,8 +25,8 @@ def test_other_load_on_the_cpu_contaminates(load, threads, dirty):
     sample = {"loadavg": load, "cores": 2, "threads": threads}
     reasons = environment.contamination([{"loadavg": 0.1, "cores": 2, "threads": threads}, sample])
     if dirty:
-        assert reasons == [f"host load {load:.1f} on 2 cores ({threads} thread(s) ours): other processes "
-                           "share the CPU"]
+        assert reasons == [f"other processes share the CPU (load {load:.0f} on 2 cores, {threads} thread(s) "
+                           "ours)"]
     else:
         assert reasons == []
 
@@ -36,7 +36,7 @@ def test_a_cpu_sample_reads_the_load(monkeypatch):
     sample = environment.gpu_sample(CPU)
     assert sample["loadavg"] == 5.5 and sample["cores"] >= 1
     assert 1 <= sample["threads"] <= sample["cores"]
-    assert environment.contamination([sample])[0].startswith("host load 5.5 on ")
+    assert environment.contamination([sample])[0].startswith("other processes share the CPU (load 6 on ")
 
 
 def _fake_timings(monkeypatch, tflops_seq, n=64):
@@ -137,3 +137,28 @@ def test_the_skips_list_predicts_are_the_ones_the_sweep_records(monkeypatch):
         built = sweep.build_and_gate(op, backend, shape, dtype, CPU)
         assert (built.status, built.reason) == ("skipped", why)
     assert ("gelu", "eager", "float32") not in skipped and ("matmul", "torch", "tf32") in skipped
+
+
+def test_a_shared_cpu_names_a_few_contaminated_cases_per_round_and_counts_the_rest(monkeypatch):
+    """Every case of a run on a loaded CPU is contaminated: three named per round, then a count
+    (the run's 240 warning lines of the CPU grid were noise)."""
+    import io
+
+    from fusebench.measure import sweep
+    from kernels import OPS
+
+    monkeypatch.setattr(environment.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    gelu = OPS["gelu"]
+    todo = [(gelu, b, (64 * (i + 1),), "float32") for i in range(3) for b in ("eager", "torch")]
+    out = io.StringIO()
+    result = sweep.measure(enumerate(todo), len(todo), "cpu", CPU, rounds=2, peak=False, out=out)
+    assert all(r.contaminated and r.contamination[0].startswith("other processes share the CPU (load 9 ")
+               for r in result.records)
+    for r in (1, 2):
+        said = [w for w in result.warnings if w.startswith(f"round {r}: ")]
+        assert len(said) == sweep.LOUD_PER_ROUND + 1
+        assert said[-1] == (f"round {r}: 3 more case(s) contaminated (each case's reasons are in the record "
+                            "and the summary)")
+    from fusebench.history import runrecord
+
+    assert "contaminated cases: 6" in "\n".join(runrecord.summary_lines(result))

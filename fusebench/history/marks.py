@@ -73,7 +73,8 @@ def symbols(kinds: list[str]) -> str:
 
 def legend(kinds) -> str:
     """One line explaining the marks in ``kinds`` (any iterable of :data:`MARKS` keys), or ``""``."""
-    seen = [k for k in MARKS if k in set(kinds)]
+    kinds = set(kinds)
+    seen = [k for k in MARKS if k in kinds]
     if not seen:
         return ""
     return ("Marks: " + "; ".join(f"{MARKS[k][0]} {MARKS[k][1]}" for k in seen)

@@ -199,8 +199,8 @@ def contamination(samples: list[dict]) -> list[str]:
     if host:
         worst = max(host, key=lambda s: s["loadavg"] - s["threads"])
         if worst["loadavg"] - worst["threads"] > HOST_LOAD_LIMIT:
-            reasons.append(f"host load {worst['loadavg']:.1f} on {worst['cores']} cores "
-                           f"({worst['threads']} thread(s) ours): other processes share the CPU")
+            reasons.append(f"other processes share the CPU (load {worst['loadavg']:.0f} on "
+                           f"{worst['cores']} cores, {worst['threads']} thread(s) ours)")
     for s in samples:
         for r in s.get("clock_event_reasons", ()):
             if r in THROTTLE_REASONS and f"throttled: {r}" not in reasons:

@@ -50,6 +50,9 @@ DEFAULT_ROUNDS = 3
 #: Seconds each timing mode (hot, cold, wall) of one case should take in one round: repeats are
 #: chosen to fill it (``timing.planned_repeats``, at least ``timing.MIN_REPEATS``).
 ROUND_BUDGET_S = 0.04
+#: Contaminated cases named one by one in a round's warnings (a shared CPU contaminates them
+#: all); the rest are counted in one line.
+LOUD_PER_ROUND = 3
 #: The per-round figures of a record (ms), aggregated as the median over rounds.
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
                 "device_time_cold_iqr_ms", "device_time_graph_ms", "device_time_graph_iqr_ms",
@@ -555,6 +558,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     for r in range(rounds):
         t = time.perf_counter()
         ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
+        unsaid = 0  # contaminated cases of this round beyond the first LOUD_PER_ROUND: counted
         for idx in round_order(len(records), r):
             fn, rec = fns[idx], records[idx]
             if fn is None or rec.status != "ok":
@@ -569,9 +573,15 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             bar.update()
             if r == rounds - 1:
                 rec.clocks = environment.clocks(dev)
-            if fig["contamination"]:
+            said = sum(w.startswith(f"round {r + 1}: ") for w in warnings)
+            if fig["contamination"] and said < LOUD_PER_ROUND:
                 _loud(f"round {r + 1}: {rec.op}/{rec.backend}/{rec.shape}/{rec.dtype} contaminated: "
                       + "; ".join(fig["contamination"]), out, warnings)
+            elif fig["contamination"]:
+                unsaid += 1
+        if unsaid:
+            _loud(f"round {r + 1}: {unsaid} more case(s) contaminated (each case's reasons are in the "
+                  "record and the summary)", out, warnings)
         phases[f"round {r + 1}"] = time.perf_counter() - t
         print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s; "
               f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
