@@ -418,7 +418,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     or when ``strict`` and some result will not be drawn.
     """
     from fusebench.cli import report_unreadable
-    from fusebench.history import drawable, plots, results, runrecord, site_fixes, store
+    from fusebench.history import drawable, plots, results, runrecord, site_fixes, site_readable, store
 
     ops = tuple(ops)
     try:
@@ -429,7 +429,12 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     for line in drawable.report(undrawn, results_dir):
         print(line, file=sys.stderr)
 
-    status = store.publish(results_dir, html_dir, python=python)
+    with site_readable.shown_results(results_dir) as (shown, left_out):
+        if left_out:
+            print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures would "
+                  "join the GPU machines' history on its tiles (their runs are in the Runs tab, their "
+                  "plots in plots/)", file=sys.stderr)
+        status = store.publish(shown, html_dir, python=python)
     if status != 0:
         return status
     try:
@@ -447,6 +452,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     write_plots_page(html_dir, pngs, reader.check())
     add_plots_tab(html_dir)
     site_fixes.apply(html_dir, ops)  # headline shape first, units in titles, bars on category axes
+    site_readable.apply(html_dir)  # file:// explained, the legend off the plot
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
     unreadable = report_unreadable(reader, "publish", count=True)

@@ -1,0 +1,87 @@
+"""The site can be read (issue 29, item 11): a CPU's results stay off a site with a GPU machine's
+tiles, a page opened from the file system says how to open it, a graph opens with its plot in
+view. On asv's own page files and on a published site."""
+
+import json
+import shutil
+from pathlib import Path
+
+import asv
+import pytest
+
+from fusebench.history import site, site_readable
+from fusebench.paths import PROJECT_ROOT
+from kernels import OPS
+
+WWW = Path(asv.__file__).parent / "www"
+
+
+def _machine(results: Path, name: str) -> None:
+    (results / name).mkdir(parents=True)
+    (results / name / "machine.json").write_text(json.dumps({"machine": name, "version": 1}))
+    (results / name / "0123abcd-existing-py3.12.json").write_text("{}")
+
+
+def test_a_cpu_beside_a_gpu_machine_is_left_out_of_the_site(tmp_path):
+    results = tmp_path / "results"
+    _machine(results, "h200")
+    _machine(results, "cpu-x86_64")
+    (results / "benchmarks.json").write_text("{}")
+    with site_readable.shown_results(results) as (shown, left_out):
+        assert left_out == ["cpu-x86_64"] and shown != results
+        assert sorted(p.name for p in shown.iterdir()) == ["benchmarks.json", "h200"]
+        assert (shown / "h200" / "0123abcd-existing-py3.12.json").read_text() == "{}"
+    assert not shown.exists() and (results / "cpu-x86_64").is_dir()
+
+
+def test_a_cpu_alone_is_published_as_it_is(tmp_path):
+    results = tmp_path / "results"
+    _machine(results, "cpu-x86_64")
+    with site_readable.shown_results(results) as (shown, left_out):
+        assert (shown, left_out) == (results, [])
+
+
+def _asv_pages(tmp_path) -> Path:
+    html = tmp_path / "html"
+    html.mkdir()
+    for name in ("index.html", "error.html", "graphdisplay.js"):
+        shutil.copy(WWW / name, html / name)
+    return html
+
+
+def test_a_page_opened_from_the_file_system_says_how_to_open_it(tmp_path):
+    html = _asv_pages(tmp_path)
+    assert site_readable.explain_file_urls(html)
+    error = (html / "error.html").read_text()
+    assert "active internet connection" not in error and "<code>make preview</code>" in error
+    index = (html / "index.html").read_text()
+    head = index.index("<head>") + len("<head>")
+    assert index[head:].lstrip().startswith(site_readable.FILE_CHECK)  # before any script of asv
+    assert not site_readable.explain_file_urls(html)  # once
+
+
+def test_a_graph_opens_with_its_legend_hidden(tmp_path):
+    html = _asv_pages(tmp_path)
+    assert site_readable.legend_off_at_first(html)
+    js = (html / "graphdisplay.js").read_text()
+    assert "var show_legend = false;" in js and "var show_legend = true;" not in js
+    assert js.count("show_legend_button.addClass('active')") == 1  # only when the address asks
+    assert not site_readable.legend_off_at_first(html)  # already patched: left as it is
+
+
+@pytest.mark.slow
+def test_publish_leaves_a_cpu_out_and_patches_the_pages(tmp_path, capsys, monkeypatch):
+    results = tmp_path / "results"
+    shutil.copytree(PROJECT_ROOT / "results", results)
+    shutil.copytree(PROJECT_ROOT / "results" / "h200", results / "cpu-x86_64")
+    monkeypatch.setattr(site.shutil, "which", lambda name: None)  # no npm: CDN=1's site
+    site_dir = tmp_path / "site"
+    site_dir.mkdir()
+    shutil.copy(PROJECT_ROOT / "site" / "package-lock.json", site_dir)
+    assert site.publish(results, tmp_path / "html", OPS.values(), cdn=True, site_dir=site_dir) == 0
+    err = capsys.readouterr().err
+    assert "publish: cpu-x86_64 left out of the site: a CPU's host-clock figures" in err
+    index = json.loads((tmp_path / "html" / "index.json").read_text())
+    assert "cpu-x86_64" not in index["params"]["machine"]
+    assert "make preview" in (tmp_path / "html" / "error.html").read_text()
+    assert "var show_legend = false;" in (tmp_path / "html" / "graphdisplay.js").read_text()
