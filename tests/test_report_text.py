@@ -83,3 +83,17 @@ def test_the_summary_says_host_clock_and_explains_the_marks():
     assert marks.legend(iter(["cache", "noisy"])).startswith("Marks: ~ noisy: rounds differ by more "
                                                              "than 10 %; ^ above the copy ceiling")
     assert "| 16384 | 0.00819 5.0% ~ | 0.936 5.0% |" in text
+
+
+def test_every_pct_of_an_unstable_peak_is_marked():
+    """A CPU's matrix peak that did not repeat (issue 29: 0.0168 to 0.135 TFLOP/s between runs)."""
+    mm = sweep.Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
+                      tflops=0.11, pct_of_peak=18.5, noise=0.02)
+    result = sweep.Sweep({"device": "cpu"}, 10.0, "cpu", [mm], peak_tflops=0.6,
+                         warnings=["matrix peak 0.638 TFLOP/s (bfloat16 512^3), UNSTABLE: 6 tries from 0.048 "
+                                   "to 0.638 TFLOP/s; every % of peak is in doubt"])
+    text = summary.summary(result)
+    assert "| 256x256 | 0.300 ms 0.110 TF 18% ? |" in text
+    assert "? % of a matrix peak that did not repeat between tries: in doubt" in text
+    result.warnings = []
+    assert "| 256x256 | 0.300 ms 0.110 TF 18% |" in summary.summary(result)

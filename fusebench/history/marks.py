@@ -35,6 +35,7 @@ MARKS: dict[str, tuple[str, str]] = {
     "contaminated": ("!", "contaminated: measured throttled or beside other work on the device"),
     "cache": ("^", "above the copy ceiling: cache-resident (L2), not memory bandwidth"),
     "peak": ("^", "above the measured matrix peak: the peak was understated or the matmul ran from cache"),
+    "unstable-peak": ("?", "% of a matrix peak that did not repeat between tries: in doubt"),
 }
 
 
@@ -49,9 +50,16 @@ def is_noisy(noise: float | None) -> bool:
     return noise is not None and (not math.isfinite(noise) or noise > NOISY)
 
 
-def doubts(rec) -> list[str]:
+def peak_unstable(sweep) -> bool:
+    """True when the run's matrix peak did not repeat (``metrics.MatrixPeak.describe``'s warning
+    in ``sweep.warnings``): every % of peak of that run is in doubt."""
+    return any(w.startswith("matrix peak") and "UNSTABLE" in w for w in sweep.warnings)
+
+
+def doubts(rec, unstable_peak: bool = False) -> list[str]:
     """The marks of one record (``fusebench.measure.sweep.Record``), in :data:`MARKS` order; empty
-    for a figure that can be believed, or for a case that was not timed."""
+    for a figure that can be believed, or for a case that was not timed. ``unstable_peak``: the
+    run's matrix peak did not repeat (:func:`peak_unstable`)."""
     if rec is None or rec.status != "ok":
         return []
     out = []
@@ -63,6 +71,8 @@ def doubts(rec) -> list[str]:
         out.append("cache")
     if rec.roofline == "compute" and (rec.pct_of_peak or 0) > PEAK_PCT:
         out.append("peak")
+    if rec.roofline == "compute" and unstable_peak and rec.pct_of_peak is not None:
+        out.append("unstable-peak")
     return out
 
 

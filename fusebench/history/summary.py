@@ -75,7 +75,7 @@ def _time(rec: Record) -> float | None:
     return rec.device_time_ms if rec.device_time_ms is not None else rec.wall_time_ms
 
 
-def cell(rec: Record | None, eager: Record | None) -> str:
+def cell(rec: Record | None, eager: Record | None, unstable_peak: bool = False) -> str:
     """``"3986 94% 8.1x"``: GB/s, % of the copy ceiling, speedup over ``eager`` (same case).
 
     For a compute-bound op, ``"0.315 ms 436 TF 61%"``: time, TFLOP/s, % of the matrix peak
@@ -95,7 +95,7 @@ def cell(rec: Record | None, eager: Record | None) -> str:
             text += f" {pct_text(rec.pct_of_peak)}"
     else:
         text = f"{sig(rec.bandwidth_gbps)} {pct_text(rec.pct_of_ceiling)}"
-    if kinds := marks.doubts(rec):
+    if kinds := marks.doubts(rec, unstable_peak):
         text += f" {marks.symbols(kinds)}"
     if eager is not None and eager.status == "ok":
         x = marks.speedup(_time(eager), _time(rec), eager, rec)
@@ -109,6 +109,7 @@ def summary(result: Sweep) -> str:
     groups: dict[tuple[str, str], dict] = defaultdict(dict)
     for r in result.records:
         groups[(r.op, r.dtype)][(r.shape, r.backend)] = r
+    unstable = marks.peak_unstable(result)
     env = result.environment
     clock = "device time" if env.get("device") == "cuda" else "host time"
     where = ", ".join(w for w in (env.get("gpu") or "CPU", env.get("where")) if w)
@@ -127,9 +128,9 @@ def summary(result: Sweep) -> str:
         if not cols:
             continue
         out += ["", f"{op} {dtype}", ""] + markdown_table(
-            ["shape", *cols], [[s, *(cell(cases.get((s, b)), cases.get((s, "eager"))) for b in cols)]
-                               for s in shapes])
-    if line := marks.legend(k for r in result.records for k in marks.doubts(r)):
+            ["shape", *cols], [[s, *(cell(cases.get((s, b)), cases.get((s, "eager")), unstable)
+                                     for b in cols)] for s in shapes])
+    if line := marks.legend(k for r in result.records for k in marks.doubts(r, unstable)):
         out += ["", line]
     for op in dict.fromkeys(r.op for r in result.records):
         table = ceiling_table(result, op)
