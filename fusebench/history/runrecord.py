@@ -156,6 +156,10 @@ def summary_lines(sweep: Sweep) -> list[str]:
     lines.append(f"cases noisier than {100 * NOISY:.0f} % between rounds: {len(noisy)}" + (": " + ", ".join(
         f"{r.op}/{r.backend}/{r.shape}/{r.dtype} {spread_text(r.noise)}" for r in noisy[:10])
         + (" ..." if len(noisy) > 10 else "") if noisy else ""))
+    watts = [r for r in ok if getattr(r, "energy_mj_per_call", None) is not None]
+    if watts:
+        lines.append(f"energy per call measured for {len(watts)} of {len(ok)} cases (NVML total energy; "
+                     "shown, never gated)")
     by_timing = [r for r in ok if r.kernel_by_timing and r.kernel_id]
     if by_timing:
         lines.append(f"kernels chosen by timing (compiler autotuning): {len(by_timing)} cases, "

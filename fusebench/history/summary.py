@@ -136,6 +136,7 @@ def summary(result: Sweep) -> str:
         table = ceiling_table(result, op)
         if table is not None:
             out += ["", table.title, ""] + table.markdown()
+    out += energy_lines(result)
     from fusebench.history import runrecord
 
     run = runrecord.summary_lines(result)
@@ -146,6 +147,30 @@ def summary(result: Sweep) -> str:
         out += ["", f"{len(failed)} case(s) failed:"]
         out += [f"- {r.op}/{r.backend}/{r.shape}/{r.dtype}: {r.reason}" for r in failed]
     return "\n".join(out)
+
+
+def energy_lines(result: Sweep) -> list[str]:
+    """Energy per call of every case that has it (``fusebench.measure.energy``), one table per
+    (op, dtype): ``"205 mJ 95 pJ/B"``; no lines when no case has it (the CPU, no NVML)."""
+    have = [r for r in result.records if r.energy_mj_per_call is not None]
+    if not have:
+        return []
+    out = ["", "Energy per call (NVML total energy of the board over a window of back-to-back calls, "
+               "idle power included; shown, never gated): mJ per call, pJ per byte moved."]
+    for op, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
+        cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (op, dtype)}
+        shapes = list(dict.fromkeys(s for s, _ in cases))
+        cols = [b for b in BACKENDS if any((s, b) in cases for s in shapes)]
+
+        def text(r) -> str:
+            if r is None:
+                return "-"
+            per_byte = f" {sig(r.energy_pj_per_byte)} pJ/B" if r.energy_pj_per_byte is not None else ""
+            return f"{sig(r.energy_mj_per_call)} mJ{per_byte}"
+
+        out += ["", f"{op} {dtype}: energy per call", ""] + markdown_table(
+            ["shape", *cols], [[s, *(text(cases.get((s, b))) for b in cols)] for s in shapes])
+    return out
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> list[str]:

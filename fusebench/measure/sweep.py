@@ -40,7 +40,7 @@ import torch
 
 from fusebench import metrictable
 from fusebench.errors import SkipCase, first_line
-from fusebench.measure import correctness, environment, inputs, launches, metrics, progress, timing
+from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, timing
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
@@ -93,6 +93,9 @@ class Record:
     case cannot be captured (the other figures stand).
     ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
     cannot say) name the one GPU that timed every round of the case.
+    ``energy_mj_per_call`` and ``energy_pj_per_byte``: energy per call from NVML's total-energy
+    counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
+    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known).
     """
 
     op: str
@@ -139,6 +142,9 @@ class Record:
     rounds: list[dict] = field(default_factory=list)
     gpu_index: int | None = None
     gpu_serial: str | None = None
+    energy_mj_per_call: float | None = None
+    energy_pj_per_byte: float | None = None
+    energy_reason: str = ""
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -441,6 +447,8 @@ def progress_line(i: int, n: int, rec: Record) -> str:
         text += f"  graph {rec.device_time_graph_ms:.4f} ms"
     if rec.launches is not None:
         text += f"  {rec.launches} launch{'es' if rec.launches != 1 else ''}"
+    if rec.energy_mj_per_call is not None:
+        text += f"  {rec.energy_mj_per_call:.3g} mJ/call"
     if rec.cache_flag:
         text += "  (above the copy ceiling: caches measured)"
     if rec.contaminated:
@@ -587,8 +595,15 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
               f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
     bar.close()
     ceiling = statistics.median(ceilings)
-    for pos, rec in zip(positions, records):
+    for rec in records:
         finish(rec, ceiling, peak_tflops)
+    if (read := energy.counter(dev)) is not None:  # after the rounds: shown, never gated
+        t = time.perf_counter()
+        for fn, rec in zip(fns, records):
+            if fn is not None:
+                energy.fill(rec, fn, dev, read)
+        phases["energy"] = time.perf_counter() - t
+    for pos, rec in zip(positions, records):
         if rec.status == "ok":
             print(progress_line(pos + 1, total, rec), file=out, flush=True)
     del fns

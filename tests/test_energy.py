@@ -1,0 +1,96 @@
+"""Energy per call (issue 29, item 12), built and tested on the CPU with a fake NVML: the counter
+reader, the window, the record's fields, the sweep, the run's tables. Not run on a GPU here."""
+
+import io
+import sys
+import types
+
+import pytest
+import torch
+
+from fusebench.history import runrecord, summary
+from fusebench.measure import energy, environment, sweep
+
+CPU = torch.device("cpu")
+
+
+class FakeCounter:
+    """A total-energy counter that rises by ``mj_per_call`` at each call of the case."""
+
+    def __init__(self, mj_per_call: float, start: float = 1e6):
+        self.total, self.mj_per_call, self.reads = start, mj_per_call, 0
+
+    def call(self):
+        self.total += self.mj_per_call
+
+    def read(self) -> float:
+        self.reads += 1
+        return self.total
+
+
+def test_energy_per_call_is_the_counters_rise_over_the_calls():
+    c = FakeCounter(205.0)
+    reading = energy.per_call(c.call, CPU, c.read, call_ms=2.0, window_s=0.3)
+    assert reading.calls == 150 and reading.mj_per_call == pytest.approx(205.0) and c.reads == 2
+    # GELU on 2^28 float32 moves 2 x 2^28 x 4 bytes: 205 mJ is about 95 pJ per byte
+    assert reading.pj_per_byte(2 * 2 ** 28 * 4) == pytest.approx(95.5, abs=0.1)
+
+
+def test_a_counter_that_does_not_rise_gives_no_figure():
+    c = FakeCounter(0.0)
+    assert energy.per_call(c.call, CPU, c.read, call_ms=1.0, window_s=0.01) is None
+    rec = sweep.Record("gelu", "torch", "1024", "float32", wall_time_ms=1.0, bytes_moved=8192)
+    energy.fill(rec, c.call, CPU, c.read)
+    assert rec.energy_mj_per_call is None and rec.energy_reason == (
+        "energy: the counter did not rise within the window")
+
+
+def test_the_counter_comes_from_nvml_on_a_gpu_only(monkeypatch):
+    assert energy.counter(CPU) is None
+    fake = types.SimpleNamespace(nvmlDeviceGetTotalEnergyConsumption=lambda h: 123456)
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    monkeypatch.setattr(environment, "_nvml_handle", lambda index: "handle")
+    read = energy.counter(torch.device("cuda", 0))
+    assert read() == 123456.0
+
+    def unsupported(h):
+        raise RuntimeError("NVML_ERROR_NOT_SUPPORTED")
+
+    fake.nvmlDeviceGetTotalEnergyConsumption = unsupported
+    assert energy.counter(torch.device("cuda", 0)) is None
+    monkeypatch.setattr(environment, "_nvml_handle", lambda index: None)
+    assert energy.counter(torch.device("cuda", 0)) is None
+
+
+def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypatch):
+    """The sweep on the CPU, with the fake counter standing in for NVML's."""
+    from kernels import OPS
+
+    c = FakeCounter(0.0)
+    monkeypatch.setattr(energy, "counter", lambda dev: c.read)
+    real = energy.per_call
+
+    def per_call(fn, dev, read, call_ms, window_s=energy.WINDOW_S):
+        c.mj_per_call = 2.0
+        return real(lambda: (fn(), c.call()), dev, read, call_ms, window_s=0.02)
+
+    monkeypatch.setattr(energy, "per_call", per_call)
+    todo = [(OPS["gelu"], b, (4096,), "float32") for b in ("eager", "torch")]
+    result = sweep.measure(enumerate(todo), 2, "cpu", CPU, rounds=1, peak=False, out=io.StringIO())
+    for rec in result.records:
+        assert rec.energy_mj_per_call == pytest.approx(2.0)
+        assert rec.energy_pj_per_byte == pytest.approx(2.0 * 1e9 / (2 * 4096 * 4))
+    assert "energy" in result.phases
+    text = summary.summary(result)
+    assert "| 4096 | 2.00 mJ 61035 pJ/B | 2.00 mJ 61035 pJ/B |" in text
+    assert "energy per call measured for 2 of 2 cases" in "\n".join(runrecord.summary_lines(result))
+    loaded = sweep.Sweep(**{**result.__dict__})
+    assert loaded.records[0].energy_mj_per_call == pytest.approx(2.0)
+
+
+def test_a_record_without_energy_fields_still_loads(tmp_path):
+    """Records stored before energy was measured (every committed one) load with None."""
+    rec = sweep.Record("gelu", "torch", "1024", "float32")
+    fields = {k: v for k, v in rec.__dict__.items() if not k.startswith("energy")}
+    assert sweep.Record(**fields).energy_mj_per_call is None
+    assert summary.energy_lines(sweep.Sweep({}, 1.0, "cpu", [sweep.Record(**fields)])) == []
