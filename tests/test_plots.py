@@ -98,6 +98,21 @@ def test_a_compute_bound_op_gets_a_tflops_figure_against_the_matrix_peak(tmp_pat
     assert [p.name for p in plots.write_plots(tmp_path, tmp_path / "out", [mm])] == ["matmul-tflops.png"]
 
 
+def test_a_cpus_small_peak_keeps_its_digits_on_the_plot(tmp_path):
+    """Issue 29: the CPU's plot labelled its line 'matrix peak (0 TFLOP/s)'; a % of peak above 100
+    is drawn as a hollow circle."""
+    commit = main_commits(1)[0]
+    axes = [["torch"], ["64x64", "256x256"], ["float32", "tf32", "bfloat16"]]
+    small, big = ("torch", "64x64", "float32"), ("torch", "256x256", "float32")
+    write_result(tmp_path, "cpu-x86_64", commit, {
+        "suite.Matmul.track_tflops": {small: 0.0084, big: 0.11},
+        "suite.Matmul.track_pct_of_peak": {small: 50.0, big: 665.9}}, axes)
+    run = results.load_latest(tmp_path, "cpu-x86_64")
+    fig = plots.bandwidth_figure(run, OPS["matmul"])
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "matrix peak (0.0167 TFLOP/s)" in labels  # median of 0.0168 and 0.0165 and plots.ABOVE["tflops"] in labels
+
+
 def test_make_plots_on_a_fresh_clone_rewrites_the_committed_plots_byte_for_byte(tmp_path):
     """Issue 29: ``make plots`` modified three committed plots (they were drawn from an older run).
     The plots are a function of the committed results; a run that stores results commits its plots."""
