@@ -110,7 +110,8 @@ def test_a_cpus_small_peak_keeps_its_digits_on_the_plot(tmp_path):
     run = results.load_latest(tmp_path, "cpu-x86_64")
     fig = plots.bandwidth_figure(run, OPS["matmul"])
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "matrix peak (0.0167 TFLOP/s)" in labels  # median of 0.0168 and 0.0165 and plots.ABOVE["tflops"] in labels
+    assert "matrix peak (0.0167 TFLOP/s)" in labels  # the median of 0.0168 and 0.0165
+    assert plots.ABOVE["tflops"] in labels
 
 
 def test_make_plots_on_a_fresh_clone_rewrites_the_committed_plots_byte_for_byte(tmp_path):
