@@ -8,10 +8,13 @@ its run records in the sibling records folder) or a folder holding ``results/`` 
 are copied, identical ones skipped, none overwritten; different asv machines sit side by side.
 The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/history/collect.py``.
 
-Everything is compared before anything is written: a conflict (the same commit and machine with
-different figures) or an input file that cannot be read refuses the whole collect, one line per
-file, and nothing is written. Exit status: 0 merged (or nothing new), 1 refused for a conflict,
-2 bad input (no such folder, not a results folder, a file that cannot be read).
+Every input file is checked before anything is written (``fusebench/history/untrusted.py``,
+``docs/untrusted-input.md``) and everything is compared: a conflict (the same commit and machine
+with different figures) or a refused input file (a symlink, too large, not the schema of its
+kind) refuses the whole collect, one line per file, and nothing is written. The copies are
+stored as one transaction under the results folder's lock. Exit status: 0 merged (or nothing
+new), 1 refused for a conflict, 2 bad input (no such folder, not a results folder, a refused
+file) or the results folder in use by another run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench collect`` with the parsed options; returns the exit status."""
 
+    with collect.locked(args.into):
+        return _run_locked(args)
+
+
+def _run_locked(args: argparse.Namespace) -> int:
     plan = collect.plan(args.sources, args.into)
     for line in plan.warnings:
         print(f"collect: warning: {line}", file=sys.stderr)

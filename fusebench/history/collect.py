@@ -13,9 +13,18 @@ them into one destination (``results/`` and ``records/``) by these rules:
   machine that gives another value to a case both measured, or a run record of the same name
   that differs. Also a ``machine.json`` whose ``gpu`` differs (another GPU model under the same
   machine name). Each conflict is one line naming both files.
+- **untrusted**: every input file is checked before anything is written
+  (:mod:`fusebench.history.untrusted`: regular files only, no symlinks, size and nesting caps,
+  names and fields to safe patterns, commit ids agreeing with file names, machine names with
+  folders); one that fails is refused, one line naming it.
 - **atomic**: everything is read and compared before anything is written. One conflict, or one
-  input file that cannot be read, refuses the whole collect: nothing is written, so a collect can
-  be re-run once the conflicting folder is left out or fixed.
+  refused input file, refuses the whole collect: nothing is written, so a collect can be re-run
+  once the conflicting folder is left out or fixed. The copies are then stored as one
+  transaction under the results folder's lock (:mod:`fusebench.history.transaction`): a killed
+  collect leaves the destination as it was, or as it will be once the next writer finishes it.
+- **streaming**: a file is read, checked and let go; only its path, size and hash are kept, and
+  figures are compared only for a commit met twice on one machine (memory does not grow with
+  the number of files).
 - ``machine.json`` of the same machine from two hosts differing in other fields (driver, CUDA,
   torch, os, ram, image digest): a warning; the destination's (else the first folder's) is kept.
   Nothing is lost: every result file carries its own run's fields (asv's ``params``), which is
@@ -32,15 +41,16 @@ or one array task's output folder (:func:`source_folders`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.history import results, runrecord
+from fusebench.history import results, runrecord, transaction, untrusted
+from fusebench.history.untrusted import Refused
 
 #: ``machine.json`` fields whose difference is a conflict, not a warning: another GPU model
 #: stored under the same machine name would mix two GPUs' figures in one history.
@@ -63,10 +73,13 @@ class Plan:
         copies: ``(source file, destination file)`` to copy, destination absent.
         same: destination files already there with the same content (skipped).
         conflicts: one line each (names both files); any refuses the whole collect.
-        unreadable: one line each, an input or stored file that could not be read; refuses too.
+        unreadable: one line each, an input file refused (:mod:`untrusted`) or a stored file that
+            could not be read; refuses too.
         warnings: one line each (machine.json fields, benchmark definitions); do not refuse.
         benchmarks: the merged ``benchmarks.json`` to write, or None when it is unchanged.
         added_benchmarks: benchmark names the destination's ``benchmarks.json`` gains.
+        checked: source file -> its :class:`untrusted.Checked` (size and hash checked again at
+            the copy).
     """
 
     copies: list[tuple[Path, Path]] = field(default_factory=list)
@@ -76,6 +89,7 @@ class Plan:
     warnings: list[str] = field(default_factory=list)
     benchmarks: dict | None = None
     added_benchmarks: list[str] = field(default_factory=list)
+    checked: dict[Path, untrusted.Checked] = field(default_factory=dict)
 
     @property
     def refused(self) -> bool:
@@ -83,26 +97,28 @@ class Plan:
         return bool(self.conflicts or self.unreadable)
 
 
+def _is_dir(path: Path) -> bool:
+    return path.is_dir() and not path.is_symlink()
+
+
 def source_folders(path: Path) -> Source:
     """The results and records folders of ``path``: itself when it is a results folder (holds
     ``<machine>/machine.json`` or ``benchmarks.json``), else its ``results/`` sub-folder.
 
     Raises:
-        UsageError: ``path`` is not a folder, or holds neither.
+        UsageError: ``path`` is not a folder, is a symlink, or holds neither.
     """
+    if path.is_symlink():
+        raise UsageError(f"{path}: a symlink; give the folder itself (folders from another host "
+                         "must be real folders)")
     if not path.is_dir():
         raise UsageError(f"{path}: no such folder")
-    if any(path.glob("*/machine.json")) or (path / "benchmarks.json").is_file():
+    if any(path.glob("*/machine.json")) or (path / "benchmarks.json").exists():
         return Source(path, runrecord.records_dir(path))
-    if (path / "results").is_dir():
+    if (path / "results").is_dir() or (path / "results").is_symlink():
         return Source(path / "results", path / "records")
     raise UsageError(f"{path}: not a results folder (no <machine>/machine.json, no benchmarks.json, "
                      "no results/ in it)")
-
-
-def _read_json(path: Path) -> object:
-    """``path`` parsed; raises OSError or ValueError."""
-    return json.loads(path.read_text())
 
 
 def _figures(run: results.Run) -> dict[tuple, float | None]:
@@ -121,140 +137,222 @@ def _case(key: tuple, a: dict, b: dict) -> str:
     return f"{name} ({', '.join(params)}): {a[key]} vs {b[key]}"
 
 
+def _digest(path: Path, kind: str) -> str:
+    """SHA-256 of a stored file (read without following a symlink); raises Refused."""
+    return hashlib.sha256(untrusted.read_bytes(path, untrusted.MAX_BYTES[kind])).hexdigest()
+
+
+def _json(path: Path, kind: str) -> object:
+    """A stored or source file parsed (size and depth capped); raises Refused."""
+    return untrusted.parse(path, untrusted.read_bytes(path, untrusted.MAX_BYTES[kind]))
+
+
 class _Planner:
-    """Builds a :class:`Plan`: the destination's files first, then each source in order, each
-    file checked against everything already there or planned."""
+    """Builds a :class:`Plan`: the destination's file names first, then each source file in
+    order, checked (:mod:`untrusted`) and compared by hash with what is there or planned; figures
+    are read only for a commit stored twice on one machine (:meth:`_compare_commits`)."""
 
     def __init__(self, dest: Path):
         self.dest = dest
         self.dest_records = runrecord.records_dir(dest)
         self.plan = Plan()
-        self.reader = results.Reader(dest)
-        self.readers: dict[Path, results.Reader] = {}
         # destination path -> the file that will be there (itself, or the source planned into it)
         self.planned: dict[Path, Path] = {}
-        # (machine, commit) -> [(file, run)] stored or planned
-        self.runs: dict[tuple[str, str], list[tuple[Path, results.Run]]] = {}
+        # (machine, sha8) -> result files of that commit, stored or planned (compared at the end)
+        self.commits: dict[tuple[str, str], list[Path]] = {}
+        self.new: set[Path] = set()
         self.bench: dict | None = None
         self.bench_origin: dict[str, Path] = {}
         self.bench_changed = False
         self._load_dest()
 
-    # -- reading ---------------------------------------------------------------------------------
+    def _refuse(self, exc: Refused) -> None:
+        self.plan.unreadable.append(str(exc))
 
-    def _run(self, path: Path, reader: results.Reader) -> results.Run | None:
-        run = reader.read(path)
-        if run is None:
-            why = next((str(u) for u in reader.unreadable if u.path == path), f"cannot read {path}")
-            self.plan.unreadable.append(why)
-        return run
+    # -- the destination -------------------------------------------------------------------------
 
     def _load_dest(self) -> None:
         for folder in (self.dest, self.dest_records):
             for p in sorted(folder.glob("*/*.json")) if folder.is_dir() else []:
                 self.planned[p] = p
-        for machine in results.machines(self.dest) if self.dest.is_dir() else []:
-            for p in results.result_files(self.dest, machine):
-                run = self.reader.read(p)
-                if run is not None:  # an unreadable stored file matters only when compared
-                    self.runs.setdefault((machine, run.commit), []).append((p, run))
+                if folder == self.dest and p.name != "machine.json":
+                    self.commits.setdefault((p.parent.name, p.name[:8]), []).append(p)
         path = self.dest / "benchmarks.json"
-        if path.is_file():
+        if path.exists() or path.is_symlink():
             try:
-                self.bench = _read_json(path)
-            except (OSError, ValueError) as exc:
-                self.plan.unreadable.append(f"cannot read {path}: {exc}")
+                self.bench = _json(path, "benchmarks")
+                if not isinstance(self.bench, dict):
+                    raise Refused(path, "not a JSON object")
+            except Refused as exc:
+                self.bench = None
+                self._refuse(exc)
             else:
                 self.bench_origin = {k: path for k in self.bench if k != "version"}
 
     # -- one source ------------------------------------------------------------------------------
 
     def add(self, src: Source) -> None:
-        reader = results.Reader(src.results)
-        for bad in reader.check():  # names every unreadable file asv would read
-            self.plan.unreadable.append(str(bad))
-        for machine in results.machines(src.results):
-            self._machine_json(src.results / machine / "machine.json", machine)
-            for p in results.result_files(src.results, machine):
-                self._result(p, machine, reader)
-        if src.records.is_dir():
-            for machine, p in runrecord.all_records(src.records):
-                self._record(p, machine)
-        path = src.results / "benchmarks.json"
-        if path.is_file():
-            self._benchmarks(path)
+        try:
+            top = untrusted.entries(src.results)
+        except Refused as exc:
+            self._refuse(exc)
+            return
+        bench = None
+        for entry in top:
+            path = Path(entry.path)
+            if entry.name == "benchmarks.json":
+                bench = path
+            elif entry.is_dir(follow_symlinks=False):
+                self._machine_folder(path)
+        if src.records.exists() or src.records.is_symlink():
+            self._records(src.records)
+        if bench is not None:
+            self._benchmarks(bench)
+
+    def _check(self, path: Path, kind: str, machine: str | None) -> untrusted.Checked | None:
+        try:
+            checked = untrusted.check(path, kind, machine)
+        except Refused as exc:
+            self._refuse(exc)
+            return None
+        self.plan.checked[path] = checked
+        return checked
+
+    def _machine_folder(self, folder: Path) -> None:
+        machine = folder.name
+        try:
+            files = [e for e in untrusted.entries(folder) if e.name.endswith(".json")]
+        except Refused as exc:
+            self._refuse(exc)
+            return
+        if not files:
+            return
+        if untrusted.MACHINE.fullmatch(machine) is None:
+            self._refuse(Refused(folder, "not a machine name (letters, digits, '.', '_', '-')"))
+            return
+        names = [e.name for e in files]
+        if "machine.json" not in names:
+            self._refuse(Refused(folder / "machine.json", f"missing (asv leaves out the {len(files)} "
+                                                          "result file(s) beside it)"))
+            return
+        if self._check(folder / "machine.json", "machine", machine):
+            self._machine_json(folder / "machine.json", machine)
+        for e in files:
+            if e.name != "machine.json":
+                self._result(Path(e.path), machine)
+
+    def _records(self, folder: Path) -> None:
+        try:
+            machines = [e for e in untrusted.entries(folder) if e.is_dir(follow_symlinks=False)]
+        except Refused as exc:
+            self._refuse(exc)
+            return
+        for m in machines:
+            try:
+                files = [e for e in untrusted.entries(Path(m.path)) if e.name.endswith(".json")]
+            except Refused as exc:
+                self._refuse(exc)
+                continue
+            if files and untrusted.MACHINE.fullmatch(m.name) is None:
+                self._refuse(Refused(Path(m.path), "not a machine name (letters, digits, '.', '_', '-')"))
+                continue
+            for e in files:
+                self._record(Path(e.path), m.name)
 
     def _copy(self, source: Path, target: Path) -> None:
         self.plan.copies.append((source, target))
         self.planned[target] = source
+        self.new.add(source)
 
-    def _copy_or_same(self, source: Path, target: Path) -> Path | None:
+    def _there_same(self, source: Path, target: Path, kind: str) -> Path | None:
         """Plan ``source`` -> ``target`` when nothing is there, or note it the same byte for byte:
         then None; else the file already there (or planned), for the caller to compare."""
         there = self.planned.get(target)
         if there is None:
             self._copy(source, target)
             return None
-        if there.read_bytes() == source.read_bytes():
+        theirs = self.plan.checked.get(there)
+        try:
+            digest = theirs.digest if theirs is not None else _digest(there, kind)
+        except Refused as exc:
+            self._refuse(exc)
+            return None
+        if digest == self.plan.checked[source].digest:
             self.plan.same.append(target)
             return None
         return there
 
-    def _result(self, path: Path, machine: str, reader: results.Reader) -> None:
-        run = reader.read(path)
-        if run is None:
-            return  # named by reader.check()
-        if run.machine != machine:
-            self.plan.conflicts.append(f"{path} is a result of machine {run.machine!r} stored under "
-                                       f"{machine}/")
+    def _result(self, path: Path, machine: str) -> None:
+        checked = self._check(path, "result", machine)
+        if checked is None:
             return
         target = self.dest / machine / path.name
-        others = self.runs.setdefault((machine, run.commit), [])
-        there = self.planned.get(target)
+        new = target not in self.planned
+        there = self._there_same(path, target, "result")
         if there is not None:
-            if there.read_bytes() == path.read_bytes():
-                self.plan.same.append(target)
-                return
-            other = next((r for f, r in others if f == there), None) or self._run(there, self.reader)
-            if other is None:
-                return
-            mine, theirs = _figures(run), _figures(other)
-            if mine == theirs:
-                self.plan.same.append(target)
-                return
-            diff = _differing(mine, theirs)
-            what = (f"{len(diff)} case(s) differ, e.g. {_case(diff[0], mine, theirs)}" if diff else
-                    f"different cases measured ({len(mine)} vs {len(theirs)})")
-            self.plan.conflicts.append(f"{path} and {there}: commit {run.commit[:8]} on machine "
-                                       f"{machine} with different figures ({what})")
+            self._same_name(path, there, target, machine, checked.commit)
+        elif new:
+            self.commits.setdefault((machine, path.name[:8]), []).append(path)
+
+    def _run(self, path: Path) -> results.Run | None:
+        try:
+            return results.read_file(path)
+        except UsageError as exc:
+            self.plan.unreadable.append(str(exc))
+            return None
+
+    def _same_name(self, path: Path, there: Path, target: Path, machine: str, commit: str) -> None:
+        """A result file whose name is already there with other bytes: the same figures, or a
+        conflict."""
+        mine, other = self._run(path), self._run(there)
+        if mine is None or other is None:
             return
-        for other_path, other in others:
-            mine, theirs = _figures(run), _figures(other)
-            diff = _differing(mine, theirs)
-            if diff:
-                self.plan.conflicts.append(
-                    f"{path} and {other_path}: commit {run.commit[:8]} on machine {machine} with "
-                    f"different figures ({len(diff)} case(s) differ, e.g. {_case(diff[0], mine, theirs)})")
-                return
-        others.append((path, run))
-        self._copy(path, target)
+        a, b = _figures(mine), _figures(other)
+        if a == b:
+            self.plan.same.append(target)
+            return
+        diff = _differing(a, b)
+        what = (f"{len(diff)} case(s) differ, e.g. {_case(diff[0], a, b)}" if diff else
+                f"different cases measured ({len(a)} vs {len(b)})")
+        self.plan.conflicts.append(f"{path} and {there}: commit {commit[:8]} on machine {machine} with "
+                                   f"different figures ({what})")
+
+    def _compare_commits(self) -> None:
+        """Result files of one commit and machine under different environment names (stored or
+        planned, at least one new): a case both measured must have one value. Figures are read
+        only here, one commit at a time."""
+        for (machine, _), files in sorted(self.commits.items()):
+            if len(files) < 2 or not any(f in self.new for f in files):
+                continue
+            runs = [(f, r) for f in files if (r := self._run(f)) is not None]
+            for i, (path, run) in enumerate(runs):
+                if path not in self.new:
+                    continue
+                for other_path, other in runs[:i] + [x for x in runs[i + 1:] if x[0] not in self.new]:
+                    if other.commit != run.commit:
+                        continue
+                    mine, theirs = _figures(run), _figures(other)
+                    diff = _differing(mine, theirs)
+                    if diff:
+                        self.plan.conflicts.append(
+                            f"{path} and {other_path}: commit {run.commit[:8]} on machine {machine} with "
+                            f"different figures ({len(diff)} case(s) differ, e.g. "
+                            f"{_case(diff[0], mine, theirs)})")
+                        break
 
     def _record(self, path: Path, machine: str) -> None:
-        try:
-            data = _read_json(path)
-        except (OSError, ValueError) as exc:
-            self.plan.unreadable.append(f"cannot read run record {path}: {exc}")
+        if self._check(path, "record", machine) is None:
             return
         target = self.dest_records / machine / path.name
-        there = self._copy_or_same(path, target)
+        there = self._there_same(path, target, "record")
         if there is None:
             return
         try:
-            theirs = _read_json(there)
-        except (OSError, ValueError) as exc:
-            self.plan.unreadable.append(f"cannot read run record {there} (to compare with {path}): {exc}")
+            same = _json(there, "record") == _json(path, "record")
+        except Refused as exc:
+            self._refuse(exc)
             return
-        if theirs == data:
+        if same:
             self.plan.same.append(target)
         else:
             self.plan.conflicts.append(f"{path} and {there}: run records of commit {path.stem} on "
@@ -262,13 +360,15 @@ class _Planner:
 
     def _machine_json(self, path: Path, machine: str) -> None:
         target = self.dest / machine / "machine.json"
-        there = self._copy_or_same(path, target)
+        there = self._there_same(path, target, "machine")
         if there is None:
             return
         try:
-            mine, theirs = _read_json(path), _read_json(there)
-        except (OSError, ValueError) as exc:
-            self.plan.unreadable.append(f"cannot read {there} (to compare with {path}): {exc}")
+            mine, theirs = _json(path, "machine"), _json(there, "machine")
+            if not isinstance(theirs, dict):
+                raise Refused(there, "not a JSON object")
+        except Refused as exc:
+            self._refuse(exc)
             return
         keys = sorted(k for k in mine.keys() | theirs.keys() if mine.get(k) != theirs.get(k))
         if not keys:
@@ -283,12 +383,12 @@ class _Planner:
                                       "each result file keeps its own run's fields")
 
     def _benchmarks(self, path: Path) -> None:
+        if self._check(path, "benchmarks", None) is None:
+            return
         try:
-            data = _read_json(path)
-            if not isinstance(data, dict):
-                raise ValueError("not a JSON object")
-        except (OSError, ValueError) as exc:
-            self.plan.unreadable.append(f"cannot read {path}: {exc}")
+            data = _json(path, "benchmarks")
+        except Refused as exc:
+            self._refuse(exc)
             return
         if self.bench is None:
             self.bench, self.bench_changed = dict(data), True
@@ -312,6 +412,7 @@ class _Planner:
                 differ.append(name)
         if differ:
             kept = self.bench_origin[differ[0]]
+
             def version(d: object) -> str:
                 return str(d.get("version")) if isinstance(d, dict) else "?"
 
@@ -322,11 +423,11 @@ class _Planner:
                                          "them are not drawn by asv publish" if versions else ""))
 
     def finish(self) -> Plan:
+        self._compare_commits()
         seen, unique = set(), []
-        for line in self.plan.unreadable:  # a file named by asv's reader and by ours: once
-            key = line.split(": ", 1)[0]
-            if key not in seen:
-                seen.add(key)
+        for line in self.plan.unreadable:  # a file named twice (checked, then compared): once
+            if line not in seen:
+                seen.add(line)
                 unique.append(line)
         self.plan.unreadable = unique
         if self.bench_changed:
@@ -360,45 +461,41 @@ def plan(sources: list[Path], dest: Path) -> Plan:
     return planner.finish()
 
 
-def _write_new(source: Path, target: Path) -> None:
-    """Copy ``source`` to ``target`` through a temporary file in the same folder, linked into
-    place only if ``target`` does not exist (never overwritten, never half-written).
-
-    Raises:
-        FileExistsError: ``target`` appeared meanwhile.
-    """
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as out:
-            out.write(source.read_bytes())
-        os.link(tmp, target)
-    finally:
-        os.unlink(tmp)
-    os.utime(target, (source.stat().st_atime, source.stat().st_mtime))
+def locked(dest: Path):
+    """The lock of ``dest`` (and its records folder) for a collect: ``with collect.locked(dest):``
+    around :func:`plan` and :func:`apply` (:func:`fusebench.history.transaction.locked`)."""
+    return transaction.locked(dest, "collect", (runrecord.records_dir(dest),))
 
 
 def apply(p: Plan, dest: Path) -> list[Path]:
-    """Write plan ``p`` into ``dest``: its copies (never over an existing file) and the merged
-    ``benchmarks.json`` (replaced atomically: it holds definitions, not figures).
+    """Write plan ``p`` into ``dest`` as one transaction: its copies (never over an existing
+    file) and the merged ``benchmarks.json`` (it holds definitions, not figures). Call with the
+    lock held (:func:`locked`).
 
     Returns the files written.
 
     Raises:
-        UsageError: the plan is refused (conflicts or unreadable files); nothing is written.
+        UsageError: the plan is refused (conflicts or unreadable files), or a source file changed
+            since it was checked; nothing is written.
     """
     if p.refused:
         raise UsageError("refused: " + (p.conflicts + p.unreadable)[0])
+    txn = transaction.Transaction(dest, (runrecord.records_dir(dest),))
     written = []
-    for source, target in p.copies:
-        _write_new(source, target)
-        written.append(target)
-    if p.benchmarks is not None:
-        path = dest / "benchmarks.json"
-        dest.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=dest, prefix=".benchmarks.json.", suffix=".tmp")
-        with os.fdopen(fd, "w") as out:
-            json.dump(p.benchmarks, out, indent=4, sort_keys=True)
-        os.replace(tmp, path)
-        written.append(path)
+    try:
+        for source, target in p.copies:
+            if os.path.lexists(target):
+                raise UsageError(f"{target} appeared while collecting; nothing written")
+            checked = p.checked.get(source)
+            txn.add_copy(target, source, checked.size if checked else None,
+                         checked.digest if checked else None)
+            written.append(target)
+        if p.benchmarks is not None:
+            path = dest / "benchmarks.json"
+            txn.add_bytes(path, json.dumps(p.benchmarks, indent=4, sort_keys=True))
+            written.append(path)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
     return written

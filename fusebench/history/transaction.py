@@ -1,0 +1,316 @@
+"""Storing files into a results folder and its records folder together or not at all, one
+writer at a time (``make bench``, ``make collect``).
+
+A :class:`Transaction` writes each new file beside its destination first, in a hidden staging
+folder of the same folder tree (``results/.fusebench-staging/``, ``records/.fusebench-staging/``:
+the same filesystem, so a rename moves it; asv reads only ``*.json`` and the staged files are
+``*.part``), fsyncs them, and then writes its journal, the list of renames and deletions, to
+``results/.fusebench-staging/journal.json`` with one atomic rename: that is the commit point.
+The renames follow; a process killed before the journal leaves the stored files as they were
+(the staging folder is removed by the next writer), one killed after it leaves them as they will
+be (the next writer finishes the renames, :func:`recover`).
+
+:func:`locked` takes an exclusive ``flock`` on the results folder itself (no lock file to leave
+behind; released by the kernel when the process dies) and recovers first. A second writer is
+refused at once with one line.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import shutil
+from contextlib import contextmanager
+from pathlib import Path
+
+from fusebench.errors import UsageError
+
+#: The hidden staging folder inside each folder tree a transaction writes into.
+STAGING = ".fusebench-staging"
+#: The journal, in the results folder's staging folder: written last, read by :func:`recover`.
+JOURNAL = "journal.json"
+
+
+def fsync_dir(folder: Path) -> None:
+    """Flush ``folder``'s entries (a rename in it) to disk; a filesystem that cannot is let be."""
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _mode() -> int:
+    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def write_atomic(path: Path, data: bytes | str) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder (fsynced, normal
+    mode, then renamed over ``path``): readers and a crash see the old file or the new one, never
+    a part."""
+    if isinstance(data, str):
+        data = data.encode()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _mode())
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    fsync_dir(path.parent)
+
+
+class Transaction:
+    """Files to store into ``results_dir`` (and files under ``roots`` beside it) all at once.
+
+    Use inside :func:`locked`; :meth:`commit` applies everything, :meth:`abort` (or an exception
+    before the commit) nothing.
+    """
+
+    def __init__(self, results_dir: Path, roots: tuple[Path, ...] = ()):
+        self.results_dir = results_dir
+        self.roots = (results_dir, *roots)
+        self.moves: list[tuple[str, str]] = []  # (staged file, destination), see _rel
+        self.deletes: list[str] = []
+        self._n = 0
+        self._unsynced = False
+        self.committed = False
+
+    def _rel(self, path: Path) -> str:
+        """``path`` relative to the results folder's parent: the journal stays valid when the
+        checkout is mounted elsewhere (the image sees it as /workspace)."""
+        return os.path.relpath(path, self.results_dir.parent)
+
+    def _root(self, target: Path) -> Path:
+        for root in self.roots:
+            if target.is_relative_to(root):
+                return root
+        raise ValueError(f"{target} is outside {', '.join(map(str, self.roots))}")
+
+    def _staged(self, target: Path) -> Path:
+        folder = self._root(target) / STAGING
+        folder.mkdir(parents=True, exist_ok=True)
+        self._n += 1
+        return folder / f"{self._n}.part"
+
+    def add_bytes(self, target: Path, data: bytes | str) -> None:
+        """Store ``data`` as ``target`` (replacing it) at the commit; written to staging now."""
+        if isinstance(data, str):
+            data = data.encode()
+        staged = self._staged(target)
+        fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _mode())
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+            out.flush()
+            os.fsync(out.fileno())
+        self.moves.append((self._rel(staged), self._rel(target)))
+
+    def add_copy(self, target: Path, source: Path, max_bytes: int | None = None,
+                 digest: str | None = None) -> None:
+        """Store a copy of ``source`` as ``target`` at the commit, streamed into staging now; the
+        source is opened without following a symlink, and with ``digest`` (SHA-256 hex) must
+        still have the bytes that were checked.
+
+        Raises:
+            UsageError: the source changed since it was checked, or cannot be read.
+        """
+        import hashlib
+
+        staged = self._staged(target)
+        h = hashlib.sha256()
+        try:
+            src = os.open(source, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            raise UsageError(f"cannot read {source}: {exc.strerror}") from None
+        try:
+            st = os.fstat(src)
+            fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _mode())
+            with os.fdopen(fd, "wb") as out:
+                total = 0
+                while chunk := os.read(src, 1 << 20):
+                    total += len(chunk)
+                    if max_bytes is not None and total > max_bytes:
+                        raise UsageError(f"{source}: grew past {max_bytes} bytes while copied")
+                    h.update(chunk)
+                    out.write(chunk)
+        finally:
+            os.close(src)
+        if digest is not None and h.hexdigest() != digest:
+            raise UsageError(f"{source}: changed while collecting (its bytes differ from those checked)")
+        os.utime(staged, ns=(st.st_atime_ns, st.st_mtime_ns))  # the runs page orders records by it
+        self._unsynced = True  # one sync at the commit, not one fsync per file
+        self.moves.append((self._rel(staged), self._rel(target)))
+
+    def delete(self, target: Path) -> None:
+        """Remove ``target`` at the commit."""
+        self._root(target)
+        self.deletes.append(self._rel(target))
+
+    def commit(self) -> None:
+        """Apply every file at once: flush the staged files' folders, write the journal (the
+        commit point), then rename and delete (:func:`roll_forward`)."""
+        if self._unsynced:
+            os.sync()
+        for root in self.roots:
+            if (root / STAGING).is_dir():
+                fsync_dir(root / STAGING)
+        journal = {"moves": self.moves, "deletes": self.deletes}
+        write_atomic(self.results_dir / STAGING / JOURNAL, json.dumps(journal))
+        self.committed = True
+        roll_forward(self.results_dir, self.roots)
+
+    def abort(self) -> None:
+        """Store nothing: remove the staging folders (once committed, nothing: the next writer
+        finishes the journal)."""
+        if self.committed:
+            return
+        for root in self.roots:
+            shutil.rmtree(root / STAGING, ignore_errors=True)
+
+
+def roll_forward(results_dir: Path, roots: tuple[Path, ...]) -> int:
+    """Finish the journal of ``results_dir`` if there is one (each rename done once; a staged file
+    already moved is skipped), then remove the staging folders of ``roots``. Returns the files
+    moved now."""
+    path = results_dir / STAGING / JOURNAL
+    base = results_dir.parent
+    moved = 0
+    if path.is_file():
+        journal = json.loads(path.read_text())
+        for staged, target in journal["moves"]:
+            if os.path.lexists(base / staged):
+                (base / target).parent.mkdir(parents=True, exist_ok=True)
+                os.replace(base / staged, base / target)
+                moved += 1
+        for target in journal["deletes"]:
+            (base / target).unlink(missing_ok=True)
+        for folder in {(base / t).parent for _, t in journal["moves"]} | {(base / t).parent
+                                                                         for t in journal["deletes"]}:
+            fsync_dir(folder)
+        path.unlink()
+    for root in (results_dir, *roots):
+        shutil.rmtree(root / STAGING, ignore_errors=True)
+    return moved
+
+
+def recover(results_dir: Path, roots: tuple[Path, ...] = ()) -> int:
+    """What a killed writer left: a committed transaction finished, an uncommitted one removed.
+    Call with the lock held (:func:`locked` does). Returns the files moved now."""
+    return roll_forward(results_dir, roots)
+
+
+@contextmanager
+def locked(results_dir: Path, who: str, roots: tuple[Path, ...] = ()):
+    """Hold the exclusive lock of ``results_dir`` (created if missing) for the ``with`` block,
+    after finishing or removing what a killed writer left (:func:`recover`).
+
+    Raises:
+        UsageError: another process holds it (one line: who should wait).
+    """
+    created = not results_dir.exists()
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"cannot use {results_dir}/: {exc.strerror}") from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+                raise UsageError(f"{results_dir}/ is in use by another fusebench run (make bench or "
+                                 f"make collect into it); {who} refused: run it again once that one "
+                                 "has finished") from None
+            raise
+        moved = recover(results_dir, roots)
+        if moved:
+            import sys
+
+            print(f"{who}: finished storing {moved} file(s) an interrupted run had committed in "
+                  f"{results_dir}/", file=sys.stderr)
+        yield
+    finally:
+        os.close(fd)
+        if created:  # a refused or empty run leaves no folder behind
+            try:
+                results_dir.rmdir()
+            except OSError:
+                pass
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False
+    where the system or filesystem cannot."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    ok = renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
+    return ok
+
+
+def staging_folder(target: Path) -> Path:
+    """A new empty folder to build ``target`` in, on the same filesystem: beside it
+    (``.<name>.staging-<pid>``), or inside it when ``target`` is a mount point (the image mounts
+    ``html/``). Stale ones of dead processes are removed first."""
+    from fusebench import tmpdirs
+
+    where = target if os.path.ismount(target) else target.parent
+    where.mkdir(parents=True, exist_ok=True)
+    tmpdirs.remove_stale(where)
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix=f"fusebench-staging-{os.getpid()}-", dir=where))
+
+
+def swap_in(new: Path, target: Path) -> None:
+    """Make the folder ``new`` (from :func:`staging_folder`) be ``target``, and remove the old one.
+
+    Beside ``target``: one atomic exchange where Linux allows it (a reader sees the old folder or
+    the new one), else two renames. Inside a mount point: each entry replaced in turn, then the
+    entries the new folder lacks removed.
+    """
+    if new.parent == target:  # target is a mount point: entry by entry
+        import tempfile
+
+        old = Path(tempfile.mkdtemp(prefix=f"fusebench-old-{os.getpid()}-", dir=target))
+        for entry in sorted(target.iterdir()):  # what the new site no longer has
+            if entry.name not in (new.name, old.name) and not os.path.lexists(new / entry.name):
+                os.rename(entry, old / entry.name)
+        for entry in sorted(new.iterdir()):
+            there = target / entry.name
+            if os.path.lexists(there):
+                os.rename(there, old / entry.name)
+            os.rename(entry, there)
+        new.rmdir()
+        shutil.rmtree(old, ignore_errors=True)
+        return
+    if os.path.lexists(target) and _exchange(new, target):
+        shutil.rmtree(new, ignore_errors=True)  # now the old folder
+        return
+    if os.path.lexists(target):
+        old = new.with_name(new.name.replace("staging", "old", 1))
+        os.rename(target, old)
+        os.rename(new, target)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.rename(new, target)

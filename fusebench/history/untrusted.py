@@ -1,0 +1,449 @@
+"""Files from another host, checked before anything is written: asv result files, run records,
+``machine.json`` and ``benchmarks.json`` (``docs/untrusted-input.md`` says why and where).
+
+Every file is opened without following a symlink and must be a regular file under its size cap;
+its JSON must nest no deeper than :data:`MAX_DEPTH`; then its schema (:func:`check`) holds names
+and fields to safe patterns: identifiers for benchmark, parameter and field names, 40 hex digits
+for a commit (agreeing with the file's name), the machine name agreeing with its folder, and
+plain text (no markup characters) for every string the published site shows. A file that fails
+is one :class:`Refused` line naming it.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import hashlib
+import json
+import os
+import re
+import stat
+from dataclasses import MISSING, dataclass, fields
+from pathlib import Path
+
+#: Largest accepted file of each kind, in bytes (the committed H200 files: results 111 KB,
+#: records 1.9 MB, benchmarks.json 53 KB, machine.json 400 B).
+MAX_BYTES = {"result": 16 << 20, "record": 64 << 20, "machine": 64 << 10, "benchmarks": 16 << 20}
+#: Deepest nesting of lists and objects accepted (asv's and our files nest 5 deep).
+MAX_DEPTH = 16
+
+#: An asv machine name: a folder name, a URL part and a selector on the site.
+MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+#: A git commit id as asv stores it.
+COMMIT = re.compile(r"[0-9a-f]{40}")
+#: An identifier: a field, parameter or class name.
+IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+#: A benchmark name (``suite.Gelu.track_bandwidth``): asv's page writes it into HTML as it is.
+BENCHMARK = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*){1,4}")
+#: An asv parameter value as stored (a repr: ``'eager'``, ``'16384x16384'``, ``1024``, ``None``).
+PARAM = re.compile(r"'[A-Za-z0-9_.+x-]{0,100}'|-?[0-9][0-9.e+-]{0,30}|None|True|False")
+#: An asv environment name, the tail of a result file's name.
+ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,200}")
+#: Plain text the site may show (machine fields, units, versions): no markup characters
+#: (``< > & " ' `` and backquote), no control characters.
+PLAIN = re.compile(r"[A-Za-z0-9 ._,:;()+\-/@#=%\[\]~*!?|^{}$]{0,300}")
+#: An asv result file's name: ``<sha8>-<environment>.json``.
+RESULT_NAME = re.compile(r"([0-9a-f]{8})-(.+)\.json")
+#: A run record's name: ``<sha8>.json``.
+RECORD_NAME = re.compile(r"([0-9a-f]{8})\.json")
+
+
+class Refused(Exception):
+    """A file from another host that is not accepted; ``str()`` is one line naming it."""
+
+    def __init__(self, path: Path, why: str):
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A file that passed: its kind, machine (None for ``benchmarks.json``), commit (results and
+    records), size and SHA-256 (to notice a change between the check and the copy)."""
+
+    path: Path
+    kind: str
+    machine: str | None
+    commit: str | None
+    size: int
+    digest: str
+
+
+def _cut(value: object, limit: int = 60) -> str:
+    text = str(value).replace("\n", " ")
+    return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+def read_bytes(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path``, a regular file no larger than ``max_bytes``, opened without following
+    a symlink (and without blocking on a FIFO).
+
+    Raises:
+        Refused: a symlink, not a regular file, too large, or unreadable.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise Refused(path, "a symlink; files from another host must be regular files") from None
+        raise Refused(path, f"cannot open: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise Refused(path, "not a regular file")
+        if st.st_size > max_bytes:
+            raise Refused(path, f"{st.st_size} bytes, larger than the {max_bytes >> 20} MB accepted"
+                          if max_bytes >= 1 << 20 else f"{st.st_size} bytes, larger than the "
+                          f"{max_bytes >> 10} KB accepted")
+        chunks, total = [], 0
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            total += len(chunk)
+            if total > max_bytes:
+                raise Refused(path, f"grew past the {max_bytes} bytes accepted while read")
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError as exc:
+        raise Refused(path, f"cannot read: {exc.strerror}") from None
+    finally:
+        os.close(fd)
+
+
+def depth(value: object) -> int:
+    """How deep lists and objects nest in ``value`` (a scalar: 0), without recursion."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        item, level = todo.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, level)
+        if level > MAX_DEPTH:
+            return level
+        todo.extend((c, level + 1) for c in children if isinstance(c, (dict, list)))
+    return deepest
+
+
+def parse(path: Path, data: bytes) -> object:
+    """``data`` (the bytes of ``path``) as JSON nested at most :data:`MAX_DEPTH` deep.
+
+    Raises:
+        Refused: not UTF-8 JSON, or nested too deep.
+    """
+    try:
+        value = json.loads(data)
+    except RecursionError:
+        raise Refused(path, f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except ValueError as exc:
+        raise Refused(path, f"not valid JSON: {str(exc).splitlines()[0][:100]}") from None
+    if depth(value) > MAX_DEPTH:
+        raise Refused(path, f"JSON nested deeper than {MAX_DEPTH} levels")
+    return value
+
+
+def _need(ok: bool, path: Path, why: str) -> None:
+    if not ok:
+        raise Refused(path, why)
+
+
+def _match(pattern: re.Pattern, value: object, path: Path, what: str) -> str:
+    if not (isinstance(value, str) and pattern.fullmatch(value) is not None):
+        raise Refused(path, f"{what} {_cut(value)} is not {_DESCRIBE[pattern]}")
+    return value
+
+
+_DESCRIBE = {MACHINE: "a machine name (letters, digits, '.', '_', '-')", COMMIT: "40 hex digits",
+             IDENT: "an identifier", BENCHMARK: "a benchmark name (identifiers joined by '.')",
+             PARAM: "a parameter value", ENV_NAME: "an environment name",
+             PLAIN: "plain text (no markup characters such as < > & \" ', at most 300 characters)"}
+
+
+def _object(value: object, path: Path, what: str) -> dict:
+    _need(isinstance(value, dict), path, f"{what} is not a JSON object")
+    return value
+
+
+def _plain_fields(value: object, path: Path, what: str, allow_numbers: bool = False) -> None:
+    for key, item in _object(value, path, what).items():
+        _match(IDENT, key, path, f"{what} key")
+        if allow_numbers and isinstance(item, (int, float)) and not isinstance(item, bool):
+            continue
+        _match(PLAIN, item, path, f"{what}.{key}")
+
+
+def check_machine(path: Path, data: object, machine: str) -> None:
+    """``<machine>/machine.json``: ``version`` 1, ``machine`` equal to its folder's name (else asv
+    silently leaves the folder out), every other field plain text (each is a selector and a
+    tooltip on the site)."""
+    data = _object(data, path, "machine.json")
+    _need(data.get("version") == 1, path, "machine.json version is not 1")
+    _need(data.get("machine") == machine, path, f"machine {_cut(data.get('machine'))} differs from its "
+          f"folder {machine}/ (asv would leave the folder out)")
+    _plain_fields({k: v for k, v in data.items() if k != "version"}, path, "machine.json")
+
+
+#: The keys of an asv 0.6 result file (``asv.results.Results.save``).
+RESULT_KEYS = {"commit_hash", "env_name", "date", "params", "python", "requirements", "env_vars",
+               "result_columns", "results", "durations", "version"}
+_DURATION = re.compile(r"<build>|<setup_cache [A-Za-z0-9_.:]{1,200}>")
+
+
+def _params(value: object, path: Path, what: str) -> None:
+    _need(isinstance(value, list) and all(isinstance(axis, list) for axis in value), path,
+          f"{what} is not a list of lists")
+    for axis in value:
+        for p in axis:
+            _match(PARAM, p, path, f"{what} value")
+
+
+def check_result(path: Path, data: object, machine: str) -> str:
+    """An asv result file ``<machine>/<sha8>-<env>.json`` (format 2). Returns its commit.
+
+    Its commit is 40 hex digits whose first 8 are the file name's, the environment is the rest of
+    the name, ``params.machine`` is the folder's, benchmark names and parameter values match
+    :data:`BENCHMARK` and :data:`PARAM`, and every string of ``params`` is plain text.
+    """
+    data = _object(data, path, "result file")
+    _need(data.get("version") == 2, path, "not an asv result file of format 2")
+    extra = sorted(set(data) - RESULT_KEYS)
+    _need(not extra, path, f"unknown key {_cut(extra[0]) if extra else ''} in an asv result file")
+    named = RESULT_NAME.fullmatch(path.name)
+    _need(named is not None, path, "not named <sha8>-<environment>.json")
+    commit = _match(COMMIT, data.get("commit_hash"), path, "commit_hash")
+    _need(commit[:8] == named.group(1), path, f"commit_hash {commit[:12]} disagrees with the file name")
+    env = _match(ENV_NAME, data.get("env_name"), path, "env_name")
+    _need(env == named.group(2), path, f"env_name {_cut(env)} disagrees with the file name")
+    _need(data.get("date") is None or (isinstance(data["date"], int) and not isinstance(data["date"], bool)),
+          path, "date is not an integer")
+    _plain_fields(data.get("params"), path, "params")
+    _need(data["params"].get("machine") == machine, path,
+          f"params.machine {_cut(data['params'].get('machine'))} differs from its folder {machine}/")
+    if "python" in data:
+        _match(PLAIN, data["python"], path, "python")
+    for key in ("requirements", "env_vars"):
+        _plain_fields(data.get(key, {}), path, key)
+    columns = data.get("result_columns")
+    _need(isinstance(columns, list), path, "result_columns is not a list")
+    for c in columns:
+        _match(IDENT, c, path, "result column")
+    for name, row in _object(data.get("results"), path, "results").items():
+        _match(BENCHMARK, name, path, "benchmark name")
+        _need(isinstance(row, list) and len(row) <= len(columns), path, f"results of {name} are not a row")
+        cells = dict(zip(columns, row))
+        if cells.get("params") is not None:
+            _params(cells["params"], path, f"params of {name}")
+        if cells.get("version") is not None:
+            _match(PLAIN, cells["version"], path, f"version of {name}")
+    for key, value in _object(data.get("durations", {}), path, "durations").items():
+        _need(isinstance(key, str) and (_DURATION.fullmatch(key) or BENCHMARK.fullmatch(key)), path,
+              f"durations key {_cut(key)} is not a benchmark name")
+        _need(isinstance(value, (int, float)) and not isinstance(value, bool), path,
+              f"durations of {_cut(key)} is not a number")
+    return commit
+
+
+#: The keys asv 0.6 writes for a benchmark in ``benchmarks.json``, and the check of each value.
+_NUMBER = "number"
+BENCHMARK_KEYS = {
+    "code": "code", "name": "name", "param_names": "idents", "params": "params", "pretty_name": "plain",
+    "pretty_source": "code", "setup_cache_key": "plain", "timeout": _NUMBER, "type": "type",
+    "unit": "plain", "version": "plain", "number": _NUMBER, "repeat": "any", "min_run_count": _NUMBER,
+    "rounds": _NUMBER, "sample_time": _NUMBER, "warmup_time": _NUMBER, "processes": _NUMBER,
+}
+_TYPES = {"time", "track", "mem", "peakmem"}
+#: Source code shown on the site (asv shows it as text, highlighted): bounded, not patterned.
+MAX_CODE = 1 << 16
+
+
+def check_benchmarks(path: Path, data: object) -> None:
+    """``benchmarks.json``: ``version`` and, for each benchmark, a name matching :data:`BENCHMARK`
+    (asv's page writes names into HTML as they are), the known asv fields only, parameter names
+    identifiers, parameter values :data:`PARAM`, unit and version plain text."""
+    data = _object(data, path, "benchmarks.json")
+    _need(isinstance(data.get("version"), int), path, "benchmarks.json has no integer version")
+    for name, bm in data.items():
+        if name == "version":
+            continue
+        _match(BENCHMARK, name, path, "benchmark name")
+        bm = _object(bm, path, f"benchmark {name}")
+        for key, value in bm.items():
+            kind = BENCHMARK_KEYS.get(key)
+            _need(kind is not None, path, f"benchmark {name}: unknown field {_cut(key)}")
+            what = f"benchmark {name}: {key}"
+            if kind == "name":
+                _need(value == name, path, f"{what} {_cut(value)} differs from its key")
+            elif kind == "idents":
+                _need(isinstance(value, list), path, f"{what} is not a list")
+                for v in value:
+                    _match(IDENT, v, path, what)
+            elif kind == "params":
+                _params(value, path, what)
+            elif kind == "plain":
+                _match(PLAIN, value, path, what)
+            elif kind == "code":
+                _need(isinstance(value, str) and len(value) <= MAX_CODE, path, f"{what} is not text "
+                      f"of at most {MAX_CODE} characters")
+            elif kind == _NUMBER:
+                _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)),
+                      path, f"{what} is not a number")
+            elif kind == "type":
+                _need(value in _TYPES, path,
+                      f"{what} {_cut(value)} is not one of {', '.join(sorted(_TYPES))}")
+
+
+_RECORD_TEXT = {"op": IDENT, "backend": IDENT, "dtype": IDENT}
+_SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
+
+
+def check_record(path: Path, data: object, machine: str) -> str:
+    """A run record ``records/<machine>/<sha8>.json`` (``fusebench.measure.sweep.Sweep``, its
+    format version). Returns its commit.
+
+    Its keys are the Sweep's (those without a default present), ``environment.git_commit`` is 40
+    hex digits whose first 8 name the file, and each case's keys are a ``Record``'s with op,
+    backend, dtype and shape matching their patterns.
+    """
+    from fusebench.measure.sweep import FORMAT_VERSION, Record, Sweep
+
+    data = _object(data, path, "run record")
+    _need(data.get("format_version") == FORMAT_VERSION, path,
+          f"not a fusebench run record of format {FORMAT_VERSION}")
+    _keys(data, Sweep, path, "run record")
+    named = RECORD_NAME.fullmatch(path.name)
+    _need(named is not None, path, "not named <sha8>.json")
+    env = _object(data["environment"], path, "environment")
+    commit = _match(COMMIT, env.get("git_commit"), path, "environment.git_commit")
+    _need(commit[:8] == named.group(1), path, f"git_commit {commit[:12]} disagrees with the file name")
+    _need(isinstance(data["grid"], str) and IDENT.fullmatch(data["grid"].replace("-", "_")) is not None,
+          path, f"grid {_cut(data['grid'])} is not a grid name")
+    _need(isinstance(data["records"], list), path, "records is not a list")
+    for i, rec in enumerate(data["records"]):
+        rec = _object(rec, path, f"records[{i}]")
+        _keys(rec, Record, path, f"records[{i}]")
+        for key, pattern in _RECORD_TEXT.items():
+            _match(pattern, rec[key], path, f"records[{i}].{key}")
+        _match(_SHAPE, rec["shape"], path, f"records[{i}].shape")
+    return commit
+
+
+_DESCRIBE[_SHAPE] = "a shape (numbers joined by 'x')"
+
+
+@functools.cache
+def _field_names(cls) -> tuple[frozenset, tuple]:
+    """The field names of the dataclass ``cls``, and those without a default."""
+    return (frozenset(f.name for f in fields(cls)),
+            tuple(f.name for f in fields(cls) if f.default is MISSING and f.default_factory is MISSING))
+
+
+def _keys(data: dict, cls, path: Path, what: str) -> None:
+    """``data``'s keys are fields of the dataclass ``cls``, every field without a default present."""
+    names, required = _field_names(cls)
+    if not names.issuperset(data):
+        raise Refused(path, f"{what}: unknown field {_cut(sorted(set(data) - names)[0])}")
+    missing = [n for n in required if n not in data]
+    _need(not missing, path, f"{what}: missing {', '.join(missing)}")
+
+
+def check(path: Path, kind: str, machine: str | None = None) -> Checked:
+    """Read and check one file of ``kind`` (``result``, ``record``, ``machine``, ``benchmarks``)
+    stored under ``machine``'s folder.
+
+    Raises:
+        Refused: the file fails (one line naming it and why).
+    """
+    data = read_bytes(path, MAX_BYTES[kind])
+    value = parse(path, data)
+    commit = None
+    if kind == "result":
+        commit = check_result(path, value, machine)
+    elif kind == "record":
+        commit = check_record(path, value, machine)
+    elif kind == "machine":
+        check_machine(path, value, machine)
+    else:
+        check_benchmarks(path, value)
+    return Checked(path, kind, machine, commit, len(data), hashlib.sha256(data).hexdigest())
+
+
+def entries(folder: Path) -> list[os.DirEntry]:
+    """The entries of ``folder``, sorted by name, which must be a real folder (not a symlink).
+
+    Raises:
+        Refused: ``folder`` is a symlink or not a folder, or an entry is a symlink or neither a
+            regular file nor a folder.
+    """
+    try:
+        st = os.lstat(folder)
+    except OSError as exc:
+        raise Refused(folder, f"cannot read: {exc.strerror}") from None
+    if stat.S_ISLNK(st.st_mode):
+        raise Refused(folder, "a symlink; folders from another host must be real folders")
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused(folder, "not a folder")
+    with os.scandir(folder) as it:
+        found = sorted(it, key=lambda e: e.name)
+    for e in found:
+        if e.is_symlink():
+            raise Refused(Path(e.path), "a symlink; files and folders from another host must be real")
+        if not (e.is_file(follow_symlinks=False) or e.is_dir(follow_symlinks=False)):
+            raise Refused(Path(e.path), "not a regular file or folder")
+    return found
+
+
+def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
+    """Copy into ``into`` the files of ``results_dir`` that ``asv publish`` reads and that pass
+    their checks: ``benchmarks.json``, and per machine folder its ``machine.json`` and result
+    files (a folder whose ``machine.json`` fails is left out whole, as asv would). Returns the
+    files refused, each left out; the published site then holds no string that failed.
+
+    Stored files came from other hosts too (``collect``, ``git pull``): the site is built from
+    this copy, never from ``results_dir`` itself.
+    """
+    refused: list[Refused] = []
+    into.mkdir(parents=True, exist_ok=True)
+
+    def keep(path: Path, kind: str, machine: str | None, target: Path) -> bool:
+        try:
+            data = read_bytes(path, MAX_BYTES[kind])
+            value = parse(path, data)
+            {"result": check_result, "machine": check_machine, "record": check_record}.get(
+                kind, lambda p, v, m: check_benchmarks(p, v))(path, value, machine)
+        except Refused as exc:
+            refused.append(exc)
+            return False
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        return True
+
+    try:
+        top = entries(results_dir)
+    except Refused as exc:
+        return [exc]
+    for entry in top:
+        path = Path(entry.path)
+        if entry.name == "benchmarks.json":
+            keep(path, "benchmarks", None, into / entry.name)
+        elif entry.is_dir(follow_symlinks=False):
+            try:
+                files = [e for e in entries(path) if e.name.endswith(".json")]
+            except Refused as exc:
+                refused.append(exc)
+                continue
+            if not files or not (path / "machine.json").is_file():
+                continue
+            if MACHINE.fullmatch(entry.name) is None:
+                refused.append(Refused(path, "not a machine name (letters, digits, '.', '_', '-')"))
+                continue
+            if not keep(path / "machine.json", "machine", entry.name, into / entry.name / "machine.json"):
+                continue
+            for e in files:
+                if e.name != "machine.json":
+                    keep(Path(e.path), "result", entry.name, into / entry.name / e.name)
+    return refused
