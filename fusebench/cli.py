@@ -12,8 +12,16 @@ from fusebench.errors import UsageError
 def run_main(main: Callable[[], int | None], prog: str) -> None:
     """Run ``main`` and exit: 0 on success, 2 on :class:`UsageError`, 130 on Ctrl-C, 1 otherwise.
 
-    Errors print as ``<prog>: error: <one line>`` on stderr.
+    Errors print as ``<prog>: error: <one line>`` on stderr. SIGTERM and SIGHUP end the command
+    as Ctrl-C does, so that scratch and staging folders are removed on the way out.
     """
+    import signal
+
+    def _terminated(signum, frame):
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    for sig in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, _terminated)
     try:
         code = main()
     except UsageError as exc:

@@ -412,13 +412,21 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
             copies cannot be installed; a warning says so.
         strict: a stored result that will not be drawn is an error (exit 1), not a warning.
 
+    The site is built in a staging folder and swapped in whole at the end
+    (:func:`fusebench.history.transaction.swap_in`): a failed or killed publish leaves ``html_dir``
+    as it was. asv's pages are built from a checked copy of the results
+    (:func:`fusebench.history.untrusted.checked_copy`): a stored file whose names or fields fail
+    their checks (markup in a benchmark name or a machine field) is named and left out.
+
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
     could not be installed (npm missing or failing) and ``cdn`` is False, 1 when a stored file
-    could not be read (each named on stderr, then their count; the site is published without them),
-    or when ``strict`` and some result will not be drawn.
+    could not be read or was refused (each named on stderr; the site is published without them),
+    or when ``strict`` and some result will not be drawn; 2 when ``benchmarks.json`` is missing
+    or refused (nothing published).
     """
+    from fusebench import tmpdirs
     from fusebench.cli import report_unreadable
-    from fusebench.history import drawable, plots, results, runrecord, site_fixes, site_readable, store
+    from fusebench.history import drawable, site_readable, transaction, untrusted
 
     ops = tuple(ops)
     try:
@@ -429,14 +437,48 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     for line in drawable.report(undrawn, results_dir):
         print(line, file=sys.stderr)
 
-    with site_readable.shown_results(results_dir) as (shown, left_out):
-        if left_out:
-            print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures would "
-                  "join the GPU machines' history on its tiles (their runs are in the Runs tab, their "
-                  "plots in plots/)", file=sys.stderr)
-        status = store.publish(shown, html_dir, python=python)
+    with tmpdirs.scratch("publish") as tmp:
+        checked = tmp / "results"
+        refused = untrusted.checked_copy(results_dir, checked)
+        for exc in refused:
+            print(f"publish: error: {exc}; left out of the site", file=sys.stderr)
+        if not (checked / "benchmarks.json").is_file():
+            print(f"publish: error: no usable {results_dir / 'benchmarks.json'}; nothing published",
+                  file=sys.stderr)
+            return 2
+        with site_readable.shown_results(checked) as (shown, left_out):
+            if left_out:
+                print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures "
+                      "would join the GPU machines' history on its tiles (their runs are in the Runs tab, "
+                      "their plots in plots/)", file=sys.stderr)
+            stage = transaction.staging_folder(html_dir)
+            try:
+                status = _build(shown, results_dir, stage, ops, cdn, python, site_dir)
+                if status is None:
+                    return 1
+                if status[0] != 0:
+                    return status[0]
+                transaction.swap_in(stage, html_dir)
+            finally:
+                shutil.rmtree(stage, ignore_errors=True)
+    reader = status[1]
+    unreadable = report_unreadable(reader, "publish", count=True)
+    if strict and undrawn:
+        print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
+              file=sys.stderr)
+        return 1
+    return 1 if refused else unreadable
+
+
+def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, python: str, site_dir: Path):
+    """Build the whole site into ``html_dir`` (a staging folder): asv's pages from ``checked``
+    (the checked copy of ``results_dir``), the plots and runs pages from ``results_dir``.
+    Returns ``(status, reader)``, or None when the offline copies failed (named)."""
+    from fusebench.history import plots, results, runrecord, site_fixes, site_readable, store
+
+    status = store.publish(checked, html_dir, python=python)
     if status != 0:
-        return status
+        return status, None
     try:
         copy_vendor(npm_install(site_dir), html_dir)
         rewrite_cdn(html_dir)
@@ -444,7 +486,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
         if not cdn:
             print(f"publish: error: {exc} (or publish with CDN=1: the site then needs internet)",
                   file=sys.stderr)
-            return 1
+            return None
         print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
               file=sys.stderr)
     reader = results.Reader(results_dir)
@@ -455,9 +497,4 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     site_readable.apply(html_dir)  # file:// explained, the legend off the plot
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
-    unreadable = report_unreadable(reader, "publish", count=True)
-    if strict and undrawn:
-        print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
-              file=sys.stderr)
-        return 1
-    return unreadable
+    return 0, reader

@@ -157,9 +157,29 @@ def titles_with_units(html_dir: Path) -> int:
     return count
 
 
+def escape_code(html_dir: Path) -> int:
+    """HTML-escape each benchmark's ``code`` (and ``pretty_source``) in ``html/index.json``: asv's
+    page shows them only as HTML tooltips (``html: true``), so source text such as
+    ``class <locals>`` vanished and markup in another host's ``benchmarks.json`` would run. The
+    escaped text displays as written. Returns the fields escaped."""
+    import html as htmllib
+
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text())
+    count = 0
+    for bm in index.get("benchmarks", {}).values():
+        for key in ("code", "pretty_source"):
+            if isinstance(bm.get(key), str):
+                bm[key] = htmllib.escape(bm[key])
+                count += 1
+    path.write_text(json.dumps(index))
+    return count
+
+
 def apply(html_dir: Path, ops) -> None:
     """Every fix of this module on a published site; ``ops``: the site's
     :class:`~fusebench.registry.Op` objects (their headline shapes)."""
     patch_orderbars(html_dir)
     open_at_headline(html_dir, ops)
     titles_with_units(html_dir)
+    escape_code(html_dir)
