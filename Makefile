@@ -79,14 +79,15 @@ GPU_LIST       = $(filter-out all,$(subst $(comma), ,$(GPUS)))
 comma         := ,
 GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),$(if $(GPU_LIST),$(foreach g,$(GPU_LIST),--device nvidia.com/gpu=$(g)),--device nvidia.com/gpu=all)$(if $(ROOTLESS), --userns=keep-id),--gpus $(if $(GPU_LIST),'"device=$(GPUS)"',all))
 # The suite's own --gpus: here GPUS as given; in the image every GPU the engine gave it.
-RESULTS_ARG    = $(if $(filter-out $(CURDIR)/results,$(abspath $(RESULTS))),--results $(abspath $(RESULTS)))
+# Paths are quoted and compared as whole strings (no word functions): a checkout path may hold spaces.
+RESULTS_ARG    = $(if $(filter file,$(origin RESULTS)),,$(if $(subst $(CURDIR)/results,,$(RESULTS)),--results '$(RESULTS)'))
 LOCAL_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus $(GPUS)) $(RESULTS_ARG))
 IMAGE_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus all))
 ENGINE_RUN     = $(ENGINE) run --rm $(GPU_FLAGS) --user $(RUN_AS) \
-                 --volume $(CURDIR):/workspace --volume $(RESULTS):/workspace/results \
-                 --volume $(HTML):/workspace/html --volume $(CACHE_VOLUME):/cache \
+                 --volume '$(CURDIR)':/workspace --volume '$(RESULTS)':/workspace/results \
+                 --volume '$(HTML)':/workspace/html --volume $(CACHE_VOLUME):/cache \
                  --env FUSEBENCH_IMAGE_DIGEST=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE))
-IN_IMAGE       = mkdir -p $(RESULTS) $(HTML) && $(ENGINE_RUN)
+IN_IMAGE       = mkdir -p '$(RESULTS)' '$(HTML)' && $(ENGINE_RUN)
 RUNS_IMAGE     = @$(if $(filter buildah,$(ENGINE_KIND)),echo "$@: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; exit 2,true)
 # $(call WAY,bench): bench-image or bench-local, as a prerequisite chosen when the Makefile is read,
 # and only when the target is asked for (the engine check is not run for `make test`). No

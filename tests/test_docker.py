@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -235,7 +236,7 @@ def _docker_lines(lines: list[str], engine: str = "docker") -> tuple[str, str]:
 
 
 def _run_args(run: str) -> tuple[list[str], list[tuple[str, str]]]:
-    args = run.split(" && ", 1)[1].split()
+    args = shlex.split(run.split(" && ", 1)[1])  # the Makefile quotes paths (they may hold spaces)
     return args, list(zip(args, args[1:]))
 
 
@@ -245,7 +246,7 @@ def test_make_bench_in_the_image_command_lines():
     build, run = _docker_lines(lines)
     assert build.split() == ["docker", "build", "--build-arg", f"LOCK_HASH={LOCK_HASH}",
                              "--tag", "fusebench:abc123", "."]
-    assert run.startswith("mkdir -p /r /h && docker run ")
+    assert run.startswith("mkdir -p '/r' '/h' && docker run ")
     args, pairs = _run_args(run)
     assert args[:3] == ["docker", "run", "--rm"]
     for flag in [("--gpus", "all"), ("--user", "1234:5678"), ("--volume", f"{PROJECT_ROOT}:/workspace"),

@@ -150,7 +150,7 @@ def _make_n(*args):
 def test_make_bench_gpus():
     assert "py -m fusebench bench --ops gelu\n" in _make_n("bench", "LOCAL=1", "OP=gelu")  # one GPU
     assert "fusebench bench --gpus all\n" in _make_n("bench", "LOCAL=1", "GPUS=all")
-    assert "fusebench bench --gpus 0,1 --results /tmp/aa\n" in _make_n("bench", "LOCAL=1", "GPUS=0,1",
+    assert "fusebench bench --gpus 0,1 --results '/tmp/aa'\n" in _make_n("bench", "LOCAL=1", "GPUS=0,1",
                                                                       "RESULTS=/tmp/aa")
     image = _make_n("bench", "CONTAINER=docker", "ENGINE_OK=1", "GPUS=0,1", "IMAGE_TAG=t")
     assert "--gpus '\"device=0,1\"'" in image and image.rstrip().endswith("fusebench:t --gpus all")

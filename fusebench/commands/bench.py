@@ -29,6 +29,7 @@ that applies to none of the chosen ops included) or when nothing was measured (n
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
 import sys
@@ -40,7 +41,7 @@ import torch
 from fusebench import config, metrictable
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
-from fusebench.history import asvsuite, plots, runrecord, site, store, summary
+from fusebench.history import asvsuite, plots, preflight, runrecord, site, store, summary, transaction
 from fusebench.measure import environment, sweep, workers
 from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
 from fusebench.measure.selection import choose, narrow_shapes, require_measured
@@ -79,22 +80,32 @@ def build_cuda_extension() -> None:
 
 def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops) -> int:
     """Store one machine's sweep: the sweep file, the asv machine, a staged asv run, the summary,
-    then the run record. Returns 0 when stored, 1 when asv failed (``results`` then untouched)."""
+    then the asv result files and the run record together, in one transaction
+    (``fusebench.history.transaction``; the caller holds the folder's lock). Returns 0 when
+    stored, 1 when asv failed (``results`` then untouched)."""
     sweep_file = PROJECT_ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
     result.save(sweep_file)
     print(f"bench: sweep saved to {sweep_file.relative_to(PROJECT_ROOT)}", file=sys.stderr)
     store.register_machine(store.machine_info(machine, result.environment))
     t = time.perf_counter()
     metrics = {m.name for op in ops for m in metrictable.for_op(op.flops is not None)}
-    status = store.run_asv(sweep_file, machine, commit, results,
-                           classes=[asvsuite.class_name(op.name) for op in ops],
-                           metrics=[m.name for m in metrictable.METRICS if m.name in metrics])
-    result.phases["asv"] = round(time.perf_counter() - t, 1)
-    print(summary.summary(result))
-    if status != 0:
-        print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
-        return 1
-    record = runrecord.save(result, runrecord.records_dir(results), machine, commit)
+    records = runrecord.records_dir(results)
+    txn = transaction.Transaction(results, (records,))
+    try:
+        status = store.run_asv(sweep_file, machine, commit, results,
+                               classes=[asvsuite.class_name(op.name) for op in ops],
+                               metrics=[m.name for m in metrictable.METRICS if m.name in metrics], txn=txn)
+        result.phases["asv"] = round(time.perf_counter() - t, 1)
+        print(summary.summary(result))
+        if status != 0:
+            txn.abort()
+            print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
+            return 1
+        record = runrecord.stage(result, records, machine, commit, txn)
+        txn.commit()
+    except BaseException:
+        txn.abort()
+        raise
     print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}; its record "
           f"(every round) in {record}", file=sys.stderr)
     return 0
@@ -231,7 +242,30 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print(f"bench: dry run: nothing measured, nothing stored (would store in {results})", file=sys.stderr)
         return 0
+    with contextlib.ExitStack() as held:
+        locked: set[Path] = set()
+        ready(held, locked, checked.results, len(sweep.cases(ops, grid, backends, dtypes)))
+        return _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, checked, held, locked)
 
+
+def ready(held: contextlib.ExitStack, locked: set[Path], results: Path, cases: int) -> None:
+    """Before measuring into ``results``: hold its lock (a second run of it is refused; released
+    when ``held`` closes) and check that the run can store what it measures
+    (``fusebench.history.preflight``: results, records, HOME and the scratch folder writable,
+    free space)."""
+    real = results.resolve()
+    if real in locked:
+        return
+    records = runrecord.records_dir(results)
+    preflight.check({"results": results, "run records": records,
+                     "asv machine file (HOME)": Path(os.path.expanduser("~")),
+                     "sweep files": PROJECT_ROOT / ".asv"}, cases)
+    held.enter_context(transaction.locked(results, "bench", (records,)))
+    locked.add(real)
+
+
+def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, checked, held, locked) -> int:
+    """The rest of :func:`run`, with the results folder locked and checked."""
     started = time.perf_counter()
     lost: list[str] = []
     if slots:
@@ -251,8 +285,10 @@ def run(args: argparse.Namespace) -> int:
                 runrecord.write_text(target, render(result))
                 print(f"bench: run record written to {target}", file=sys.stderr)
     stored, asv_failed = [], 0
+    results = checked.results
     for machine, result in measured:
         results = checked.after(result.environment)
+        ready(held, locked, results, len(result.records))
         if not any(r.status == "ok" for r in result.records):
             print(f"bench: nothing measured on {machine}; nothing of it stored", file=sys.stderr)
             continue

@@ -12,7 +12,9 @@ records folder (``.asv/quick-results`` -> ``.asv/quick-records``). The format is
 ``fusebench.measure.sweep.FORMAT_VERSION``; ``records/README.md`` documents the fields.
 
 A run of some ops keeps the other ops' records of the same commit (as asv keeps their results);
-a failed run writes nothing (the record is saved after asv stored the results).
+a failed run writes nothing: ``make bench`` stores the record and the asv result files in one
+transaction (:func:`stage`, ``fusebench.history.transaction``), so a record always sits beside
+the results of its own run.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from fusebench.errors import UsageError
+from fusebench.history import transaction
 from fusebench.measure import environment
 from fusebench.measure.sweep import Record, Sweep, clean_rounds
 
@@ -65,13 +68,9 @@ def load(folder: Path, machine: str, commit: str) -> Sweep | None:
     return sweep
 
 
-def save(sweep: Sweep, folder: Path, machine: str, commit: str) -> Path:
-    """Store ``sweep`` as the record of ``commit`` on ``machine``, keeping the records of cases it
-    did not measure from the record already there (a run of some ops). Written atomically.
-
-    Returns the file's path.
-    """
-    path = record_path(folder, machine, commit)
+def _merged(sweep: Sweep, folder: Path, machine: str, commit: str) -> Sweep:
+    """``sweep`` with the records of cases it did not measure kept from the record already there
+    (a run of some ops)."""
     old = load(folder, machine, commit)
     if old is not None:
         mine = {r.key for r in sweep.records}
@@ -80,7 +79,25 @@ def save(sweep: Sweep, folder: Path, machine: str, commit: str) -> Path:
             sweep.records = kept + sweep.records
             sweep.environment = dict(sweep.environment, merged_from_earlier_run=sorted(
                 {r.op for r in kept}))
-    sweep.save(path)
+    return sweep
+
+
+def save(sweep: Sweep, folder: Path, machine: str, commit: str) -> Path:
+    """Store ``sweep`` as the record of ``commit`` on ``machine``, keeping the records of cases it
+    did not measure from the record already there (a run of some ops). Written atomically.
+
+    Returns the file's path.
+    """
+    path = record_path(folder, machine, commit)
+    transaction.write_atomic(path, to_json(_merged(sweep, folder, machine, commit)))
+    return path
+
+
+def stage(sweep: Sweep, folder: Path, machine: str, commit: str, txn: transaction.Transaction) -> Path:
+    """:func:`save` through ``txn``: the record is stored when ``txn`` commits, together with
+    the asv result files of the same run. Returns the record's path."""
+    path = record_path(folder, machine, commit)
+    txn.add_bytes(path, to_json(_merged(sweep, folder, machine, commit)))
     return path
 
 
@@ -112,10 +129,8 @@ def write_text(path: Path, text: str) -> None:
     Raises:
         UsageError: the file cannot be written (its folder missing or not writable).
     """
-    tmp = path.with_name(path.name + ".tmp")
     try:
-        tmp.write_text(text)
-        tmp.replace(path)
+        transaction.write_atomic(path, text)
     except OSError as exc:
         raise UsageError(f"cannot write {path}: {exc.strerror or exc}") from None
 

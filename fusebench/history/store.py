@@ -22,12 +22,12 @@ import shutil
 import site
 import subprocess
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fusebench import metrictable
+from fusebench import metrictable, tmpdirs
+from fusebench.history import transaction
 from fusebench.history.asvsuite import SWEEP_ENV
 from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
@@ -75,7 +75,7 @@ def register_machine(info: dict, path: Path | None = None) -> Path:
     data = json.loads(path.read_text()) if path.exists() else {}
     data.setdefault("version", 1)
     data[info["machine"]] = info
-    path.write_text(json.dumps(data, indent=4))
+    transaction.write_atomic(path, json.dumps(data, indent=4))
     return path
 
 
@@ -162,7 +162,8 @@ ASV_SOME_FAILED = 2
 
 def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
             python: str = sys.executable, classes: list[str] | None = None,
-            jobs: int | None = None, metrics: list[str] | None = None) -> int:
+            jobs: int | None = None, metrics: list[str] | None = None,
+            txn: transaction.Transaction | None = None) -> int:
     """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
 
     The metrics (``metrics``: the ``track_*`` methods the ``classes`` have; None: all) are split
@@ -183,6 +184,10 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     (the terminal gets the log's path, and its last ``ASV_LOG_TAIL`` lines when nothing was
     stored).
 
+    The result files are stored through ``txn`` (:class:`fusebench.history.transaction.Transaction`:
+    the caller commits them together with the run record), or, without one, in a transaction of
+    their own committed here: a failed or killed run leaves every stored file as it was.
+
     Returns 0 when the results were stored (failed cases included, as asv failures), else asv's
     non-zero exit status (127 when ``python`` cannot be started); ``results_dir`` is then untouched.
     """
@@ -201,8 +206,8 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
         p for p in (str(PROJECT_ROOT), env.get("ASV_PYTHONPATH") or env.get("PYTHONPATH")) if p)
     ASV_LOG_DIR.mkdir(parents=True, exist_ok=True)
     log = ASV_LOG_DIR / f"asv-run-{machine}-{commit[:12]}.log"
-    with tempfile.TemporaryDirectory(prefix="fusebench-asv-") as tmp:
-        stagings = [Path(tmp) / f"group{i}" for i in range(len(groups))]
+    with tmpdirs.scratch("asv") as tmp:
+        stagings = [tmp / f"group{i}" for i in range(len(groups))]
         carried: list[Path] = []
         for staging in stagings:
             (staging / "results" / machine).mkdir(parents=True, exist_ok=True)
@@ -243,9 +248,19 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
         except (OSError, ValueError) as exc:
             print(f"asv: the concurrent runs' results could not be joined: {exc}", file=sys.stderr)
             return 1
-        merge_results(stagings[0] / "results", results_dir)
-    for f in carried:  # now in the commit's file of this environment name
-        f.unlink()
+        own = txn is None
+        txn = txn or transaction.Transaction(results_dir)
+        try:
+            merge_results(stagings[0] / "results", results_dir, txn)
+            for f in carried:  # now in the commit's file of this environment name
+                txn.delete(f)
+            if own:
+                txn.commit()
+        except BaseException:
+            if own:
+                txn.abort()
+            raise
+    for f in carried:
         print(f"asv: {f.name} carried into {result_name(commit, version)} (named by the Python "
               "version now, not its path)", file=sys.stderr)
     return 0
@@ -352,23 +367,26 @@ def stage_stored(stored_dir: Path, staging_dir: Path, commit: str, version: str)
     return carried
 
 
-def merge_results(src: Path, dst: Path) -> list[Path]:
-    """Copy asv result files from ``src`` into ``dst``, replacing only files of the same name.
+def merge_results(src: Path, dst: Path, txn: transaction.Transaction | None = None) -> list[Path]:
+    """Copy asv result files from ``src`` into ``dst``, replacing only files of the same name,
+    through ``txn`` (stored at its commit), or each atomically now without one.
 
-    Returns the files written.
+    Returns the files written (or to be written).
     """
     written = []
     for f in sorted(src.rglob("*.json")):
         target = dst / f.relative_to(src)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(f, target)
+        if txn is not None:
+            txn.add_copy(target, f)
+        else:
+            transaction.write_atomic(target, f.read_bytes())
         written.append(target)
     return written
 
 
 def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> int:
     """``asv publish`` of every stored result into ``html_dir``; returns asv's exit status."""
-    with tempfile.TemporaryDirectory(prefix="fusebench-publish-") as tmp:
+    with tmpdirs.scratch("asvconf") as tmp:
         conf = json.loads(ASV_CONF.read_text())
         conf.update(repo=str(PROJECT_ROOT), benchmark_dir=str(PROJECT_ROOT / conf["benchmark_dir"]),
                     results_dir=str(results_dir.resolve()), html_dir=str(html_dir.resolve()),
