@@ -45,7 +45,7 @@ def test_a_regression_fails_the_gate(tmp_path, commits, gate):
     code, out, err = gate(base, head)
     assert code == 1, out + err
     line = next(ln for ln in out.splitlines() if "(torch, 1024, float32)" in ln)
-    assert line.lstrip().startswith("+") and "1.20x" in line and "200us" in line and "240us" in line
+    assert line.lstrip().startswith("+") and "1.200x" in line and "200us" in line and "240us" in line
     assert "(eager" not in out  # unchanged cases are not listed
     assert "1 regression" in err and "FAIL" in err
 
@@ -57,7 +57,7 @@ def test_an_improvement_passes_and_is_listed(tmp_path, commits, gate):
     code, out, err = gate(base, head)
     assert code == 0, out + err
     line = next(ln for ln in out.splitlines() if "torch" in ln)
-    assert line.lstrip().startswith("-") and "0.50x" in line
+    assert line.lstrip().startswith("-") and "0.500x" in line
     assert "1 improvement" in err
 
 
@@ -131,7 +131,7 @@ def test_the_command_line_exit_status(tmp_path, commits):
     out = subprocess.run([sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head,
                           "--machine", "box", "--results", str(tmp_path)], cwd=PROJECT_ROOT,
                          capture_output=True, text=True)
-    assert out.returncode == 1 and "2.00x" in out.stdout, out.stderr
+    assert out.returncode == 1 and "2.000x" in out.stdout, out.stderr
 
 
 def test_two_runs_of_one_commit_from_two_results_folders(tmp_path, commits, gate):

@@ -142,3 +142,23 @@ def test_a_change_of_comments_only_is_no_change_of_code():
     cu = "__global__ void k(float* y) { /* one */ y[0] = 1.0f; // store\n}"
     assert noise.code(cu, "k.cu") == noise.code("__global__ void k(float* y) {\n  y[0] = 1.0f;\n}", "k.cu")
     assert noise.code(cu, "k.cu") != noise.code("__global__ void k(float* y) { y[0] = 2.0f; }", "k.cu")
+
+
+def test_runs_with_different_reference_libraries_are_not_a_pair_nor_judged():
+    a = run("a" * 40, {("torch", "1024"): [0.010] * 3, ("liger", "1024"): [0.02] * 3})
+    b = run("b" * 40, {("torch", "1024"): [0.012] * 3})
+    b.records.append(sweep.Record("gelu", "liger", "1024", "float32", status="skipped",
+                                  reason="not installed"))
+    assert noise.loaded(a) == {"liger"} and noise.loaded(b) == frozenset()
+    assert not noise.History([a, b], nothing_changed).samples
+    ra, rb = ({("torch", "1024", "float32"): 1e-5}, {("torch", "1024", "float32"): 1.2e-5})
+    from fusebench.history.results import Run
+
+    base = Run("box", "a" * 40, 0, values={"suite.Gelu.track_device_time": ra})
+    head = Run("box", "b" * 40, 0, values={"suite.Gelu.track_device_time": rb})
+    (row,) = compare.compare(base, head, 1.04, a, b)
+    assert row.status == compare.DIFFERENT_LIBRARIES and "base: liger; head: none" in row.note
+    assert compare.DIFFERENT_LIBRARIES not in compare.FAILING
+    (row,) = compare.compare(base, head, 1.04, a, run("b" * 40, {("torch", "1024"): [0.012] * 3,
+                                                                ("liger", "1024"): [0.02] * 3}))
+    assert row.status == compare.REGRESSION

@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
     print(compare.table(rows, show_all=args.all))
-    print(compare.detectable_text(rows))
+    print(compare.detectable_text(rows), file=sys.stderr)
     failed = compare.failed_gate(rows)
     rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
                       for r in (base_rec, head_rec))

@@ -32,6 +32,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 * **different kernel**: the same, but the backend picks its kernel by timing at first use
   (Inductor) and the two runs ran different kernels (``kernel_id``): the compiler's choice, not
   the code's; reported apart, never a regression;
+* **different libraries**: the same, but the two runs loaded different reference libraries
+  (liger, quack, flaggems measured in one run's process and not in the other's), which moves
+  other backends' figures: not a like-for-like pair; reported apart, never a regression;
 * **new failure**: failed at head, not at base; **fixed**: the other way.
 
 Regressions and new failures fail the gate (exit 1); nothing else does. NOISE_K = 2: the range
@@ -65,11 +68,12 @@ NOISE_K = 2.0
 ALPHA = 0.05
 
 (REGRESSION, NEW_FAILURE, IMPROVEMENT, WITHIN_NOISE, FIXED, SAME, CONTAMINATED,
- DIFFERENT_KERNEL, LAUNCH_PATH) = ("regression", "new failure", "improvement", "within noise", "fixed",
-                                  "same", "contaminated", "different kernel", "launch path")
+ DIFFERENT_KERNEL, LAUNCH_PATH, DIFFERENT_LIBRARIES) = (
+    "regression", "new failure", "improvement", "within noise", "fixed", "same", "contaminated",
+    "different kernel", "launch path", "different libraries")
 #: Marks in the table's first column (asv compare's ``+`` slower / ``-`` faster / ``~`` noise).
 MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", FIXED: "*", SAME: " ",
-        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l"}
+        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d"}
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
 
@@ -313,6 +317,12 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
     rows = []
     gated = {m.name for m in metrictable.GATED}
     pair = (base.commit, head.commit) if getattr(base, "commit", None) else None
+    libraries = ""
+    if base_record is not None and head_record is not None \
+            and noise.loaded(base_record) != noise.loaded(head_record):
+        libraries = (f"the runs loaded different reference libraries (base: "
+                     f"{', '.join(sorted(noise.loaded(base_record))) or 'none'}; head: "
+                     f"{', '.join(sorted(noise.loaded(head_record))) or 'none'})")
     for benchmark in sorted(set(base.values) | set(head.values)):
         if benchmark.rsplit(".", 1)[-1] not in gated:
             continue
@@ -327,6 +337,9 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
                 per_launch = ref.median / metric.scale / (ref.launches or 1) if ref.measured else None
                 lim = history.limit(metric.field, (_op_of(benchmark), *params), per_launch, exclude=pair)
             status, ratio, limit, p, note = judge(metric, b, h, factor, alpha, lim)
+            if libraries and status in (REGRESSION, IMPROVEMENT, WITHIN_NOISE) \
+                    and params[0] not in noise.REFERENCE_BACKENDS:
+                status, note = DIFFERENT_LIBRARIES, "; ".join(filter(None, (libraries, note)))
             before = None if b.failed else (b.median if b.values else math.nan)
             after = None if h.failed else (h.median if h.values else math.nan)
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,
@@ -379,8 +392,8 @@ def human(value: float | None, unit: str) -> str:
     return f"{value:.4g} {unit}".rstrip()
 
 
-ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_KERNEL, WITHIN_NOISE, FIXED, IMPROVEMENT,
-         LAUNCH_PATH, SAME)
+ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
+         FIXED, IMPROVEMENT, LAUNCH_PATH, SAME)
 
 
 def table(rows: list[Row], show_all: bool = False) -> str:

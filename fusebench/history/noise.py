@@ -7,7 +7,8 @@ the driver's state). That drift is read off the history:
 * **A/A pair** of a case: two records of the machine whose commits differ in no file the case's
   backend is measured from (:func:`measured_paths`; a change of comments only is none:
   :func:`code`), measured in the same environment
-  (:data:`ENVIRONMENT_KEYS`) with the same method version of the metric
+  (:data:`ENVIRONMENT_KEYS`) with the same reference libraries loaded (:func:`loaded`), with the
+  same method version of the metric
   (``metrictable.Metric.method``), neither from a dirty tree, and, for a backend that picks its
   kernel by timing (Inductor), with the same kernel on both sides.
 * **sample**: ``d = ln(median_a / median_b)`` of the clean rounds' figures of that pair.
@@ -53,6 +54,10 @@ BACKEND_PATHS: dict[str, tuple[str, ...]] = {
     "quack": ("kernels/reference_libs.py",),
     "flaggems": ("kernels/reference_libs.py",),
 }
+#: The reference backends: their libraries, loaded in the run's process or not, change the figures
+#: of other backends (seen on the H200: compile softmax 4096x4096 float32 44.4 us without them,
+#: 48.0 us with them, the same kernel and Inductor config); two runs are a pair only with the same.
+REFERENCE_BACKENDS = tuple(b for b, p in BACKEND_PATHS.items() if p == ("kernels/reference_libs.py",))
 #: Environment fields two runs must share to be a pair.
 ENVIRONMENT_KEYS = ("gpu", "driver", "cuda_runtime", "torch", "triton", "python")
 #: Time bands of a class (upper bounds, ms, of the metric's own figure per launch).
@@ -63,6 +68,12 @@ K = 4.0
 PRIOR_PAIRS = 2.0
 #: Fewest samples a class needs to stand in for a case with none of its own.
 MIN_CLASS = 8
+
+
+def loaded(sweep: Sweep) -> frozenset[str]:
+    """The reference backends that ran in ``sweep``'s process (their libraries were loaded)."""
+    return frozenset(r.backend for r in sweep.records
+                     if r.backend in REFERENCE_BACKENDS and r.status == "ok")
 
 
 def measured_paths(op: str, backend: str) -> tuple[str, ...]:
@@ -181,6 +192,8 @@ class History:
         for a, b in combinations(runs, 2):
             ca, cb = a.environment["git_commit"], b.environment["git_commit"]
             if ca == cb or any(a.environment.get(k) != b.environment.get(k) for k in ENVIRONMENT_KEYS):
+                continue
+            if loaded(a) != loaded(b):
                 continue
             files = changed(ca, cb)
             if files is None:

@@ -180,7 +180,7 @@ def compare_hint(results_dir: Path, machine: str, shown: int = 4) -> str:
     if len(commits) >= 2:
         newest = ", ".join(f"{c[:8]} ({day(d)})" for c, d in commits[:shown])
         return f"the newest commits stored for {machine}: {newest}; e.g. {command(machine, commits)}"
-    what = "one commit" if commits else "no results"
+    what = f"one commit ({commits[0][0][:8]})" if commits else "no results"
     others = [(m, c) for m in machines(results_dir) if m != machine
               and len(c := stored_commits(results_dir, m)) >= 2]
     text = f"{machine} has {what} stored (make bench stores this machine's)"
