@@ -84,10 +84,18 @@ def test_a_five_percent_shift_on_a_quiet_case_flags():
 
 
 def test_thin_history_falls_back_as_documented():
-    # one record: no pair at all -> no history limit, and the gate says "no history: rounds only"
+    # one record: no pair at all -> the stated fallback of the band, and the gate says so
     hist = noise.History(drifting_history(0.01, 1), nothing_changed)
-    lim = hist.limit("device_time_ms", KEY)
-    assert lim == noise.Limit(None, None, 0, "no history")
+    assert hist.limit("device_time_ms", KEY) == noise.Limit(None, None, 0, "no history")
+    assert hist.limit("device_time_ms", KEY, per_launch_ms=0.001).limit == 1.20
+    assert hist.limit("device_time_ms", KEY, per_launch_ms=0.004).limit == 1.15
+    assert hist.limit("device_time_ms", KEY, per_launch_ms=0.010).limit == 1.10
+    assert hist.limit("device_time_ms", KEY, per_launch_ms=0.050).limit is None
+    base = case_from(drifting_history(0.0, 1)[0])
+    head = Case(tuple(v * 1.08 for v in base.values), noise=base.noise, per_launch_ms=base.per_launch_ms)
+    lim = hist.limit("device_time_ms", KEY, per_launch_ms=0.010)
+    status, _, limit, _, note = compare.judge(HOT, base, head, 1.04, history=lim)
+    assert status == compare.WITHIN_NOISE and limit == 1.10 and "no history: fallback 1.10x" in note
     # a case with no pair of its own takes its class's sigma once the class has MIN_CLASS samples
     runs = drifting_history(0.01, 5)  # 10 pairs of the class (band of 10 us per launch)
     hist = noise.History(runs, nothing_changed)
@@ -95,10 +103,10 @@ def test_thin_history_falls_back_as_documented():
     assert other.n == 0 and other.source == "its class (10 samples)" and other.limit > 1.0
     # ... and below MIN_CLASS samples it has none
     hist = noise.History(drifting_history(0.01, 4), nothing_changed)  # 6 samples
-    assert hist.limit("device_time_ms", ("gelu", "triton", "2048", "float32"), 0.01).limit is None
+    assert hist.limit("device_time_ms", ("gelu", "triton", "2048", "float32"), 0.01).source == "no history"
     # the judged pair is never its own history
     hist = noise.History(drifting_history(0.01, 2), nothing_changed)
-    assert hist.limit("device_time_ms", KEY, exclude=(f"c{0:039d}", f"c{1:039d}")).limit is None
+    assert hist.limit("device_time_ms", KEY, exclude=(f"c{0:039d}", f"c{1:039d}")).source == "no history"
 
 
 def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():

@@ -12,8 +12,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 * ``limit`` = max(FACTOR, history limit, 1 + NOISE_K × noise): the history limit is the case's
   between-run drift learned from the committed records (``fusebench.history.noise``: K sigmas
   of its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
-  between rounds ((max - min) / median). Without history (a new case or metric) the limit is
-  the rounds rule alone and the note says ``no history``. The limit is the case's minimum
+  between rounds ((max - min) / median). A graph figure without history of its own borrows the
+  case's hot-figure history where that times the same kernels; otherwise, without history, the
+  limit is the stated fallback of its time band (``noise.FALLBACK``) and the note says ``no history``. The limit is the case's minimum
   detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05 (with 3 rounds a side the smallest p is 1/20 = 0.05:
@@ -215,10 +216,10 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
     notes = []
     if history is not None and history.limit is not None:
         limit = max(limit, history.limit)
-        if history.limit > factor:
-            notes.append(f"history: {history.source}")
-    elif history is not None:
-        notes.append("no history: rounds only")
+    if history is not None and history.n == 0 and history.source == "no history":
+        notes.append("no history: " + (f"fallback {history.limit:.2f}x" if history.limit else "rounds only"))
+    elif history is not None and history.limit is not None and history.limit > factor:
+        notes.append(f"history: {history.source}")
     p = None
     testable = min_p(len(base.values), len(head.values)) <= alpha
     if testable:
@@ -336,6 +337,9 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
                 ref = b if b.measured else h
                 per_launch = ref.median / metric.scale / (ref.launches or 1) if ref.measured else None
                 lim = history.limit(metric.field, (_op_of(benchmark), *params), per_launch, exclude=pair)
+                if metric.field == _GRAPH and lim.n == 0:
+                    lim = _hot_history(history, (_op_of(benchmark), *params), b if b.measured else h,
+                                       pair) or lim
             status, ratio, limit, p, note = judge(metric, b, h, factor, alpha, lim)
             if libraries and status in (REGRESSION, IMPROVEMENT, WITHIN_NOISE) \
                     and params[0] not in noise.REFERENCE_BACKENDS:
@@ -345,6 +349,20 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,
                             max(b.noise, h.noise), status, limit, p, note))
     return rows
+
+
+def _hot_history(history: "noise.History", key, case: Case, pair) -> "noise.Limit | None":
+    """A graph figure without history of its own borrows the case's hot-figure history where the
+    hot figure times the same kernels (not the launch path: hot <= LAUNCH_PATH_RATIO x graph)."""
+    if not (case.measured and case.per_launch_ms and case.graph_ms):
+        return None
+    hot_ms = case.per_launch_ms * (case.launches or 1)
+    if hot_ms > LAUNCH_PATH_RATIO * case.graph_ms:
+        return None
+    hot = history.limit("device_time_ms", key, case.per_launch_ms, exclude=pair)
+    if hot.n == 0 or hot.limit is None:
+        return None
+    return noise.Limit(hot.limit, hot.sigma, 0, f"the hot figure's history ({hot.source})")
 
 
 def detectable(rows: list[Row]) -> tuple[dict[float, int], int, list[Row]]:

@@ -18,7 +18,8 @@ the driver's state). That drift is read off the history:
   ``sigma² = (Σ d² + PRIOR_PAIRS · sigma_class²) / (n + PRIOR_PAIRS)``.
 * **limit** = ``exp(K · sigma)``: the slowdown beyond which a move is K sigmas of between-run
   drift. With no sample of its own and a class of fewer than :data:`MIN_CLASS` samples, a case
-  has no history limit (the gate then falls back to its rounds rule and says so).
+  has no history: its limit is the stated :data:`FALLBACK` of its band (none above 20 us per
+  launch: the gate's rounds rule and FACTOR decide), and the gate says ``no history``.
 
 The pair being judged is never its own history (``exclude``). ``docs/gate.md`` gives the
 calibration on the committed records (:func:`calibration`, ``fusebench compare --calibrate``).
@@ -68,6 +69,10 @@ K = 4.0
 PRIOR_PAIRS = 2.0
 #: Fewest samples a class needs to stand in for a case with none of its own.
 MIN_CLASS = 8
+#: Without any history (a new metric or machine): the A/A allowance of the band, the largest
+#: moves two fresh H200 machines showed per launch (docs/gate.md): under 2 us, under 5 us,
+#: under 20 us; FACTOR above.
+FALLBACK = ((0.002, 1.20), (0.005, 1.15), (0.020, 1.10))
 
 
 def loaded(sweep: Sweep) -> frozenset[str]:
@@ -243,8 +248,15 @@ class History:
         elif n_cls >= MIN_CLASS:
             sigma, source = cls, f"its class ({n_cls} samples)"
         else:
-            return Limit(None, None, 0, "no history")
+            return Limit(fallback(per_launch_ms), None, 0, "no history")
         return Limit(math.exp(K * sigma), sigma, len(own), source)
+
+
+def fallback(per_launch_ms: float | None) -> float | None:
+    """The limit of a case-metric with no history (:data:`FALLBACK`; None above its bands)."""
+    if per_launch_ms is None or not math.isfinite(per_launch_ms):
+        return None
+    return next((allowed for below, allowed in FALLBACK if per_launch_ms < below), None)
 
 
 def load_records(folder: Path) -> list[Sweep]:
