@@ -14,7 +14,8 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
   of its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
   between rounds ((max - min) / median). A graph figure without history of its own borrows the
   case's hot-figure history where that times the same kernels; otherwise, without history, the
-  limit is the stated fallback of its time band (``noise.FALLBACK``) and the note says ``no history``. The limit is the case's minimum
+  limit is the stated fallback of its time band (``noise.FALLBACK``) and the note says
+  ``no history``. The limit is the case's minimum
   detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05 (with 3 rounds a side the smallest p is 1/20 = 0.05:
