@@ -170,3 +170,16 @@ def test_runs_with_different_reference_libraries_are_not_a_pair_nor_judged():
     (row,) = compare.compare(base, head, 1.04, a, run("b" * 40, {("torch", "1024"): [0.012] * 3,
                                                                 ("liger", "1024"): [0.02] * 3}))
     assert row.status == compare.REGRESSION
+
+
+def test_a_graph_figure_without_history_borrows_the_hot_history_only_where_it_times_the_kernel():
+    runs = drifting_history(0.01, 6, t=0.05)  # 50 us per launch, hot drifting 1 %
+    hist = noise.History(runs, nothing_changed)
+    kernel = Case((5e-5,) * 3, per_launch_ms=0.05, graph_ms=0.049, launches=1)
+    lim = compare._hot_history(hist, KEY, kernel, None)
+    assert lim.limit == pytest.approx(hist.limit("device_time_ms", KEY).limit)
+    assert lim.n == 0 and lim.source.startswith("the hot figure's history (15 A/A pairs")
+    # the stream waited for the host (hot 2x graph), or the case is launch-bound: no borrowing
+    assert compare._hot_history(hist, KEY, Case((1e-4,) * 3, per_launch_ms=0.1, graph_ms=0.05), None) is None
+    tiny = Case((1e-6,) * 3, per_launch_ms=0.001, graph_ms=0.001, launches=1)
+    assert compare._hot_history(hist, KEY, tiny, None) is None

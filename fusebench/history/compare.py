@@ -13,9 +13,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
   between-run drift learned from the committed records (``fusebench.history.noise``: K sigmas
   of its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
   between rounds ((max - min) / median). A graph figure without history of its own borrows the
-  case's hot-figure history where that times the same kernels; otherwise, without history, the
-  limit is the stated fallback of its time band (``noise.FALLBACK``) and the note says
-  ``no history``. The limit is the case's minimum
+  case's hot-figure history where that times the same kernels at 20 us per launch or more;
+  otherwise, without history, the limit is the stated fallback of its time band
+  (``noise.FALLBACK``) and the note says ``no history``. The limit is the case's minimum
   detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05 (with 3 rounds a side the smallest p is 1/20 = 0.05:
@@ -354,12 +354,13 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
 
 def _hot_history(history: "noise.History", key, case: Case, pair) -> "noise.Limit | None":
     """A graph figure without history of its own borrows the case's hot-figure history where the
-    hot figure times the same kernels (not the launch path: hot <= LAUNCH_PATH_RATIO x graph)."""
+    hot figure times the same kernels (not the launch path: hot <= LAUNCH_PATH_RATIO x graph) and
+    is not launch-bound (20 us per launch or more; below, the band's fallback applies)."""
     if not (case.measured and case.per_launch_ms and case.graph_ms):
         return None
     hot_ms = case.per_launch_ms * (case.launches or 1)
-    if hot_ms > LAUNCH_PATH_RATIO * case.graph_ms:
-        return None
+    if hot_ms > LAUNCH_PATH_RATIO * case.graph_ms or case.per_launch_ms < noise.FALLBACK[-1][0]:
+        return None  # the launch path, or launch-bound: the stream's history is the host's
     hot = history.limit("device_time_ms", key, case.per_launch_ms, exclude=pair)
     if hot.n == 0 or hot.limit is None:
         return None
