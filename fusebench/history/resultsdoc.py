@@ -109,6 +109,7 @@ def render(machine: str, paths: list[Path], root: Path = PROJECT_ROOT) -> str:
                 out += ["", table.title, ""] + table.markdown()
             out += ["", f"{op}: effective bandwidth GB/s, % of the copy ceiling, speedup over eager "
                     "(compute-bound: time, TFLOP/s, % of the matrix peak)"] + _dtype_tables(sweep, op)
+            out += summary.graph_lines(sweep, op)
     return "\n".join(out) + "\n"
 
 

@@ -161,21 +161,21 @@ def graph_text(rec: Record | None) -> str:
     return f"{sig(1e3 * rec.device_time_ms)} / {sig(1e3 * rec.device_time_graph_ms)} us {100 * share:.0f}%"
 
 
-def graph_lines(result: Sweep) -> list[str]:
-    """Stream and graph side by side, one table per (op, dtype): how much of each backend's cost
-    is launches (the graph removes them) and how much is the kernels; no lines without graph
-    figures (the CPU, an older record)."""
-    have = [r for r in result.records if r.device_time_graph_ms is not None]
+def graph_lines(result: Sweep, op: str | None = None) -> list[str]:
+    """Stream and graph side by side, one table per (op, dtype) (of ``op`` only, when given): how
+    much of each backend's cost is launches (the graph removes them) and how much is the kernels;
+    no lines without graph figures (the CPU, an older record)."""
+    have = [r for r in result.records if r.device_time_graph_ms is not None and op in (None, r.op)]
     if not have:
         return []
     out = ["", "Stream / graph: hot device time per call in the stream and with the calls captured "
                "in one CUDA graph (us), and the share of the stream's time that was launch gaps."]
-    for op, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
-        cases = {(r.shape, r.backend): r for r in result.records if (r.op, r.dtype) == (op, dtype)}
+    for name, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
+        cases = {(r.shape, r.backend): r for r in result.records if (r.op, r.dtype) == (name, dtype)}
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any(cases.get((s, b)) is not None and cases[(s, b)].status == "ok"
                                            for s in shapes)]
-        out += ["", f"{op} {dtype}: stream / graph", ""] + markdown_table(
+        out += ["", f"{name} {dtype}: stream / graph", ""] + markdown_table(
             ["shape", *cols], [[s, *(graph_text(cases.get((s, b))) for b in cols)] for s in shapes])
     return out
 
