@@ -161,7 +161,7 @@ class Record:
 
     def time_per_launch_ms(self) -> float | None:
         """Hot device time / launches per call (ms), None when either is unknown: below a few µs
-        a case is launch-bound (``fusebench.history.compare`` widens its threshold)."""
+        a case is launch-bound (the gate's time bands, ``fusebench.history.noise``)."""
         if self.device_time_ms is None or not self.launches:
             return None
         return self.device_time_ms / self.launches
