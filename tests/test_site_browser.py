@@ -141,3 +141,30 @@ def test_the_check_fails_on_a_site_that_loads_from_cdns(tmp_path, serve):
     assert code == 1
     assert any(f.startswith("https://code.jquery.com/jquery-3.3.1.min.js") for f in report["failed"])
     assert report["error_page"] and report["benchmarks"] == []
+
+
+def test_a_site_from_a_folder_carrying_markup_runs_no_script(tmp_path):
+    """Issue 28, item 1: markup in another host's benchmark names, code, machine.json fields and
+    result params (tests/test_untrusted_site.py plants it) ran in the published site. Each payload,
+    if rendered, would request /pwned-<where> from the server, which records every request."""
+    from test_untrusted_site import poisoned_results
+
+    html = tmp_path / "html"
+    assert site.publish(poisoned_results(tmp_path), html, OPS.values()) == 1  # the markup named, left out
+    requested: list[str] = []
+
+    class Recording(_Quiet):
+        def do_GET(self):
+            requested.append(self.path)
+            super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Recording, directory=str(html)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        code, report = _check(f"http://127.0.0.1:{httpd.server_address[1]}", site_dir=html)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert [p for p in requested if "pwned" in p] == []
+    assert report["page_errors"] == [] and "suite.Gelu.track_bandwidth" in report["benchmarks"], report
+    assert len(requested) > 10  # the page did load its scripts and graphs from this server

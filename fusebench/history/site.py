@@ -416,13 +416,14 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     (:func:`fusebench.history.transaction.swap_in`): a failed or killed publish leaves ``html_dir``
     as it was. asv's pages are built from a checked copy of the results
     (:func:`fusebench.history.untrusted.checked_copy`): a stored file whose names or fields fail
-    their checks (markup in a benchmark name or a machine field) is named and left out.
+    their checks (markup in a benchmark name or a machine field) is named and left out, as is a
+    benchmark of ``benchmarks.json`` that fails.
 
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
     could not be installed (npm missing or failing) and ``cdn`` is False, 1 when a stored file
     could not be read or was refused (each named on stderr; the site is published without them),
     or when ``strict`` and some result will not be drawn; 2 when ``benchmarks.json`` is missing
-    or refused (nothing published).
+    or not asv's at all (nothing published).
     """
     from fusebench import tmpdirs
     from fusebench.cli import report_unreadable

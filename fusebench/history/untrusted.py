@@ -268,33 +268,37 @@ def check_benchmarks(path: Path, data: object) -> None:
     data = _object(data, path, "benchmarks.json")
     _need(isinstance(data.get("version"), int), path, "benchmarks.json has no integer version")
     for name, bm in data.items():
-        if name == "version":
-            continue
-        _match(BENCHMARK, name, path, "benchmark name")
-        bm = _object(bm, path, f"benchmark {name}")
-        for key, value in bm.items():
-            kind = BENCHMARK_KEYS.get(key)
-            _need(kind is not None, path, f"benchmark {name}: unknown field {_cut(key)}")
-            what = f"benchmark {name}: {key}"
-            if kind == "name":
-                _need(value == name, path, f"{what} {_cut(value)} differs from its key")
-            elif kind == "idents":
-                _need(isinstance(value, list), path, f"{what} is not a list")
-                for v in value:
-                    _match(IDENT, v, path, what)
-            elif kind == "params":
-                _params(value, path, what)
-            elif kind == "plain":
-                _match(PLAIN, value, path, what)
-            elif kind == "code":
-                _need(isinstance(value, str) and len(value) <= MAX_CODE, path, f"{what} is not text "
-                      f"of at most {MAX_CODE} characters")
-            elif kind == _NUMBER:
-                _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)),
-                      path, f"{what} is not a number")
-            elif kind == "type":
-                _need(value in _TYPES, path,
-                      f"{what} {_cut(value)} is not one of {', '.join(sorted(_TYPES))}")
+        if name != "version":
+            check_benchmark(path, name, bm)
+
+
+def check_benchmark(path: Path, name: object, bm: object) -> None:
+    """One benchmark ``name`` -> ``bm`` of ``benchmarks.json`` (see :func:`check_benchmarks`)."""
+    _match(BENCHMARK, name, path, "benchmark name")
+    bm = _object(bm, path, f"benchmark {name}")
+    for key, value in bm.items():
+        kind = BENCHMARK_KEYS.get(key)
+        _need(kind is not None, path, f"benchmark {name}: unknown field {_cut(key)}")
+        what = f"benchmark {name}: {key}"
+        if kind == "name":
+            _need(value == name, path, f"{what} {_cut(value)} differs from its key")
+        elif kind == "idents":
+            _need(isinstance(value, list), path, f"{what} is not a list")
+            for v in value:
+                _match(IDENT, v, path, what)
+        elif kind == "params":
+            _params(value, path, what)
+        elif kind == "plain":
+            _match(PLAIN, value, path, what)
+        elif kind == "code":
+            _need(isinstance(value, str) and len(value) <= MAX_CODE, path, f"{what} is not text "
+                  f"of at most {MAX_CODE} characters")
+        elif kind == _NUMBER:
+            _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)),
+                  path, f"{what} is not a number")
+        elif kind == "type":
+            _need(value in _TYPES, path,
+                  f"{what} {_cut(value)} is not one of {', '.join(sorted(_TYPES))}")
 
 
 _RECORD_TEXT = {"op": IDENT, "backend": IDENT, "dtype": IDENT}
@@ -399,9 +403,10 @@ def entries(folder: Path) -> list[os.DirEntry]:
 
 def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
     """Copy into ``into`` the files of ``results_dir`` that ``asv publish`` reads and that pass
-    their checks: ``benchmarks.json``, and per machine folder its ``machine.json`` and result
-    files (a folder whose ``machine.json`` fails is left out whole, as asv would). Returns the
-    files refused, each left out; the published site then holds no string that failed.
+    their checks: ``benchmarks.json`` (less each benchmark that fails), and per machine folder its
+    ``machine.json`` and result files (a folder whose ``machine.json`` fails is left out whole, as
+    asv would). Returns what was refused, each left out; the published site then holds no string
+    that failed.
 
     Stored files came from other hosts too (``collect``, ``git pull``): the site is built from
     this copy, never from ``results_dir`` itself.
@@ -413,8 +418,7 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
         try:
             data = read_bytes(path, MAX_BYTES[kind])
             value = parse(path, data)
-            {"result": check_result, "machine": check_machine, "record": check_record}.get(
-                kind, lambda p, v, m: check_benchmarks(p, v))(path, value, machine)
+            (check_result if kind == "result" else check_machine)(path, value, machine)
         except Refused as exc:
             refused.append(exc)
             return False
@@ -429,7 +433,7 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
     for entry in top:
         path = Path(entry.path)
         if entry.name == "benchmarks.json":
-            keep(path, "benchmarks", None, into / entry.name)
+            _keep_benchmarks(path, into / entry.name, refused)
         elif entry.is_dir(follow_symlinks=False):
             try:
                 files = [e for e in entries(path) if e.name.endswith(".json")]
@@ -447,3 +451,26 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
                 if e.name != "machine.json":
                     keep(Path(e.path), "result", entry.name, into / entry.name / e.name)
     return refused
+
+
+def _keep_benchmarks(path: Path, target: Path, refused: list[Refused]) -> None:
+    """Copy ``benchmarks.json`` without the benchmarks that fail :func:`check_benchmark` (each
+    named in ``refused``); nothing when the file itself fails."""
+    try:
+        data = _object(parse(path, read_bytes(path, MAX_BYTES["benchmarks"])), path, "benchmarks.json")
+        _need(isinstance(data.get("version"), int), path, "benchmarks.json has no integer version")
+    except Refused as exc:
+        refused.append(exc)
+        return
+    kept = {"version": data["version"]}
+    for name, bm in data.items():
+        if name == "version":
+            continue
+        try:
+            check_benchmark(path, name, bm)
+        except Refused as exc:
+            refused.append(exc)
+            continue
+        kept[name] = bm
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(json.dumps(kept))
