@@ -325,4 +325,4 @@ def test_collect_memory_does_not_grow_with_the_number_of_files(tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         assert len(list((tmp_path / f"d{n}" / "results" / "h200").glob("*.json"))) == n + 2
         peaks.append(int(out.stdout.split()[-1]) >> 10)  # MB
-    assert peaks[1] - peaks[0] < 40, peaks  # c3519fe: about 2 MB per file, 760 MB more for 380 files
+    assert peaks[1] - peaks[0] < 40, peaks  # before: about 2 MB per file, 760 MB more for 380 files

@@ -4,8 +4,8 @@ writer at a time (``make bench``, ``make collect``).
 A :class:`Transaction` writes each new file beside its destination first, in a hidden staging
 folder of the same folder tree (``results/.fusebench-staging/``, ``records/.fusebench-staging/``:
 the same filesystem, so a rename moves it; asv reads only ``*.json`` and the staged files are
-``*.part``), fsyncs them, and then writes its journal, the list of renames and deletions, to
-``results/.fusebench-staging/journal.json`` with one atomic rename: that is the commit point.
+``*.part``), fsyncs them, and then writes its journal, the list of renames and deletions, as
+:data:`JOURNAL` in the results folder's staging folder with one atomic rename: that is the commit point.
 The renames follow; a process killed before the journal leaves the stored files as they were
 (the staging folder is removed by the next writer), one killed after it leaves them as they will
 be (the next writer finishes the renames, :func:`recover`).
