@@ -8,6 +8,7 @@ CDN URLs were not rewritten.
 """
 
 import functools
+import html
 import json
 import os
 import shutil
@@ -168,3 +169,17 @@ def test_a_site_from_a_folder_carrying_markup_runs_no_script(tmp_path):
     assert [p for p in requested if "pwned" in p] == []
     assert report["page_errors"] == [] and "suite.Gelu.track_bandwidth" in report["benchmarks"], report
     assert len(requested) > 10  # the page did load its scripts and graphs from this server
+
+
+def test_the_verdicts_page_loads_and_links_to_graphs_the_site_has(published, serve):
+    """Issue 29, item 13: each measured commit on main against the previous one, in the gate's
+    words; each regression links to a graph of a benchmark the site lists."""
+    base = serve(published)
+    page = urllib.request.urlopen(f"{base}/verdicts/index.html", timeout=10).read().decode()
+    assert "<h2>h200</h2>" in page and "<th>gate</th>" in page
+    assert page.count("<b>ok</b>") + page.count("<b>FAIL</b>") >= 2
+    index = json.loads(urllib.request.urlopen(f"{base}/index.json", timeout=10).read())
+    links = [part.split('"')[0] for part in page.split('<a href="../index.html#')[1:]]
+    for link in links:
+        assert html.unescape(link).split("?")[0] in index["benchmarks"], link
+    assert 'href="verdicts/index.html"' in (published / "index.html").read_text()

@@ -477,7 +477,7 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     """Build the whole site into ``html_dir`` (a staging folder): asv's pages from ``checked``
     (the checked copy of ``results_dir``), the plots and runs pages from ``results_dir``.
     Returns ``(status, reader)``, or None when the offline copies failed (named)."""
-    from fusebench.history import plots, results, runrecord, site_fixes, site_readable, store
+    from fusebench.history import plots, results, runrecord, site_fixes, site_readable, store, verdicts
 
     status = store.publish(checked, html_dir, python=python)
     if status != 0:
@@ -500,4 +500,7 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     site_readable.apply(html_dir)  # file:// explained, the legend off the plot
     write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
+    # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
+    verdicts.write_page(html_dir, results_dir, machines=results.machines(checked))
+    add_tab(html_dir, verdicts.NAV_VERDICTS)
     return 0, reader
