@@ -105,7 +105,8 @@ def test_the_job_is_indexed_one_pod_per_gpu_model_with_the_pinned_image_and_a_re
 def test_the_batch_script_parses_and_passes_shellcheck(tools):
     assert subprocess.run(["bash", "-n", str(SBATCH)], capture_output=True).returncode == 0
     shellcheck = tools / "bin" / "shellcheck"
-    out = subprocess.run([str(shellcheck), "--shell=bash", str(SBATCH)], capture_output=True, text=True)
+    scripts = [str(SBATCH), str(PROJECT_ROOT / "scripts" / "slurm_test.sh")]
+    out = subprocess.run([str(shellcheck), "--shell=bash", *scripts], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr
     head = SBATCH.read_text()
     assert re.search(r"^#SBATCH --array=\d+-\d+$", head, re.M)
@@ -118,11 +119,12 @@ def _fake(bin_dir: Path, name: str, body: str) -> None:
     path.chmod(0o755)
 
 
-def _sbatch(tmp_path: Path, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
-    """Run the batch script as Slurm would, with an ``srun`` that records its arguments."""
+def _sbatch(tmp_path: Path, srun_status: int = 0, **env) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """Run the batch script as Slurm would, with an ``srun`` that records its arguments (and
+    exits with ``srun_status``)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir(exist_ok=True)
-    _fake(bin_dir, "srun", f'printf "%s\\n" "$@" > {tmp_path}/srun.args')
+    _fake(bin_dir, "srun", f'printf "%s\\n" "$@" > {tmp_path}/srun.args; exit {srun_status}')
     _fake(bin_dir, "nvidia-smi", 'echo "NVIDIA H100 80GB HBM3"')
     full = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "HOME": str(tmp_path), "TMPDIR": str(tmp_path),
             "SLURM_SUBMIT_DIR": str(PROJECT_ROOT), "SLURM_ARRAY_TASK_ID": "3",
@@ -162,6 +164,33 @@ def test_the_batch_script_with_apptainer_and_refusals(tmp_path):
     out, _ = _sbatch(tmp_path, FUSEBENCH_RUNTIME="apptainer", FUSEBENCH_IMAGE="fusebench.sif")
     assert out.returncode == 2 and "exists; not measuring into it (never overwrite results)" in out.stderr
     out, _ = _sbatch(tmp_path, FUSEBENCH_RUNTIME="docker")
-    assert out.returncode == 2 and "give pyxis or apptainer" in out.stderr
+    assert out.returncode == 2 and "give pyxis, apptainer or host" in out.stderr
     out, _ = _sbatch(tmp_path, FUSEBENCH_IMAGE="")
     assert out.returncode != 0 and "set FUSEBENCH_IMAGE" in out.stderr
+
+
+def test_the_batch_script_in_host_mode_runs_its_share_and_marks_an_unfinished_task(tmp_path):
+    """FUSEBENCH_RUNTIME=host (no container: what make slurm-test runs on a real Slurm), the
+    task's share from FUSEBENCH_TASK_ARGS, and the UNFINISHED marker make collect refuses."""
+    host = subprocess.run(["hostname", "-s"], capture_output=True, text=True).stdout.strip()
+    array = {"FUSEBENCH_RUNTIME": "host", "FUSEBENCH_IMAGE": "", "FUSEBENCH_PYTHON": "/opt/py/bin/python",
+             "FUSEBENCH_BENCH_ARGS": "--quick", "FUSEBENCH_TASK_ARGS": "--ops gelu,matmul;--ops softmax",
+             "SLURM_ARRAY_TASK_COUNT": "2", "SLURM_ARRAY_TASK_MIN": "2", "SLURM_ARRAY_JOB_ID": "77"}
+    out, args = _sbatch(tmp_path, **array)  # task 3 of --array=2-3: the second share
+    assert out.returncode == 0, out.stderr
+    task = tmp_path / "fleet" / f"{host}-3"
+    assert args[0].startswith("--chdir=") and args[0].endswith("/checkout") and args[1] == "env"
+    python = args.index("/opt/py/bin/python")
+    assert args[python:] == ["/opt/py/bin/python", "-m", "fusebench", "bench", "--results", f"{task}/results",
+                             "--no-publish", "--quick", "--ops", "softmax"]
+    assert not (task / "UNFINISHED").exists()  # finished: the marker removed
+    # one entry per task, or the task refuses before measuring
+    out, _ = _sbatch(tmp_path, **dict(array, SLURM_ARRAY_TASK_COUNT="3"))
+    assert out.returncode == 2
+    assert "FUSEBENCH_TASK_ARGS has 2 entries for 3 array tasks; give one per task" in out.stderr
+    # a task whose step fails leaves the marker, saying which task and how
+    out, _ = _sbatch(tmp_path, srun_status=3, **dict(array, SLURM_ARRAY_TASK_ID="2"))
+    assert out.returncode == 3
+    assert (tmp_path / "fleet" / f"{host}-2" / "UNFINISHED").read_text() == \
+        f"task 77_2 on {host} failed (exit 3): see its Slurm output\n"
+    assert not list(tmp_path.glob("fusebench.*"))  # the node-local clone removed on every exit
