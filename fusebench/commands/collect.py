@@ -60,14 +60,17 @@ def _run_locked(args: argparse.Namespace) -> int:
     n_machine = sum(1 for _, t in plan.copies if t.name == "machine.json")
     what = (f"{len(plan.copies) - n_rec - n_machine} result file(s), {n_rec} run record(s), "
             f"{n_machine} machine.json"
-            + (f", {len(plan.added_benchmarks)} benchmark definition(s)" if plan.added_benchmarks else ""))
+            + (f", {len(plan.added_benchmarks)} benchmark definition(s)" if plan.added_benchmarks else "")
+            + (f", {len(plan.merges)} file(s) merged from shares of a run" if plan.merges else ""))
     if args.dry_run:
         for source, target in plan.copies:
             print(f"would copy {source} -> {target}")
+        for target, parts in plan.merged_from.items():
+            print(f"would merge {' + '.join(map(str, parts))} -> {target}")
         print(f"collect: would copy {what}; {len(plan.same)} already there", file=sys.stderr)
         return 0
     collect.apply(plan, args.into)
-    machines = sorted({t.parent.name for _, t in plan.copies})
+    machines = sorted({t.parent.name for _, t in plan.copies} | {t.parent.name for t in plan.merges})
     print(f"collect: copied {what} into {args.into}/ and {records}/"
           + (f" (machines: {', '.join(machines)})" if machines else "")
           + f"; {len(plan.same)} file(s) already there, identical", file=sys.stderr)

@@ -34,6 +34,11 @@ them into one destination (``results/`` and ``records/``) by these rules:
   destination's definition (else the first folder's) with a warning: ``asv publish`` draws a
   stored result only when its benchmark version matches the definition kept.
 - different asv machines (``h200``, ``cpu-x86_64``, ``a100-sxm4-80gb``) sit side by side.
+- **shares**: a result file or run record of the same name whose cases are disjoint from the one
+  there (array tasks that split one machine's grid by ops, ``deploy/slurm``) is merged into it
+  (:mod:`fusebench.history.shares`): cases are added, none replaced.
+- a task's folder holding ``UNFINISHED`` (``deploy/slurm/fusebench.sbatch``: a task failed,
+  was cancelled or still runs) refuses the collect, naming the task.
 
 Sources: a results folder, or a folder holding ``results/`` (and ``records/``), such as one pod's
 or one array task's output folder (:func:`source_folders`).
@@ -49,12 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.history import results, runrecord, transaction, untrusted
+from fusebench.history import results, runrecord, shares, transaction, untrusted
 from fusebench.history.untrusted import Refused
 
 #: ``machine.json`` fields whose difference is a conflict, not a warning: another GPU model
 #: stored under the same machine name would mix two GPUs' figures in one history.
 IDENTITY_FIELDS = ("machine", "gpu")
+#: The file a fleet task keeps in its folder until it has finished without error (its one line
+#: says which task and why).
+UNFINISHED = "UNFINISHED"
 
 
 @dataclass(frozen=True)
@@ -80,6 +88,8 @@ class Plan:
         added_benchmarks: benchmark names the destination's ``benchmarks.json`` gains.
         checked: source file -> its :class:`untrusted.Checked` (size and hash checked again at
             the copy).
+        merges: destination file -> the merged shares to store there (parsed JSON).
+        merged_from: destination file -> the files merged into it, the one there first.
     """
 
     copies: list[tuple[Path, Path]] = field(default_factory=list)
@@ -90,6 +100,8 @@ class Plan:
     benchmarks: dict | None = None
     added_benchmarks: list[str] = field(default_factory=list)
     checked: dict[Path, untrusted.Checked] = field(default_factory=dict)
+    merges: dict[Path, object] = field(default_factory=dict)
+    merged_from: dict[Path, list[Path]] = field(default_factory=dict)
 
     @property
     def refused(self) -> bool:
@@ -106,13 +118,22 @@ def source_folders(path: Path) -> Source:
     ``<machine>/machine.json`` or ``benchmarks.json``), else its ``results/`` sub-folder.
 
     Raises:
-        UsageError: ``path`` is not a folder, is a symlink, or holds neither.
+        UsageError: ``path`` is not a folder, is a symlink, or holds neither; or it (or, for a
+            results folder, the folder above it) holds :data:`UNFINISHED`.
     """
     if path.is_symlink():
         raise UsageError(f"{path}: a symlink; give the folder itself (folders from another host "
                          "must be real folders)")
     if not path.is_dir():
         raise UsageError(f"{path}: no such folder")
+    for marker in (path / UNFINISHED, path.parent / UNFINISHED):
+        if os.path.lexists(marker):
+            why = "(not a plain file)"
+            if marker.is_file() and not marker.is_symlink():
+                with marker.open("rb") as f:
+                    why = (f.read(300).decode(errors="replace").strip().splitlines() or ["(empty)"])[0]
+            raise UsageError(f"{path}: {why!s} ({marker} is there); nothing collected: leave the "
+                             "folder out, or run that task again into a new folder")
     if any(path.glob("*/machine.json")) or (path / "benchmarks.json").exists():
         return Source(path, runrecord.records_dir(path))
     if (path / "results").is_dir() or (path / "results").is_symlink():
@@ -312,6 +333,13 @@ class _Planner:
             self.plan.same.append(target)
             return
         diff = _differing(a, b)
+        if not diff and a.keys() <= b.keys():  # a share already merged there
+            self.plan.same.append(target)
+            return
+        if not diff and self._share(path, target, there, "result", shares.merge_results):
+            self.commits.setdefault((machine, path.name[:8]), []).append(path)
+            self.new.add(path)
+            return
         what = (f"{len(diff)} case(s) differ, e.g. {_case(diff[0], a, b)}" if diff else
                 f"different cases measured ({len(a)} vs {len(b)})")
         self.plan.conflicts.append(f"{path} and {there}: commit {commit[:8]} on machine {machine} with "
@@ -348,15 +376,32 @@ class _Planner:
         if there is None:
             return
         try:
-            same = _json(there, "record") == _json(path, "record")
+            mine, theirs = _json(path, "record"), _json(there, "record")
         except Refused as exc:
             self._refuse(exc)
             return
-        if same:
+        if mine == theirs or shares.holds_records(theirs, mine):  # or a share already merged there
             self.plan.same.append(target)
-        else:
+        elif not self._share(path, target, there, "record", shares.merge_records):
             self.plan.conflicts.append(f"{path} and {there}: run records of commit {path.stem} on "
                                        f"machine {machine} differ (two runs of one commit and machine)")
+
+    def _share(self, source: Path, target: Path, there: Path, kind: str, merge) -> bool:
+        """Plan ``source`` merged into ``target`` (where ``there`` is, or is planned) when the two
+        are shares of one run (``merge``: a function of :mod:`fusebench.history.shares`); False
+        when they are not (the caller reports the conflict)."""
+        try:
+            base = self.plan.merges[target] if target in self.plan.merges else _json(there, kind)
+            merged, _ = merge(base, _json(source, kind))
+        except Refused as exc:
+            self._refuse(exc)
+            return True
+        if merged is None:
+            return False
+        self.plan.merges[target] = merged
+        self.plan.copies = [(s, t) for s, t in self.plan.copies if t != target]
+        self.plan.merged_from.setdefault(target, [there]).append(source)
+        return True
 
     def _machine_json(self, path: Path, machine: str) -> None:
         target = self.dest / machine / "machine.json"
@@ -489,6 +534,9 @@ def apply(p: Plan, dest: Path) -> list[Path]:
             checked = p.checked.get(source)
             txn.add_copy(target, source, checked.size if checked else None,
                          checked.digest if checked else None)
+            written.append(target)
+        for target, data in p.merges.items():  # shares: a superset of what is there, replaced whole
+            txn.add_bytes(target, json.dumps(data, indent=1))
             written.append(target)
         if p.benchmarks is not None:
             path = dest / "benchmarks.json"
