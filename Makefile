@@ -277,10 +277,17 @@ mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear
 # Copies what results/ and records/ lack, never overwrites; a conflict (the same commit and machine
 # with different figures) or an unreadable file refuses the whole collect (exit 1 / 2, nothing written).
 
+# INTO: another destination than results/ (records beside it). make slurm-test: the Slurm array
+# job on a one-node Slurm started here (scripts/slurm_test.sh; root, Debian's slurm-wlm and munge).
+
 FROM          ?=
+INTO          ?=
 
-.PHONY: collect
+.PHONY: collect slurm-test
 
-collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2'
+collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2' [INTO=dir]
 	@test -n "$(FROM)" || { echo "collect: give FROM=<results folder>... (e.g. make collect FROM='fleet/*')" >&2; exit 2; }
-	$(FUSEBENCH) collect $(FROM)
+	$(FUSEBENCH) collect $(FROM)$(if $(INTO), --into $(INTO))
+
+slurm-test: $(DEPS) ## the Slurm array job on a real one-node Slurm here, then collect and compare (CI)
+	PYTHON=$(PYTHON) scripts/slurm_test.sh
