@@ -4,6 +4,7 @@ The emulation spawns real worker processes on the CPU, each pinned (``CUDA_VISIB
 fake GPU whose index, serial and model come from ``tests/workerops.py``.
 """
 
+import dataclasses
 import subprocess
 
 import pytest
@@ -122,6 +123,69 @@ def test_a_worker_dying_while_the_others_wait_between_the_phases_does_not_hang_t
     assert "worker of GPU 1 failed: died (exit code 3)" in line
     ok = [r for r in outcome.machines["fake-h200"].records if r.status == "ok"]
     assert len(ok) == 2 and {r.gpu_index for r in ok} == {0}
+
+
+def test_deal_puts_the_costliest_first_on_the_least_loaded_worker():
+    assert workers.deal([5, 1, 1, 1, 1, 1], 2) == [[0], [1, 2, 3, 4, 5]]  # 5 and 5
+    costs = [0.3, 7.0, 2.5, 2.5, 1.0, 4.0, 0.2, 3.3, 0.9, 1.1]
+    shares = workers.deal(costs, 3)
+    assert sorted(i for s in shares for i in s) == list(range(10))  # every case once
+    loads = [sum(costs[i] for i in s) for s in shares]
+    assert sorted(loads) == pytest.approx([7.5, 7.5, 7.8])  # the best: 22.8 / 3 = 7.6 each
+    assert workers.deal([1.0], 2) == [[0], []]
+
+
+def test_cases_dealt_by_a_stand_in_cost_model_not_by_who_builds_first():
+    """A stand-in cost model (no two-GPU machine here): the first toy case costs as much as the
+    five others together, so one worker gets it alone and the other the five, whatever order
+    they would have built in (a shared queue gives each about three)."""
+    costs = (9.0, 1.0, 1.0, 1.0, 1.0, 5.0)
+    outcome = workers.run(dataclasses.replace(_job(), costs=costs), SLOTS)
+    assert outcome.failures == []
+    result = outcome.machines["fake-h200"]
+    by_gpu = {g["gpu_index"]: g["cases"] for g in result.environment["gpus"]}
+    assert by_gpu == {0: 1, 1: 5}
+    first, *rest = result.records
+    assert first.gpu_index == 0 and {r.gpu_index for r in rest} == {1}
+    assert all(r.status == "ok" and len(r.rounds) == 2 for r in result.records)
+
+
+def test_costs_from_an_h200_record_balance_two_gpus():
+    """The committed 485-case H200 run's own figures as the costs: dealt to two GPUs, the two
+    loads are within 1 %; by count (every other case) they are not."""
+    from kernels import OPS
+
+    record = sweep.Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
+    ops = sorted({r.op for r in record.records}, key=list(OPS).index)
+    job = workers.Job("kernels:OPS", tuple(ops), tuple(sorted({r.backend for r in record.records})),
+                      tuple(sorted({r.dtype for r in record.records})), record.grid, record.rounds)
+    cases = job.cases()
+    costs = workers.costs_from_record(cases, record, record.rounds)
+    timed = {r.key for r in record.records if r.status == "ok"}
+    measured = [c for c, case in zip(costs, cases) if sweep.new_record(*case).key in timed]
+    assert len(measured) == 485
+    loads = [sum(costs[i] for i in s) for s in workers.deal(costs, 2)]
+    assert abs(loads[0] - loads[1]) / max(loads) < 0.01
+    by_count = [sum(costs[0::2]), sum(costs[1::2])]
+    assert abs(by_count[0] - by_count[1]) / max(by_count) > 0.05
+    # the model's round time for the whole run is the record's, within its per-case overhead
+    per_round = (sum(measured) - sum(r.compile_s or workers.BUILD_S.get(r.backend, 0.05)
+                                     for r in record.records if r.status == "ok")) / record.rounds
+    assert 0.6 < per_round / record.phases["round 1"] < 1.4
+
+
+def test_an_estimate_without_a_record_grows_with_the_bytes_and_the_build():
+    from kernels import OPS
+
+    gelu = OPS["gelu"]
+    small, large = (gelu, "eager", (1024,), "float32"), (gelu, "eager", (16384, 16384), "float32")
+    # the timing budget bounds both (as the records show: about the same time per case) ...
+    assert workers.estimated_cost(large, 3) == workers.estimated_cost(small, 3)
+    # ... until a kernel is so long that its least repeats take longer
+    huge = (gelu, "eager", (65536, 65536), "float32")
+    assert workers.estimated_cost(huge, 3) > 2 * workers.estimated_cost(small, 3)
+    assert workers.estimated_cost((gelu, "compile", (1024,), "float32"), 3) > workers.estimated_cost(small, 3)
+    assert workers.costs_from_record([small], None, 3) == (workers.estimated_cost(small, 3),)
 
 
 def _state(machine, gpu, records):

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib.util
 import os
 import sys
@@ -271,6 +272,10 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
     if slots:
         job = workers.Job("kernels:OPS", tuple(op.name for op in ops), tuple(backends), tuple(dtypes),
                           sweep.grid_name(torch.device("cuda"), args.quick), rounds)
+        # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
+        earlier = workers.newest_record(runrecord.records_dir(checked.results),
+                                        workers.gpu_model(slots[0].visible), job.grid)
+        job = dataclasses.replace(job, costs=workers.costs_from_record(job.cases(), earlier, rounds))
         outcome = workers.run(job, slots, prebuild=build_cuda_extension if "cuda" in backends else None)
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
     else:

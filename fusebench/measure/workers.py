@@ -8,12 +8,17 @@ in its environment before the interpreter starts, so torch in it sees that GPU o
 
 A run has the phases of ``fusebench.measure.sweep`` (its module doc), spread over the GPUs:
 
-1. **build**: the workers pull cases from one shared queue (grid order) and build, gate and
-   profile each (``sweep.measure``), keeping the callables: the expensive part (torch.compile,
-   Triton JIT) is balanced by the queue, whichever GPU is free takes the next case. The CUDA
-   extension is built once in the parent before the workers start (``prebuild``), not per worker.
-   A worker that has built its share waits at a barrier for the others, so no GPU is timed while
-   another worker compiles on the host's CPUs.
+0. **deal**: the parent deals the cases to the GPUs by their cost (:func:`deal`: the costliest
+   first, each to the GPU with the least so far), a case's cost being its build and its rounds:
+   measured in the newest record of the same GPU model and grid where there is one
+   (:func:`costs_from_record`), else estimated from its backend and size (:func:`estimated_cost`).
+   A shared queue balanced only the builds (whichever GPU was free took the next case): two H200s
+   timed 491 and 253 cases, 59+54+57 s and 42+37+40 s of rounds, and the run waited for the first.
+1. **build**: each worker builds, gates and profiles its own cases in grid order
+   (``sweep.measure``), keeping the callables. The CUDA extension is built once in the parent
+   before the workers start (``prebuild``), not per worker. A worker that has built its share
+   waits at a barrier for the others, so no GPU is timed while another worker compiles on the
+   host's CPUs.
 2. **rounds**: each worker times its own cases in ``ROUNDS`` interleaved rounds (the round-order
    rule of ``sweep.round_order`` over its cases), measuring its own copy ceiling each round and its
    own NVML readings. A case is timed by one GPU in all its rounds: its noise is one GPU's.
@@ -23,9 +28,9 @@ The parent merges the workers' sweeps by GPU model: the GPUs of one model make o
 (``gpu_index``, ``gpu_serial``), and the environment listing each GPU (``gpus``: index, serial,
 UUID, copy ceilings, phase times). Different models are different machines.
 
-A worker that dies or fails (its GPU unusable, a crash) is reported in one line; the cases it had
-taken are failed records with that reason (stored under its machine when another GPU of the model
-measured the rest); the other workers' cases are stored as usual.
+A worker that dies or fails (its GPU unusable, a crash) is reported in one line; the cases dealt
+to it that it had not measured are failed records with that reason (stored under its machine
+when another GPU of the model measured the rest); the other workers' cases are stored as usual.
 
 Messages from a worker go through its own pipe (``multiprocessing.Pipe``, written synchronously:
 a case is known to be taken before it is built); the parent waits on the pipes and the processes'
@@ -34,7 +39,9 @@ sentinels (``multiprocessing.connection.wait``), so a worker killed mid-case is 
 
 from __future__ import annotations
 
+import heapq
 import importlib
+import json
 import multiprocessing as mp
 import os
 import statistics
@@ -43,12 +50,13 @@ import threading
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
-from typing import Callable, Mapping
+from pathlib import Path
+from typing import Callable, Mapping, Sequence
 
 import torch
 
 from fusebench.errors import UsageError, first_line
-from fusebench.measure import environment, sweep
+from fusebench.measure import environment, sweep, timing
 from fusebench.registry import Op
 
 #: The environment keys that describe one GPU, moved from a worker's environment into its entry of
@@ -78,6 +86,8 @@ class Job:
         device: ``"cuda"``, or ``"cpu"`` to run the same workers on the CPU (tests).
         identify: ``identify(dev) -> {"gpu_index", "gpu_serial", ...}`` (default
             ``environment.gpu_identity``; a test gives fake ones, with ``"gpu"`` a model name).
+        costs: seconds per case, in the order of :meth:`cases` (:func:`costs_from_record`);
+            None: :func:`estimated_cost` of each.
     """
 
     registry: str
@@ -88,12 +98,99 @@ class Job:
     rounds: int = sweep.DEFAULT_ROUNDS
     device: str = "cuda"
     identify: Callable[[torch.device], dict] | None = None
+    costs: tuple[float, ...] | None = None
 
     def cases(self) -> list[tuple[Op, str, tuple, str]]:
         """The run's cases in grid order (the same list in the parent and in every worker)."""
         module, _, name = self.registry.partition(":")
         ops: Mapping[str, Op] = getattr(importlib.import_module(module), name)
         return sweep.cases([ops[n] for n in self.ops], self.grid, self.backends, self.dtypes)
+
+
+#: Seconds a round spends on a case beyond its kernels' time (warm-up, planning, L2 flushes,
+#: synchronizations, NVML samples): 0.01 to 0.17 s a case in the committed H200 records.
+ROUND_OVERHEAD_S = 0.1
+#: Build seconds of a case by backend where no record says: Inductor's compile, Triton's JIT
+#: (0.1 to 0.5 s a case in the H200 records' compile_s), the others next to nothing.
+BUILD_S = {"compile": 1.0, "triton": 0.3}
+#: The bandwidth an estimate assumes (B/s): only the ratio between cases matters for a deal.
+NOMINAL_BANDWIDTH = 2e12
+
+
+def estimated_cost(case: tuple, rounds: int) -> float:
+    """Seconds ``case`` (``(op, backend, shape, dtype)``) is expected to take in a run of
+    ``rounds`` rounds, before anything of it was measured: its backend's build, then per round
+    the hot and cold timings (each fills the sweep's budget, or takes at least
+    ``timing.MIN_REPEATS`` calls of a kernel streaming its bytes at :data:`NOMINAL_BANDWIDTH`)
+    and the overhead."""
+    rec = sweep.new_record(*case)
+    call_s = rec.bytes_moved / NOMINAL_BANDWIDTH
+    return BUILD_S.get(rec.backend, 0.05) + rounds * (
+        2 * max(sweep.ROUND_BUDGET_S, timing.MIN_REPEATS * call_s) + ROUND_OVERHEAD_S)
+
+
+def costs_from_record(cases: Sequence[tuple], record: sweep.Sweep | None, rounds: int) -> tuple[float, ...]:
+    """Seconds per case of ``cases``: from ``record`` (an earlier run of the same grid on the same
+    GPU model) where it timed the case, its compile time and its kernels' time per round (hot and
+    cold repeats, wall calls) plus :data:`ROUND_OVERHEAD_S`; else :func:`estimated_cost`."""
+    known = {r.key: r for r in (record.records if record else ()) if r.status == "ok" and r.rounds}
+    costs = []
+    for case in cases:
+        rec = known.get(sweep.new_record(*case).key)
+        if rec is None:
+            costs.append(estimated_cost(case, rounds))
+            continue
+        one = rec.rounds[0]
+        reps = one.get("repeats") or 0
+        kernels_ms = (reps * ((one.get("device_time_ms") or 0) * (rec.hot_calls or 1)
+                              + (one.get("device_time_cold_ms") or 0))
+                      + min(reps, 100) * (one.get("wall_time_ms") or 0))
+        costs.append((rec.compile_s or BUILD_S.get(rec.backend, 0.05))
+                     + rounds * (kernels_ms / 1000 + ROUND_OVERHEAD_S))
+    return tuple(costs)
+
+
+def newest_record(folder: Path, gpu_name: str | None, grid: str) -> sweep.Sweep | None:
+    """The newest run record under ``folder`` (a records folder: ``<machine>/<sha8>.json``) of
+    GPU model ``gpu_name`` and ``grid``, by file time; None when there is none. A file that cannot
+    be read is passed over (costs are an estimate: the run never depends on them)."""
+    for path in sorted(folder.glob("*/*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+        try:
+            head = json.loads(path.read_text())
+            if head.get("grid") != grid or head.get("environment", {}).get("gpu") != gpu_name:
+                continue
+            return sweep.Sweep.load(path)
+        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+            continue
+    return None
+
+
+def gpu_model(visible: str) -> str | None:
+    """The model name NVML gives the GPU ``visible`` names (an index or a UUID, as in
+    ``CUDA_VISIBLE_DEVICES``), without a CUDA context; None when NVML cannot say."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        handle = (pynvml.nvmlDeviceGetHandleByUUID(visible) if not visible.isdigit()
+                  else pynvml.nvmlDeviceGetHandleByIndex(int(visible)))
+        name = pynvml.nvmlDeviceGetName(handle)
+        return name.decode() if isinstance(name, bytes) else str(name)
+    except Exception:  # noqa: BLE001 - no NVML: the costs are estimated
+        return None
+
+
+def deal(costs: Sequence[float], n: int) -> list[list[int]]:
+    """The positions ``0..len(costs)-1`` dealt to ``n`` workers so that their total costs are
+    close: the costliest first, each to the worker with the least so far (longest processing
+    time first; within 4/3 of the best deal). Each worker's positions in grid order."""
+    loads = [(0.0, w) for w in range(n)]
+    shares: list[list[int]] = [[] for _ in range(n)]
+    for i in sorted(range(len(costs)), key=lambda i: (-costs[i], i)):
+        load, w = heapq.heappop(loads)
+        shares[w].append(i)
+        heapq.heappush(loads, (load + costs[i], w))
+    return [sorted(s) for s in shares]
 
 
 def visible_gpus() -> list[str]:
@@ -167,7 +264,7 @@ class _Prefixed:
 
 def work(job: Job, slot: Slot, todo_q, conn, barrier) -> None:
     """A worker's body (run in a spawned process): check the GPU pinning, measure the cases
-    pulled from ``todo_q`` (``sweep.measure``), send the sweep.
+    dealt to it, pulled from its own ``todo_q`` (``sweep.measure``), send the sweep.
 
     Sends ``(kind, payload)`` on ``conn``: ``("ready", (machine, gpu name))``, ``("took", grid
     position)`` before building a case, ``("built", n)`` after the build phase, ``("done",
@@ -227,6 +324,7 @@ class _State:
     built: bool = False
     result: sweep.Sweep | None = None
     error: str | None = None
+    dealt: list[int] = field(default_factory=list)
 
     @property
     def over(self) -> bool:
@@ -264,21 +362,27 @@ def _receive(state: _State) -> None:
             state.error = f"died (exit code {state.process.exitcode})"
 
 
-def start(job: Job, slots: list[Slot], ctx=None) -> tuple[list[_State], object, object]:
+def start(job: Job, slots: list[Slot], ctx=None) -> tuple[list[_State], list, object]:
     """Spawn one worker per slot, each with its own ``CUDA_VISIBLE_DEVICES``. Returns the
-    workers' states, the case queue (filled: every grid position, then one stop per worker) and
-    the barrier between the phases."""
+    workers' states (each with the grid positions dealt to it, :func:`deal` of ``job.costs``),
+    their case queues (each filled: its positions, then a stop) and the barrier between the
+    phases."""
     ctx = ctx or mp.get_context("spawn")
-    n_cases = len(job.cases())
-    todo_q, barrier = ctx.Queue(), ctx.Barrier(len(slots))
-    for i in range(n_cases):
-        todo_q.put(i)
-    for _ in slots:
-        todo_q.put(None)
-    states = []
+    cases = job.cases()
+    costs = job.costs or tuple(estimated_cost(case, job.rounds) for case in cases)
+    if len(costs) != len(cases):
+        raise ValueError(f"{len(costs)} costs for {len(cases)} cases")
+    shares = deal(costs, len(slots))
+    barrier = ctx.Barrier(len(slots))
+    queues, states = [], []
     saved = os.environ.get("CUDA_VISIBLE_DEVICES")
     try:
-        for slot in slots:
+        for slot, share in zip(slots, shares):
+            todo_q = ctx.Queue()
+            for i in share:
+                todo_q.put(i)
+            todo_q.put(None)
+            queues.append(todo_q)
             receive, send = ctx.Pipe(duplex=False)
             # Inherited by the child when it starts, so set before its CUDA could read it (a CPU
             # emulation gets it too: its workers know their fake GPU from it).
@@ -287,13 +391,13 @@ def start(job: Job, slots: list[Slot], ctx=None) -> tuple[list[_State], object, 
                                name=f"fusebench-gpu{slot.visible}", daemon=True)
             proc.start()
             send.close()
-            states.append(_State(slot, proc, receive))
+            states.append(_State(slot, proc, receive, dealt=share))
     finally:
         if saved is None:
             os.environ.pop("CUDA_VISIBLE_DEVICES", None)
         else:
             os.environ["CUDA_VISIBLE_DEVICES"] = saved
-    return states, todo_q, barrier
+    return states, queues, barrier
 
 
 def run(job: Job, slots: list[Slot], *, prebuild: Callable[[], None] | None = None,
@@ -312,9 +416,9 @@ def run(job: Job, slots: list[Slot], *, prebuild: Callable[[], None] | None = No
         prebuild()
         phases["prebuild"] = time.perf_counter() - t0
     t = time.perf_counter()
-    states, todo_q, barrier = start(job, slots)
-    print(f"workers: {len(states)} worker(s) started, one per GPU: "
-          + ", ".join(s.slot.visible for s in states), file=out, flush=True)
+    states, queues, barrier = start(job, slots)
+    print(f"workers: {len(states)} worker(s) started, one per GPU, cases dealt by cost: "
+          + ", ".join(f"{s.slot.visible} ({len(s.dealt)})" for s in states), file=out, flush=True)
     built_at = None
     try:
         while not all(s.over for s in states):
@@ -340,8 +444,9 @@ def run(job: Job, slots: list[Slot], *, prebuild: Callable[[], None] | None = No
             s.process.join(timeout=10)
             if s.process.is_alive():
                 s.process.terminate()
-        todo_q.cancel_join_thread()  # stops left by failed workers need not be read
-        todo_q.close()
+        for todo_q in queues:
+            todo_q.cancel_join_thread()  # cases and stops left by failed workers need not be read
+            todo_q.close()
     phases["rounds (all GPUs)"] = time.perf_counter() - (built_at or t)
     outcome = merge(job, states, phases)
     for line in outcome.failures + outcome.unstored:
@@ -368,14 +473,14 @@ def merge(job: Job, states: list[_State], phases: dict[str, float]) -> Outcome:
     for s in states:
         if s.error is None:
             continue
-        lost = [i for i in s.taken if i not in measured]
+        lost = [i for i in (s.dealt or s.taken) if i not in measured]
         failures.append(f"the worker of GPU {s.slot.visible} failed: {s.error}; "
-                        f"{len(lost)} case(s) it had taken were not measured")
+                        f"{len(lost)} case(s) dealt to it were not measured")
         reason = f"its worker on GPU {s.slot.visible} failed: {s.error}"
         lost_by_machine.setdefault(s.machine, []).extend(_lost_record(todo[i], reason) for i in lost)
-    taken = {i for s in states for i in s.taken}
-    if never := [i for i in range(len(todo)) if i not in taken and i not in measured]:
-        unstored.append(f"{len(never)} case(s) were taken by no worker (every worker failed)")
+    held = {i for s in states for i in (s.dealt or s.taken)}
+    if never := [i for i in range(len(todo)) if i not in held and i not in measured]:
+        unstored.append(f"{len(never)} case(s) were dealt to no worker")
     parts: dict[str, list[sweep.Sweep]] = {}
     names: dict[str, set] = {}
     for s in states:
