@@ -191,6 +191,10 @@ def test_bench_refuses_a_dirty_tree_before_measuring(tmp_path):
         "bench: error: measured files differ from HEAD (kernels/gelu.py): results/ keeps only committed "
         "code; commit them, or measure anyway into .asv/dirty-results with make bench DIRTY=1 (--dirty)")
     assert not (root / "results").exists() and not (root / ".asv").exists()  # nothing measured
+    # the way out it prints runs (issue 29): make bench DIRTY=1 is bench --dirty; its dry run passes
+    done = bench(["--ops", "softmax", "--dirty", "--dry-run"], clean_env(tmp_path), cwd=root)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.strip().endswith(f"would store in {root / '.asv/dirty-results'})")
 
 
 def test_bench_refuses_the_triton_interpreter_before_measuring(tmp_path):

@@ -241,7 +241,8 @@ def run(args: argparse.Namespace) -> int:
         print("bench: no GPU: every figure is host-clock time on the CPU (perf_counter around each "
               "call), not a GPU figure", file=sys.stderr)
     if args.dry_run:
-        print(f"bench: dry run: nothing measured, nothing stored (would store in {results})", file=sys.stderr)
+        print(f"bench: dry run: nothing measured, nothing stored (would store in {checked.results})",
+              file=sys.stderr)
         return 0
     with contextlib.ExitStack() as held:
         locked: set[Path] = set()
