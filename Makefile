@@ -286,7 +286,7 @@ INTO          ?=
 .PHONY: collect slurm-test
 
 collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2' [INTO=dir]
-	@test -n "$(FROM)" || { echo "collect: give FROM=<results folder>... (e.g. make collect FROM='fleet/*')" >&2; exit 2; }
+	@test -n "$(FROM)" || { echo "collect: give FROM=<folder>...: other hosts' results folders, or folders holding results/ and records/; globs allowed" >&2; exit 2; }
 	$(FUSEBENCH) collect $(FROM)$(if $(INTO), --into $(INTO))
 
 slurm-test: $(DEPS) ## the Slurm array job on a real one-node Slurm here, then collect and compare (CI)

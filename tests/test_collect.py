@@ -228,7 +228,8 @@ def test_an_unreadable_input_file_is_named_and_nothing_is_written(tmp_path, h200
 
 
 @pytest.mark.parametrize("make_args, message", [
-    ([], "collect: give FROM=<results folder>... (e.g. make collect FROM='fleet/*')"),
+    ([], "collect: give FROM=<folder>...: other hosts' results folders, or folders holding results/ "
+         "and records/; globs allowed"),
     (["FROM=/no/such/folder"], "collect: error: /no/such/folder: no such folder"),
 ])
 def test_make_collect_bad_input_is_one_line_and_exit_2(make_args, message):
