@@ -106,7 +106,7 @@ class Transaction:
         folder = self._root(target) / STAGING
         folder.mkdir(parents=True, exist_ok=True)
         self._n += 1
-        return folder / f"{self._n}.part"
+        return folder / f"{os.getpid()}-{self._n}.part"
 
     def add_bytes(self, target: Path, data: bytes | str) -> None:
         """Store ``data`` as ``target`` (replacing it) at the commit; written to staging now."""
