@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import shutil
-import tempfile
 from pathlib import Path
 from typing import Iterator
+
+from fusebench import tmpdirs
 
 #: What error.html says instead of asv's "active internet connection" paragraph.
 ERROR_TEXT = """<p>
@@ -60,8 +61,8 @@ def shown_results(results_dir: Path) -> Iterator[tuple[Path, list[str]]]:
     if not cpus or len(cpus) == len(machines):
         yield results_dir, []
         return
-    with tempfile.TemporaryDirectory(prefix="fusebench-site-") as tmp:
-        shown = Path(tmp) / "results"
+    with tmpdirs.scratch("site") as tmp:  # removed on every exit path, a SIGKILL's by the next run
+        shown = tmp / "results"
         shown.mkdir()
         for entry in results_dir.iterdir():
             if entry.is_symlink() or (entry.is_dir() and entry.name in cpus):
