@@ -203,10 +203,17 @@ def test_swap_in_replaces_the_whole_folder(tmp_path, mount, monkeypatch):
     (new / "graphs").mkdir()
     (new / "graphs" / "a.json").write_text("{}")
     transaction.swap_in(new, target)
+    assert target.stat().st_mode & 0o777 == 0o777 & ~_umask()  # not mkdtemp's 0700: a web server reads it
     assert sorted(p.relative_to(target).as_posix() for p in target.rglob("*")) == [
         "graphs", "graphs/a.json", "index.html"]
     assert (target / "index.html").read_text() == "new index"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["html"]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def test_a_scratch_folder_is_removed_on_sigterm_and_after_a_sigkill():

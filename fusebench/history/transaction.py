@@ -47,11 +47,15 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def _mode() -> int:
-    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
+def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+def _mode() -> int:
+    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
+    return 0o666 & ~_umask()
 
 
 def write_atomic(path: Path, data: bytes | str) -> None:
@@ -279,7 +283,9 @@ def staging_folder(target: Path) -> Path:
     tmpdirs.remove_stale(where)
     import tempfile
 
-    return Path(tempfile.mkdtemp(prefix=f"fusebench-staging-{os.getpid()}-", dir=where))
+    path = Path(tempfile.mkdtemp(prefix=f"fusebench-staging-{os.getpid()}-", dir=where))
+    os.chmod(path, 0o777 & ~_umask())  # it becomes html/: a web server's user must read it, not 0700
+    return path
 
 
 def swap_in(new: Path, target: Path) -> None:
