@@ -454,14 +454,15 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
                 print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures "
                       "would join the GPU machines' history on its tiles (their runs are in the Runs tab, "
                       "their plots in plots/)", file=sys.stderr)
-            stage = transaction.staging_folder(html_dir)
+            real_html = html_dir.resolve()  # html/ a link to a served folder: the folder is replaced
+            stage = transaction.staging_folder(real_html)
             try:
                 status = _build(shown, results_dir, stage, ops, cdn, python, site_dir)
                 if status is None:
                     return 1
                 if status[0] != 0:
                     return status[0]
-                transaction.swap_in(stage, html_dir)
+                transaction.swap_in(stage, real_html)
             finally:
                 shutil.rmtree(stage, ignore_errors=True)
     reader = status[1]
