@@ -162,9 +162,13 @@ def summary_lines(sweep: Sweep) -> list[str]:
     verdicts = [(r, clean_rounds(r.rounds)[1] if r.rounds else r.contamination) for r in ok]
     dirty = [(r, why) for r, why in verdicts if why]
     dropped = sum(1 for r in ok if r.rounds and len(clean_rounds(r.rounds)[0]) < len(r.rounds))
+    by_reason: dict[str, list] = {}  # a shared host contaminates every case for one reason: said once
+    for r, why in dirty:
+        by_reason.setdefault(why[0], []).append(r)
     lines.append(f"contaminated cases: {len(dirty)}" + (": " + "; ".join(
-        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} ({why[0]})" for r, why in dirty[:10])
-        + (" ..." if len(dirty) > 10 else "") if dirty else "")
+        f"{', '.join(f'{r.op}/{r.backend}/{r.shape}/{r.dtype}' for r in recs[:5])}"
+        + (f" and {len(recs) - 5} more" if len(recs) > 5 else "") + f" ({why})"
+        for why, recs in by_reason.items()) if dirty else "")
         + (f"; {dropped} case(s) measured from their clean rounds only (a throttled or shared "
            "round left out)" if dropped else ""))
     noisy = [r for r in ok if r.noise is not None and r.noise > NOISY]
