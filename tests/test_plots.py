@@ -3,7 +3,7 @@
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench.history import plots, results
+from fusebench.history import marks, plots, results, runrecord
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
 from kernels import OPS
@@ -147,3 +147,24 @@ def test_a_figure_above_the_roof_is_marked_and_gets_no_speedup(h200):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert plots.ABOVE["bandwidth"] in labels
     assert plots.doubts(h200, OPS["gelu"], ("triton", "16384x16384", "float32")) == []
+
+
+def test_a_backend_has_one_colour_in_every_panel_and_doubtful_points_are_crossed():
+    """The legend is shared by the panels: a backend missing from one panel shifted the colours of
+    the others there (flaggems cyan in float32, brown in bfloat16). Noisy or contaminated figures
+    of the run's record are crossed."""
+    reader = results.Reader(H200)
+    runs = plots.newest_first(reader, "h200", OPS["gelu"])
+    record = runrecord.load(runrecord.records_dir(H200), "h200", runs[0].commit)
+    fig = plots.bandwidth_figure(runs[0], OPS["gelu"], runs[1:], record)
+    colours: dict[str, set] = {}
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            name = line.get_label().split(" (")[0]
+            if name in plots.BACKENDS and line.get_marker() == "o" and line.get_linestyle() != "None":
+                colours.setdefault(name, set()).add(line.get_color())
+    assert colours and all(len(c) == 1 for c in colours.values()), colours
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    doubtful = [r for r in record.records
+                if r.op == "gelu" and {"noisy", "contaminated"} & set(marks.doubts(r))]
+    assert (plots.DOUBTFUL in labels) == bool(doubtful)

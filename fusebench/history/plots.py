@@ -156,6 +156,10 @@ ABOVE = {"bandwidth": "○ above the copy ceiling: cache-resident (L2), not memo
          "tflops": "○ above the matrix peak: peak understated or cache-resident"}
 
 
+#: The legend entry of the crosses drawn on noisy or contaminated figures.
+DOUBTFUL = "× noisy or contaminated (the run's record)"
+
+
 def _short(commit: str) -> str:
     return commit[:8]
 
@@ -178,11 +182,12 @@ def older_backends(run: results.Run, older: list[results.Run], op: Op) -> dict[s
     return out
 
 
-def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = ()):
+def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), record=None):
     """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
     GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one.
     A backend ``run`` did not measure is drawn dashed from the newest of ``older`` (newest first)
-    that did, its commit in the legend (:func:`older_backends`)."""
+    that did, its commit in the legend (:func:`older_backends`). Figures above the roof are
+    circled; with ``run``'s record, noisy or contaminated ones are crossed (:data:`DOUBTFUL`)."""
     from matplotlib.figure import Figure
 
     t = THROUGHPUT[op.roofline]
@@ -199,12 +204,20 @@ def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = ()):
         for backend, points in series[dtype].items():
             source = earlier.get(backend, run)
             label = backend if source is run else f"{backend} ({_short(source.commit)})"
+            # one colour per backend in every panel (the legend is shared): by its place in BACKENDS
             line, = ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
-                            label=label, ls="--" if source is not run else "-")
-            above = [p for p in points if doubts(source, op, (backend, p[2], dtype))]
+                            label=label, ls="--" if source is not run else "-",
+                            color=f"C{BACKENDS.index(backend) % 10}")
+            marks_of = {p: doubts(source, op, (backend, p[2], dtype), record if source is run else None)
+                        for p in points}
+            above = [p for p in points if {"cache", "peak"} & set(marks_of[p])]
             if above:  # cache-resident (above the roof): hollow, larger, and in the legend
                 ax.plot([p[0] / t.x_scale for p in above], [p[1] for p in above], ls="none", marker="o",
                         ms=8, mfc="none", mec=line.get_color(), mew=1.2, label=ABOVE[t.kind])
+            shaky = [p for p in points if {"noisy", "contaminated"} & set(marks_of[p])]
+            if shaky:  # noisy or contaminated (the run's record): crossed, and in the legend
+                ax.plot([p[0] / t.x_scale for p in shaky], [p[1] for p in shaky], ls="none", marker="x",
+                        ms=7, color=line.get_color(), mew=1.2, label=DOUBTFUL)
         if ceiling:
             ax.axhline(ceiling, color="black", ls="--", lw=1, label=f"{t.roof} ({sig(ceiling)} {t.unit})")
         ax.set_xscale("log")
@@ -327,7 +340,7 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
                 record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
             except UsageError:
                 record = None
-            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:])),
+            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:], record)),
                        ("speedup", speedup_figure(run, op, record)))
             for kind, fig in figures:
                 if fig is None:
