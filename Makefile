@@ -207,9 +207,10 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
 # into site/node_modules) so the site works offline; without npm it fails unless CDN=1.
-# compare: exits 1 when a case of MACHINE (default: this host's) regressed (slower than FACTOR, its
-# A/A allowance and its noise between rounds, rounds separated) or newly fails between BASE and
-# HEAD; 2 on an unknown rev or no results. publish: STRICT=1 exits 1 when a stored result will not
+# compare: exits 1 when a case of MACHINE (default: this host's) regressed (slower than its own
+# limit: FACTOR, its drift in the committed A/A history, its noise between rounds; rounds
+# separated) or newly fails between BASE and HEAD; 2 on an unknown rev or no results.
+# FORMAT=markdown|json prints the table for a PR comment or a CI artifact. publish: STRICT=1 exits 1 when a stored result will not
 # be drawn (its commit off main's first-parent line). BASE_RESULTS / HEAD_RESULTS: the results
 # folders of each side (default results/): the A/A check of a one-GPU and a GPUS=all run of one
 # commit is make compare BASE=HEAD HEAD_RESULTS=<the second run's RESULTS>.
@@ -223,6 +224,7 @@ CDN           ?=
 STRICT        ?=
 BASE_RESULTS  ?=
 HEAD_RESULTS  ?=
+FORMAT        ?=
 
 .PHONY: publish preview compare plots
 
@@ -232,10 +234,11 @@ publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 i
 preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
 	$(FUSEBENCH) preview --port $(PORT)
 
-compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir]
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir] [FORMAT=json]
 	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
-	$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
-	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS))
+	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
+	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS)) \
+	    $(if $(FORMAT),--format $(FORMAT))
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its

@@ -148,3 +148,26 @@ def test_two_runs_of_one_commit_from_two_results_folders(tmp_path, commits, gate
     assert code == 1 and "1 regression" in err
     code, out, err = gate(base, base, "--head-results", str(tmp_path / "none"))
     assert code == 2 and "no results for machine 'box'" in err
+
+
+def test_markdown_and_json_formats_give_the_same_verdicts_and_exit_status(tmp_path, commits, gate):
+    import json
+
+    base, head = commits
+    noise = {IQR: {EAGER: 1e-5, TORCH: 2e-6}}
+    write_result(tmp_path, "box", base, {T: {EAGER: 1.0e-3, TORCH: 2.0e-4}, **noise}, AXES)
+    write_result(tmp_path, "box", head, {T: {EAGER: 1.0e-3, TORCH: 2.4e-4}, **noise}, AXES)
+    code, out, err = gate(base, head, "--format", "json")
+    assert code == 1, err
+    data = json.loads(out)
+    assert data["failed"] is True and data["statuses"]["regression"] == 1 and data["machine"] == "box"
+    (row,) = [r for r in data["rows"] if r["params"] == ["torch", "1024", "float32"]]
+    assert row["status"] == "regression" and row["slowdown"] == pytest.approx(1.2) and row["limit"] >= 1.04
+    assert data["detectable"]["judged"] == 2 and data["detectable"]["5%"] <= 2
+    code, out, err = gate(base, head, "--format", "markdown")
+    assert code == 1
+    lines = out.splitlines()
+    assert lines[0].startswith("**box ") and "1 regression" in lines[0] and lines[0].endswith("FAIL**")
+    assert ("| + | regression | `Gelu.track_device_time` (torch, 1024, float32) | 200us | 240us | 1.200x |"
+            in out)
+    assert "the gate can see a slowdown of" in lines[-1]

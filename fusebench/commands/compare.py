@@ -24,6 +24,7 @@ records folder beside it): two runs of the same commit, e.g. a one-GPU run in ``
 from __future__ import annotations
 
 import argparse
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -75,6 +76,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--base-results", type=Path, help="results folder of the base side (default --results)")
     ap.add_argument("--head-results", type=Path, help="results folder of the head side (default --results)")
     ap.add_argument("--all", action="store_true", help="print every case, not only changed ones")
+    ap.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                    help="the table as text (default), a markdown table (a PR comment) or JSON (a CI "
+                         "artifact: every case with its limit); same verdicts and exit status")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -99,13 +103,20 @@ def run(args: argparse.Namespace) -> int:
     history = noise.from_records(runrecord.records_dir(args.results) / args.machine, PROJECT_ROOT)
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
-    print(compare.table(rows, show_all=args.all))
-    print(compare.detectable_text(rows), file=sys.stderr)
     failed = compare.failed_gate(rows)
     rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
                       for r in (base_rec, head_rec))
-    print(f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
-          f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}", file=sys.stderr)
+    verdict = (f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
+               f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}")
+    if args.format == "json":
+        print(json.dumps(compare.as_json(rows, machine=args.machine, base=base, head=head, factor=factor,
+                                         failed=failed), indent=1))
+    elif args.format == "markdown":
+        print(compare.markdown(rows, show_all=args.all, title=verdict.removeprefix("compare: ")))
+    else:
+        print(compare.table(rows, show_all=args.all))
+    print(compare.detectable_text(rows), file=sys.stderr)
+    print(verdict, file=sys.stderr)
     unreadable = report_unreadable(base_reader, "compare")
     if head_reader is not base_reader:
         unreadable |= report_unreadable(head_reader, "compare")

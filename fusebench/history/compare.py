@@ -259,11 +259,12 @@ def _op_of(benchmark: str) -> str:
 _GRAPH = "device_time_graph_ms"
 
 
-def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
+def case_of(run: Run, record, benchmark: str, params: Params, index: dict | None = None) -> Case:
     """The gate's view of one case: from the run's record when it has one (every round), else
     from asv's stored value (one value; noise from the ``*_iqr`` metric when stored).
 
-    ``record`` is a :class:`fusebench.measure.sweep.Sweep` or None.
+    ``record`` is a :class:`fusebench.measure.sweep.Sweep` or None; ``index`` its ``by_key()``
+    when the caller has built it once (many cases of one record).
     """
     metric = metrictable.metric(benchmark)
     value = run.value(benchmark, params)
@@ -271,7 +272,7 @@ def case_of(run: Run, record, benchmark: str, params: Params) -> Case:
         return Case(failed=True)
     rec = None
     if record is not None:
-        rec = record.by_key().get((_op_of(benchmark), *params))
+        rec = (index if index is not None else record.by_key()).get((_op_of(benchmark), *params))
     if rec is not None and rec.status == "ok" and rec.rounds:
         rounds, contamination = clean_rounds(rec.rounds)
         values = tuple(r[metric.field] * metric.scale for r in rounds if r.get(metric.field) is not None)
@@ -319,6 +320,8 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
     rows = []
     gated = {m.name for m in metrictable.GATED}
     pair = (base.commit, head.commit) if getattr(base, "commit", None) else None
+    base_index = base_record.by_key() if base_record is not None else None
+    head_index = head_record.by_key() if head_record is not None else None
     libraries = ""
     if base_record is not None and head_record is not None \
             and noise.loaded(base_record) != noise.loaded(head_record):
@@ -331,8 +334,8 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
         metric = metrictable.metric(benchmark)
         keys = set(base.values.get(benchmark, {})) | set(head.values.get(benchmark, {}))
         for params in sorted(keys):
-            b = case_of(base, base_record, benchmark, params)
-            h = case_of(head, head_record, benchmark, params)
+            b = case_of(base, base_record, benchmark, params, base_index)
+            h = case_of(head, head_record, benchmark, params, head_index)
             lim = None
             if history is not None:
                 ref = b if b.measured else h
@@ -442,6 +445,47 @@ def table(rows: list[Row], show_all: bool = False) -> str:
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join([c.rjust(w) for c, w in zip(line[:-1], widths)] + [line[-1]]).rstrip()
                      for line in lines)
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def as_json(rows: list[Row], **about) -> dict:
+    """The comparison as a JSON-ready dict: ``about`` (machine, commits, factor, failed), the
+    counts by status, what the gate could see, and every case-metric with its limit (NaN as null)."""
+    counts, n, blind = detectable(rows)
+    return {**about,
+            "statuses": {s: sum(r.status == s for r in rows) for s in ORDER},
+            "detectable": {"judged": n, **{f"{100 * (d - 1):.0f}%": counts[d] for d in DETECTABLE},
+                           "blind_at_20%": [f"{r.benchmark} ({', '.join(r.params)})" for r in blind]},
+            "rows": [{"benchmark": r.benchmark, "params": list(r.params), "unit": r.unit,
+                      "before": _finite(r.before), "after": _finite(r.after),
+                      "slowdown": _finite(r.slowdown), "noise": r.noise, "limit": _finite(r.limit),
+                      "p": r.p_value, "status": r.status, "note": r.note} for r in rows]}
+
+
+def markdown(rows: list[Row], show_all: bool = False, title: str = "") -> str:
+    """The comparison as a markdown table (a PR comment): the rows :func:`table` shows, worst first,
+    under ``title``, then the counts and what the gate could see."""
+    order = {s: i for i, s in enumerate(ORDER)}
+    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH)]
+    shown.sort(key=lambda r: (order[r.status], -(r.slowdown if math.isfinite(r.slowdown) else 0.0)))
+    out = [f"**{title}**" if title else "", ""]
+    if shown:
+        out += ["| | status | case | before | after | slowdown | limit | p | note |",
+                "|---|---|---|---|---|---|---|---|---|"]
+        for r in shown:
+            cells = [MARK[r.status].strip() or " ", r.status, f"`{r.benchmark.split('.', 1)[-1]}` "
+                     f"({', '.join(r.params)})", human(r.before, r.unit), human(r.after, r.unit),
+                     f"{r.slowdown:.3f}x" if math.isfinite(r.slowdown) else "",
+                     f"{r.limit:.3f}x" if math.isfinite(r.limit) else "",
+                     f"{r.p_value:.3f}" if r.p_value is not None else "-", r.note]
+            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+    else:
+        out.append("No case changed by more than the factor.")
+    out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]
+    return "\n".join(out).strip()
 
 
 def summary(rows: list[Row]) -> str:

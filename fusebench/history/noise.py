@@ -226,10 +226,25 @@ class History:
                         self.samples[(field, ra.key)].append(Sample(pair, math.log(x / y)))
                         self.bands.setdefault((field, ra.key), band(x / (ra.launches or 1)))
 
+    def _class_sums(self) -> dict:
+        """Per (field, band): (sum of d², count) in all, and per pair (built once)."""
+        if getattr(self, "_sums", None) is None:
+            sums: dict = defaultdict(lambda: [0.0, 0, defaultdict(lambda: [0.0, 0])])
+            for (f, key), ss in self.samples.items():
+                entry = sums[(f, self.bands[(f, key)])]
+                for s in ss:
+                    entry[0] += s.d * s.d
+                    entry[1] += 1
+                    entry[2][s.pair][0] += s.d * s.d
+                    entry[2][s.pair][1] += 1
+            self._sums = sums
+        return self._sums
+
     def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
-        ds = [s.d for (f, key), ss in self.samples.items()
-              if f == field and self.bands[(f, key)] == band_index for s in ss if s.pair != exclude]
-        return (math.sqrt(sum(d * d for d in ds) / len(ds)) if ds else math.nan), len(ds)
+        total, n, by_pair = self._class_sums().get((field, band_index), (0.0, 0, {}))
+        if exclude in by_pair:
+            total, n = total - by_pair[exclude][0], n - by_pair[exclude][1]
+        return (math.sqrt(max(total, 0.0) / n) if n else math.nan), n
 
     def limit(self, field: str, key: Key, per_launch_ms: float | None = None,
               exclude: tuple[str, str] | None = None) -> Limit:
