@@ -14,7 +14,9 @@
 # 3. sbatch --array=0-1 of the script as shipped, FUSEBENCH_RUNTIME=host (no container runtime
 #    here), FUSEBENCH_TASK_ARGS giving task 0 the CPU quick grid's gelu and matmul, task 1 its
 #    softmax and rmsnorm; then one task of the whole grid, the single-process run. The script's
-#    --exclusive runs the tasks one after another on the node.
+#    --exclusive runs the tasks one after another on the node. Every task reads the case file
+#    scripts/slurm_test_cases.yaml: the CPU quick grid's cases, stored by asv in a fraction of
+#    the time the full default grid's parameters take.
 # 4. make collect of both tasks' folders into a fresh folder: one result file and one record of
 #    the commit (the shares merged), the same cases with the same statuses as the single run's;
 #    make compare of it against the single-process run: an A/A, exit 0 required. The gate as it
@@ -148,6 +150,7 @@ done
 step "Slurm $(sinfo --version | cut -d' ' -f2) up: node $node idle, 2 CPUs (slurm.conf in $tmp/etc)"
 
 commit=$(git rev-parse HEAD)
+cases=scripts/slurm_test_cases.yaml   # the CPU quick grid, asv's parameters narrowed to it (the file says why)
 [[ -z $(git status --porcelain --untracked-files=no) ]] || \
     step "note: the working tree differs from HEAD; the jobs measure HEAD ${commit:0:12} (a clone)"
 # The shipped script; only the resources a CPU node lacks are given here (sbatch's options win
@@ -156,7 +159,7 @@ submit() {  # submit NAME OUT [sbatch options...] -> the job id
     local name=$1 out=$2
     shift 2
     FUSEBENCH_OUT=$tmp/out/$out FUSEBENCH_CHECKOUT=$root FUSEBENCH_RUNTIME=host \
-        FUSEBENCH_PYTHON=$python FUSEBENCH_BENCH_ARGS="--quick" \
+        FUSEBENCH_PYTHON=$python FUSEBENCH_BENCH_ARGS="--quick --config $cases" \
         sbatch --parsable --job-name="$name" --gres=none --cpus-per-task=2 --time=00:10:00 \
         --output="$tmp/log/$name-%A_%a.out" "$@" deploy/slurm/fusebench.sbatch
 }
@@ -230,7 +233,7 @@ print(f"slurm-test: merged record: {len(a)} cases ({len(ok)} timed) from {len(me
       f"{statistics.median(ratios):.2f}x, range {ratios[0]:.2f}x to {ratios[-1]:.2f}x (not gated)")
 sys.exit(a.keys() != b.keys() or any(a[k]["status"] != b[k]["status"] for k in a))
 EOF
-make --no-print-directory compare PYTHON="$python" BASE="$commit" HEAD="$commit" MACHINE="$machine" \
+make --no-print-directory compare PYTHON="$python" BASE="$commit" HEAD="$commit" MACHINE="$machine" CONFIG="$cases" \
     BASE_RESULTS="$tmp/out/single/$node-0/results" HEAD_RESULTS="$merged" \
     > "$tmp/log/compare.out" 2>&1 || fail "make compare of the merged array against the single run failed (exit $?)" "$tmp/log/compare.out"
 step "make compare, merged array vs single-process run: $(grep -E '^compare: ' "$tmp/log/compare.out" | tail -n 1)"

@@ -194,3 +194,20 @@ def test_the_batch_script_in_host_mode_runs_its_share_and_marks_an_unfinished_ta
     assert (tmp_path / "fleet" / f"{host}-2" / "UNFINISHED").read_text() == \
         f"task 77_2 on {host} failed (exit 3): see its Slurm output\n"
     assert not list(tmp_path.glob("fusebench.*"))  # the node-local clone removed on every exit
+
+
+def test_make_slurm_tests_case_file_measures_the_cpu_quick_grid():
+    """scripts/slurm_test_cases.yaml narrows only asv's parameters: its cases are fusebench.yaml's
+    CPU quick grid, case for case (fusebench list prints the same lines)."""
+    def listed(*config):
+        out = subprocess.run([sys.executable, "-m", "fusebench", "list", "--quick", *config],
+                             cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout + out.stderr
+
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("fusebench list --quick lists the CPU quick grid on a machine without a GPU")
+    text = listed("--config", "scripts/slurm_test_cases.yaml")
+    assert text == listed() and "case(s) of the cpu-quick grid" in text
