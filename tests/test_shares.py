@@ -83,7 +83,8 @@ def test_the_same_case_from_two_tasks_with_other_figures_is_a_conflict(tmp_path)
     assert plan.refused and plan.merges == {} and len(plan.conflicts) == 2
     assert ("2 case(s) differ, e.g. suite.Gelu.track_wall_time (eager, 16384, float32): 0.6 vs 0.5"
             in plan.conflicts[0])
-    assert "run records of commit c3519fe8 on machine cpu-x86_64 differ" in plan.conflicts[1]
+    assert ("run records of commit c3519fe8 on machine cpu-x86_64 differ (two runs of one commit and "
+            "machine: 2 case(s) in both, e.g. gelu/eager/16384/float32)") in plan.conflicts[1]
     assert not (tmp_path / "results").exists()
 
 

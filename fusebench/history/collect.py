@@ -336,12 +336,13 @@ class _Planner:
         if not diff and a.keys() <= b.keys():  # a share already merged there
             self.plan.same.append(target)
             return
-        if not diff and self._share(path, target, there, "result", shares.merge_results):
+        why = None if diff else self._share(path, target, there, "result", shares.merge_results)
+        if not diff and why is None:
             self.commits.setdefault((machine, path.name[:8]), []).append(path)
             self.new.add(path)
             return
         what = (f"{len(diff)} case(s) differ, e.g. {_case(diff[0], a, b)}" if diff else
-                f"different cases measured ({len(a)} vs {len(b)})")
+                f"different cases measured ({len(a)} vs {len(b)}), not shares of one run: {why}")
         self.plan.conflicts.append(f"{path} and {there}: commit {commit[:8]} on machine {machine} with "
                                    f"different figures ({what})")
 
@@ -382,26 +383,27 @@ class _Planner:
             return
         if mine == theirs or shares.holds_records(theirs, mine):  # or a share already merged there
             self.plan.same.append(target)
-        elif not self._share(path, target, there, "record", shares.merge_records):
+        elif why := self._share(path, target, there, "record", shares.merge_records):
             self.plan.conflicts.append(f"{path} and {there}: run records of commit {path.stem} on "
-                                       f"machine {machine} differ (two runs of one commit and machine)")
+                                       f"machine {machine} differ (two runs of one commit and machine: "
+                                       f"{why})")
 
-    def _share(self, source: Path, target: Path, there: Path, kind: str, merge) -> bool:
+    def _share(self, source: Path, target: Path, there: Path, kind: str, merge) -> str | None:
         """Plan ``source`` merged into ``target`` (where ``there`` is, or is planned) when the two
-        are shares of one run (``merge``: a function of :mod:`fusebench.history.shares`); False
-        when they are not (the caller reports the conflict)."""
+        are shares of one run (``merge``: a function of :mod:`fusebench.history.shares`): None;
+        else why they are not, for the caller's conflict."""
         try:
             base = self.plan.merges[target] if target in self.plan.merges else _json(there, kind)
-            merged, _ = merge(base, _json(source, kind))
+            merged, why = merge(base, _json(source, kind))
         except Refused as exc:
             self._refuse(exc)
-            return True
+            return None
         if merged is None:
-            return False
+            return why
         self.plan.merges[target] = merged
         self.plan.copies = [(s, t) for s, t in self.plan.copies if t != target]
         self.plan.merged_from.setdefault(target, [there]).append(source)
-        return True
+        return None
 
     def _machine_json(self, path: Path, machine: str) -> None:
         target = self.dest / machine / "machine.json"
