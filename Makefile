@@ -95,7 +95,7 @@ RUNS_IMAGE     = @$(if $(filter buildah,$(ENGINE_KIND)),echo "$@: buildah builds
 # (GNU make prints that for any failing recipe), not a second `make[1]: *** ...` line.
 WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-image,$(1)-local))
 
-.PHONY: help bench list test lint venv lock clean bench-where bench-local bench-image image in-image shell \
+.PHONY: help bench list test test-slow lint venv lock clean bench-where bench-local bench-image image in-image shell \
         engine image-archive image-test
 
 help: ## list the targets
@@ -141,8 +141,13 @@ image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (fo
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
 	$(PYTHON) -m scripts.image_test
 
-test: $(DEPS) ## run the tests (CPU; tests marked gpu run where a GPU is)
-	$(PYTHON) -m pytest $(PYTEST_ARGS)
+# make test: the fast tests (every test not marked slow); make test-slow: the integration tests
+# marked slow, each named as it starts (-v) and the slowest listed at the end. CI runs both.
+test: $(DEPS) ## run the fast tests (CPU; tests marked gpu run where a GPU is; not those marked slow)
+	$(PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+test-slow: $(DEPS) ## run the slow integration tests (real asv runs, pip, end to end, the browser)
+	$(PYTHON) -m pytest -m slow -v --durations=15 $(PYTEST_ARGS)
 
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .

@@ -37,6 +37,7 @@ def _sweep_file(tmp_path) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_asv_discovers_one_class_per_op():
     # asv drops PYTHONPATH in its benchmark processes, not ASV_PYTHONPATH: the caller names the
     # checkout there (fusebench.history.store.run_asv does), unless fusebench is installed (make venv).
@@ -63,6 +64,7 @@ def test_machine_file_keeps_other_machines(home):
     assert data["h200"]["gpu"] == "NVIDIA H200" and data["cpu-x86_64"]["gpu"] == "none"
 
 
+@pytest.mark.slow
 def test_real_asv_run_stores_the_sweep(tmp_path, home):
     store.register_machine(store.machine_info("testbox", {"gpu": "none", "torch": "2.13.0"}))
     results = tmp_path / "results"
@@ -80,6 +82,7 @@ def test_real_asv_run_stores_the_sweep(tmp_path, home):
     assert machine["gpu"] == "none" and machine["torch"] == "2.13.0"
 
 
+@pytest.mark.slow
 def test_failed_asv_run_leaves_stored_results_alone(tmp_path, home):
     results = tmp_path / "results"
     stored = results / "testbox" / "old.json"
@@ -97,6 +100,7 @@ def _product(params):
     return list(itertools.product(*params))
 
 
+@pytest.mark.slow
 def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path, home):
     store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
     results = tmp_path / "results"
@@ -140,6 +144,7 @@ def _stored(results: Path) -> list[Path]:
     return sorted(p for p in (results / "testbox").glob("*.json") if p.name != "machine.json")
 
 
+@pytest.mark.slow
 def test_two_checkouts_store_one_file_per_commit_named_by_python_version(tmp_path, home):
     store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
     results = tmp_path / "results"
@@ -161,6 +166,7 @@ def test_the_name_is_asvs_own_for_the_plugin():
     assert (asv_env.TOOL_NAME, asv_env.PLUGIN) == (store.ENV_TYPE, store.ENV_PLUGIN)
 
 
+@pytest.mark.slow
 def test_a_file_stored_under_the_path_name_is_carried_into_the_stable_one(tmp_path, home):
     store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
     results = tmp_path / "results"
@@ -232,6 +238,7 @@ def test_metric_groups_deal_every_metric_once(monkeypatch):
         store.metric_groups()
 
 
+@pytest.mark.slow
 def test_concurrent_asv_runs_store_what_one_run_stores(tmp_path, home):
     store.register_machine(store.machine_info("testbox", {"gpu": "none"}))
     rows = []

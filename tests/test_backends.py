@@ -10,7 +10,9 @@ from kernels import OPS
 
 # Memory-bound ops (elementwise, row-wise) take any shape; compute-bound ones (matmul: square
 # matrices) have their own shape tests in tests/test_matmul.py.
-CASES = [(op, b) for op in OPS.values() if op.roofline == "memory" for b in op.backends]
+# torch.compile's first build of an op takes seconds on the CPU: those cases are make test-slow's.
+CASES = [pytest.param(op, b, id=f"{op.name}-{b}", marks=[pytest.mark.slow] if b == "compile" else [])
+         for op in OPS.values() if op.roofline == "memory" for b in op.backends]
 
 # Shapes that force awkward paths: odd lengths, rows that are not powers of two, 3-D, one row.
 SHAPES = [(7,), (3, 100), (2, 5, 33), (1, 1000)]
@@ -23,7 +25,7 @@ def _build(op, backend, x):
         pytest.skip(str(exc))
 
 
-@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("op, backend", CASES)
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 def test_gate_passes_on_awkward_shapes(op, backend, dtype, device):
     if backend == "compile" and dtype != torch.float32:
@@ -35,7 +37,7 @@ def test_gate_passes_on_awkward_shapes(op, backend, dtype, device):
         assert result.max_rel_error <= result.tolerance
 
 
-@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("op, backend", CASES)
 def test_non_contiguous_input(op, backend, device):
     base = torch.randn(40, 24, generator=torch.Generator().manual_seed(2)).to(device)
     x = base.t()  # (24, 40), last dimension strided
@@ -44,7 +46,7 @@ def test_non_contiguous_input(op, backend, device):
     assert result.passed, result.reason
 
 
-@pytest.mark.parametrize("op, backend", CASES, ids=lambda v: getattr(v, "name", v))
+@pytest.mark.parametrize("op, backend", CASES)
 @pytest.mark.parametrize("shape", [(0,), (0, 16), (4, 0)], ids=str)
 def test_empty_input_gives_empty_output_like_the_builtin(op, backend, shape, device):
     if backend == "compile":

@@ -136,6 +136,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, message, capsys):
     assert exc.value.code == 2 and message in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.slow
 def test_a_commit_that_cannot_be_measured_says_why(repo, tmp_path):
     repo, shas = repo
     m = bisect_probe.ChildMeasurer(CHILD, repo, tmp_path / "cache", tmp_path / "logs")

@@ -18,6 +18,7 @@ def bench(*args):
                           capture_output=True, text=True, timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, message", [
     (["--ops", "relu"], f"bench: error: unknown op 'relu'; valid ops: {VALID_OPS}"),
     (["--backends", "cudnn"],
@@ -36,6 +37,7 @@ def test_unknown_names_are_one_line_and_exit_2(args, message):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_quick_bench_end_to_end(tmp_path):
     """A real quick run on this machine into a temporary results folder: sweep, asv, summary."""
     out = subprocess.run(

@@ -70,6 +70,7 @@ def _change_one_value(path: Path, factor: float = 1.5) -> str:
     raise AssertionError(f"no measured value in {path}")
 
 
+@pytest.mark.slow
 def test_collect_merges_the_h200_and_a_cpu_host_side_by_side(tmp_path, h200, cpu_run):
     dest = tmp_path / "merged" / "results"
     out = _collect(h200, cpu_run, "--into", dest)
@@ -102,6 +103,7 @@ def test_collect_merges_the_h200_and_a_cpu_host_side_by_side(tmp_path, h200, cpu
     assert set(bench) == names
 
 
+@pytest.mark.slow
 def test_collecting_again_writes_nothing(tmp_path, h200, cpu_run):
     dest = tmp_path / "results"
     assert _collect(h200, cpu_run, "--into", dest).returncode == 0
@@ -112,6 +114,7 @@ def test_collecting_again_writes_nothing(tmp_path, h200, cpu_run):
     assert {p: p.stat().st_mtime_ns for p in dest.parent.rglob("*") if p.is_file()} == before
 
 
+@pytest.mark.slow
 def test_a_planted_conflict_is_refused_and_nothing_is_written(tmp_path, h200, cpu_run):
     dest = tmp_path / "results"
     assert _collect(cpu_run, "--into", dest).returncode == 0
@@ -131,6 +134,7 @@ def test_a_planted_conflict_is_refused_and_nothing_is_written(tmp_path, h200, cp
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_another_environment_of_the_same_commit_with_other_figures_is_a_conflict(tmp_path, cpu_run):
     dest = tmp_path / "results"
     assert _collect(cpu_run, "--into", dest).returncode == 0
@@ -152,6 +156,7 @@ def test_another_environment_of_the_same_commit_with_other_figures_is_a_conflict
         collect.apply(plan, dest)
 
 
+@pytest.mark.slow
 def test_two_hosts_of_one_commit_and_machine_conflict_on_their_records(tmp_path, cpu_run):
     dest = tmp_path / "results"
     other = _cpu_copy(cpu_run, tmp_path / "host-b")
@@ -165,6 +170,7 @@ def test_two_hosts_of_one_commit_and_machine_conflict_on_their_records(tmp_path,
     assert not dest.exists()
 
 
+@pytest.mark.slow
 def test_machine_json_other_driver_is_a_warning_other_gpu_a_conflict(tmp_path, cpu_run):
     dest = tmp_path / "results"
     assert _collect(cpu_run, "--into", dest).returncode == 0
@@ -194,6 +200,7 @@ def test_machine_json_other_driver_is_a_warning_other_gpu_a_conflict(tmp_path, c
     assert "is another GPU model" in out.stderr and "gpu: " in out.stderr
 
 
+@pytest.mark.slow
 def test_differing_benchmark_definitions_keep_the_destinations_with_a_warning(tmp_path, h200, cpu_run):
     dest = tmp_path / "results"
     assert _collect(h200, "--into", dest).returncode == 0
@@ -216,6 +223,7 @@ def test_differing_benchmark_definitions_keep_the_destinations_with_a_warning(tm
     assert merged[name] == kept and "suite.New.track_x" in merged
 
 
+@pytest.mark.slow
 def test_an_unreadable_input_file_is_named_and_nothing_is_written(tmp_path, h200, cpu_run):
     other = _cpu_copy(cpu_run, tmp_path / "host-b")
     broken = _result_file(other)
@@ -227,6 +235,7 @@ def test_an_unreadable_input_file_is_named_and_nothing_is_written(tmp_path, h200
     assert not dest.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("make_args, message", [
     ([], "collect: give FROM=<folder>...: other hosts' results folders, or folders holding results/ "
          "and records/; globs allowed"),
@@ -248,6 +257,7 @@ def test_not_a_results_folder_or_the_destination_itself_is_refused(tmp_path):
         collect.plan([PROJECT_ROOT / "results"], PROJECT_ROOT / "results")
 
 
+@pytest.mark.slow
 def test_a_broken_benchmarks_json_is_named_once(tmp_path, cpu_run):
     other = _cpu_copy(cpu_run, tmp_path / "host-b")
     (other / "results" / "benchmarks.json").write_text("{")

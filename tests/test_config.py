@@ -160,6 +160,7 @@ def run(*args, cwd=PROJECT_ROOT):
                           timeout=300)
 
 
+@pytest.mark.slow
 def test_a_bad_config_on_the_command_line_is_one_line_and_exit_2(tmp_path):
     path = mutated(tmp_path, _set(["ops", "gelu", "dtypes", 0], "fp8"))
     out = run("list", "--config", str(path))
@@ -168,6 +169,7 @@ def test_a_bad_config_on_the_command_line_is_one_line_and_exit_2(tmp_path):
                           "float32, bfloat16, float16, tf32\n")
 
 
+@pytest.mark.slow
 def test_list_reads_another_config(tmp_path):
     def change(data):
         data["ops"]["gelu"]["grids"]["default"] = [12345]
@@ -189,6 +191,7 @@ def _with_text(tmp_path, old: str, new: str) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_yaml_alias_bomb_is_refused_at_once_in_one_line(tmp_path):
     """Nine levels of nested aliases under settings.rounds hung `fusebench list --config` at 3 GB."""
     levels = ["&l0 [x, x, x, x, x, x, x, x, x]"] + [
@@ -229,6 +232,7 @@ def test_a_huge_shape_is_refused_before_anything_is_built(tmp_path):
                               "float64 reference")
 
 
+@pytest.mark.slow
 def test_a_long_value_is_cut_in_the_error_line(tmp_path):
     path = mutated(tmp_path, _set(["settings", "rounds"], list(range(100000))))
     with pytest.raises(config.ConfigError) as err:

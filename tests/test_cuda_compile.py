@@ -60,6 +60,7 @@ def test_sources_present_and_standalone():
         assert not [i for i in includes if "torch" in i or "ATen" in i or "c10" in i], p.name
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", [p.name for p in SOURCES])
 def test_compiles_for_sm90_without_warnings(name):
@@ -69,6 +70,7 @@ def test_compiles_for_sm90_without_warnings(name):
     assert r.kernels, f"no ptxas function report parsed for {name}:\n{r.output}"
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", [p.name for p in SOURCES])
 def test_compiles_for_sm80_without_warnings(name):
@@ -79,6 +81,7 @@ def test_compiles_for_sm80_without_warnings(name):
     assert "warning" not in r.output.lower(), r.output
 
 
+@pytest.mark.slow
 @needs_nvcc
 @pytest.mark.parametrize("name", [p.name for p in SOURCES])
 def test_no_kernel_spills(name):
@@ -99,6 +102,7 @@ def test_parser_reports_spilling_kernel():
     assert "204 bytes spill stores, 316 bytes spill loads" in problem
 
 
+@pytest.mark.slow
 @needs_nvcc
 def test_check_fails_on_real_spill_and_compile_error(tmp_path):
     spilly = tmp_path / "spilly.cu"
@@ -160,6 +164,7 @@ def test_unavailable_reason_without_gpu():
         cuda_ext.gelu(torch.ones(4))
 
 
+@pytest.mark.slow
 def test_binding_cpp_compiles_against_torch_headers(tmp_path):
     """Syntax-check binding.cpp with the host compiler and torch's headers.
 

@@ -49,6 +49,7 @@ def _docs() -> list[dict]:
     return [d for d in yaml.safe_load_all(MANIFEST.read_text()) if d]
 
 
+@pytest.mark.slow
 def test_the_manifest_is_valid_against_the_kubernetes_schemas(tools):
     import kubernetes_validate
 
@@ -58,6 +59,7 @@ def test_the_manifest_is_valid_against_the_kubernetes_schemas(tools):
         kubernetes_validate.validate(doc, K8S_VERSION, strict=True)  # raises on any error
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("break_it", [
     lambda job: job["spec"].update(completionsMode="Indexed"),  # a misspelt field (strict)
     lambda job: job["spec"]["template"]["spec"]["containers"][0].update(args="--no-publish"),  # not a list

@@ -428,6 +428,7 @@ def test_entrypoint_runs_bench_or_a_command(tmp_path):
 # --- what a stored result records ---------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_results_record_the_image_digest_and_the_lock_hash(monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("FUSEBENCH_IMAGE_DIGEST", "sha256:" + "1" * 64)

@@ -69,3 +69,14 @@ def test_table_doc_writes_the_page_of_the_records_given(tmp_path, monkeypatch):
     with pytest.raises(SystemExit) as exit_:
         main(["table", "--doc", "h200", str(record)])
     assert exit_.value.code == 0 and target.read_text() == text
+
+
+def test_ci_runs_the_fast_tests_then_the_slow_ones():
+    makefile = (PROJECT_ROOT / "Makefile").read_text()
+    assert re.search(r'^test: .*\n\t\$\(PYTHON\) -m pytest -m "not slow" ', makefile, re.M)
+    assert re.search(r"^test-slow: .*\n\t\$\(PYTHON\) -m pytest -m slow ", makefile, re.M)
+    ci = (PROJECT_ROOT / ".ci" / "run").read_text()
+    steps = [line for line in ci.splitlines() if line.startswith("make ")]
+    assert steps[:2] == ["make test", "make test-slow"] and "make image-test" in steps
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    assert "make test-slow" in readme

@@ -49,6 +49,7 @@ def dry_run_of(command: str, extra_env=None) -> subprocess.CompletedProcess:
     return run([*shlex.split(line), "--dry-run"], env=env(**(extra_env or {})))
 
 
+@pytest.mark.slow
 def test_the_triton_interpreter_way_out_runs():
     """TRITON_INTERPRET=1 make bench QUICK=1 OP=gelu suggested BACKENDS=...,quack, refused."""
     out = fusebench("bench", "--quick", "--ops", "gelu", "--dry-run", extra_env={"TRITON_INTERPRET": "1"})
@@ -76,6 +77,7 @@ def test_the_compare_hint_runs(given):
     assert "error:" not in done.stderr and "Traceback" not in done.stderr
 
 
+@pytest.mark.slow
 def test_the_missing_dependency_hint_runs():
     block = ("import sys; sys.modules['torch'] = None; import runpy; "
              "runpy.run_module('fusebench', run_name='__main__')")
@@ -85,6 +87,7 @@ def test_the_missing_dependency_hint_runs():
     assert make("make venv", "-n").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_trace_hint_names_the_op_and_runs():
     out = fusebench("nsys", "check", "--op=softmax", "--nsys", "/nonexistent/nsys")
     assert out.returncode == 1
@@ -92,6 +95,7 @@ def test_the_trace_hint_names_the_op_and_runs():
     assert make("make trace OP=softmax", "-n").returncode == 0
 
 
+@pytest.mark.slow
 def test_the_reference_install_hint_runs():
     from kernels.reference_libs import INSTALL
 
@@ -99,6 +103,7 @@ def test_the_reference_install_hint_runs():
     assert make("make venv REFERENCE=1", "-n").returncode == 0
 
 
+@pytest.mark.slow
 def test_list_and_bench_count_the_same_cases():
     """Issue 29: make list said 168 cases, make bench 288 (80 timed)."""
     listed = fusebench("list", "--quick")

@@ -94,6 +94,7 @@ def _pypi_reachable() -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _pypi_reachable(), reason="needs PyPI (pypi.org does not resolve)")
 def test_pip_resolves_the_lock_for_every_supported_python_with_no_pip_configuration():
     # What a fresh Linux x86_64 machine with only the public indexes installs, per Python: every

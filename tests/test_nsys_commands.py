@@ -59,6 +59,7 @@ def make_n(*args):
     return out.stdout.splitlines()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("selection", [
     (), ("BACKENDS=eager,torch", "SHAPES=4096x4096", "DTYPES=bfloat16")])
 def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
@@ -80,6 +81,7 @@ def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
     assert f"/x/nsys stats -q -r nvtx_gpu_proj_sum,nvtx_kern_sum --format csv -o nsys/{op}-h200-" in lines[-2]
 
 
+@pytest.mark.slow
 def test_make_trace_writes_a_chrome_trace_beside_the_captures():
     lines = make_n("trace", "OP=gelu")
     stem = tool.report_stem("gelu", "h200", git_commit())
@@ -126,6 +128,7 @@ def driver(*args, **kw):
                           capture_output=True, text=True, timeout=300, **kw)
 
 
+@pytest.mark.slow
 def test_without_nsys_one_line_says_how_to_get_it_and_the_exit_is_non_zero():
     out = driver("nsys", "check", "--op=gelu", "--nsys", "/nonexistent/nsys")
     assert out.returncode == 1
@@ -146,6 +149,7 @@ def test_with_nsys_but_no_gpu_the_check_says_so(monkeypatch, capsys, tmp_path):
                                 "`make trace OP=gelu` traces the CPU ops here\n")
 
 
+@pytest.mark.slow
 def test_make_nsys_without_nsys_stops_before_profiling():
     out = subprocess.run(["make", "nsys", "OP=gelu", "NSYS=/nonexistent/nsys", f"PYTHON={sys.executable}",
                           "DEPS="],
@@ -164,6 +168,7 @@ def driver_in_process(monkeypatch, capsys, *args):
     return exited.value.code, capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_a_bad_name_in_a_fresh_process_is_one_line_without_traceback():
     out = driver("nsys", "check", "--op=relu", "--nsys", "nsys")
     assert out.returncode == 2
@@ -186,6 +191,7 @@ def test_unknown_names_are_one_line_and_exit_2(monkeypatch, capsys, args, messag
     assert (status, err) == (2, message + "\n")
 
 
+@pytest.mark.slow
 def test_trace_writes_a_chrome_trace_with_the_nvtx_range_names(tmp_path):
     """make trace works with no nsys, and on the CPU (CPU ops only)."""
     out = driver("trace", "--op=gelu", "--backends", "eager,torch,cuda", "--shapes", "1024",
@@ -206,6 +212,7 @@ def test_trace_writes_a_chrome_trace_with_the_nvtx_range_names(tmp_path):
     assert sum(e["name"] in ("aten::mul", "aten::add", "aten::tanh") for e in inside) == 9 * 3
 
 
+@pytest.mark.slow
 def test_nsys_capture_runs_the_check_first_and_stops_there_without_nsys():
     out = driver("nsys", "capture", "--op=gelu", "--nsys", "/nonexistent/nsys")
     assert out.returncode == 1

@@ -137,6 +137,7 @@ def test_markers_without_a_profiler_are_no_ops():
     markers.pop()
 
 
+@pytest.mark.slow
 def test_window_runs_each_ready_case_calls_times_inside_its_range_in_plan_order():
     log = []
     cases = [Case("gelu", b, (4,), "float32", 3) for b in ("eager", "torch", "triton")]
@@ -187,6 +188,7 @@ def test_prepare_reports_skips_and_gate_failures_with_their_reason():
     assert entry["range"] == "gelu/eager/1024/float32" and entry["calls"] == CALLS
 
 
+@pytest.mark.slow
 def test_building_a_compile_case_leaves_the_earlier_ones_compiled():
     """Each compile case compiles its own copy of the eager function (backends.compiled, no Dynamo
     reset), so building a later case does not make an earlier one recompile inside the window."""

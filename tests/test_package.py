@@ -42,6 +42,7 @@ def wheel(tmp_path_factory):
     return zipfile.ZipFile(path)
 
 
+@pytest.mark.slow
 def test_the_wheel_holds_the_packages_the_cuda_sources_and_the_case_file(wheel):
     names = set(wheel.namelist())
     assert {"fusebench/__main__.py", "fusebench/measure/sweep.py", "fusebench/commands/bench.py",
@@ -52,6 +53,7 @@ def test_the_wheel_holds_the_packages_the_cuda_sources_and_the_case_file(wheel):
     assert wheel.read("fusebench/fusebench.yaml") == (PROJECT_ROOT / "fusebench.yaml").read_bytes()
 
 
+@pytest.mark.slow
 def test_the_wheel_declares_the_command_and_the_dependencies(wheel):
     meta = next(n for n in wheel.namelist() if n.endswith(".dist-info/entry_points.txt"))
     assert "[console_scripts]\nfusebench = fusebench.commands:main" in wheel.read(meta).decode()
@@ -62,6 +64,7 @@ def test_the_wheel_declares_the_command_and_the_dependencies(wheel):
             "tqdm"} <= requires
 
 
+@pytest.mark.slow
 def test_help_lists_every_command():
     out = fusebench("--help")
     assert out.returncode == 0
@@ -83,6 +86,7 @@ def test_each_command_answers_help(argv, capsys):
     assert capsys.readouterr().out.startswith(f"usage: fusebench {' '.join(argv[:-1])}")
 
 
+@pytest.mark.slow
 def test_an_unknown_command_is_one_line_and_exit_2():
     out = fusebench("benhc")
     assert out.returncode == 2
@@ -172,6 +176,7 @@ def test_the_progress_bar_shows_elapsed_and_remaining_time_on_a_terminal_only(mo
     assert quiet.disable and sys.stderr.getvalue() == ""
 
 
+@pytest.mark.slow
 def test_pip_install_gives_a_fusebench_command_that_works_outside_the_checkout(tmp_path, wheel):
     """A fresh venv that sees this interpreter's packages (a .pth file: no index needed), the wheel
     installed into it: the console command, the packaged case file, run from outside the checkout."""

@@ -57,6 +57,7 @@ def test_speedup_over_eager_at_the_headline(h200):
     assert table["triton"]["float16"] > 2  # fused beats eager's five passes over memory
 
 
+@pytest.mark.slow
 def test_write_plots_makes_pngs(tmp_path):
     written = plots.write_plots(H200, tmp_path, [OPS["gelu"]], ["h200"])
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
@@ -114,6 +115,7 @@ def test_a_cpus_small_peak_keeps_its_digits_on_the_plot(tmp_path):
     assert plots.ABOVE["tflops"] in labels
 
 
+@pytest.mark.slow
 def test_make_plots_on_a_fresh_clone_rewrites_the_committed_plots_byte_for_byte(tmp_path):
     """Issue 29: ``make plots`` modified three committed plots (they were drawn from an older run).
     The plots are a function of the committed results; a run that stores results commits its plots."""

@@ -169,6 +169,7 @@ def clean_env(tmp_path):
     return {**env, "HOME": str(tmp_path)}
 
 
+@pytest.mark.slow
 def test_bench_refuses_a_dirty_tree_before_measuring(tmp_path):
     """A copy of the checkout, committed, then a comment added to a kernel: make bench OP=softmax."""
     root = tmp_path / "checkout"
@@ -197,6 +198,7 @@ def test_bench_refuses_a_dirty_tree_before_measuring(tmp_path):
     assert done.stderr.strip().endswith(f"would store in {root / '.asv/dirty-results'})")
 
 
+@pytest.mark.slow
 def test_bench_refuses_the_triton_interpreter_before_measuring(tmp_path):
     """TRITON_INTERPRET=1 make bench OP=gelu: refused at once, wherever it would be stored."""
     out = bench(["--quick", "--ops", "gelu", "--results", str(tmp_path / "results"), "--no-publish"],
@@ -210,6 +212,7 @@ def test_bench_refuses_the_triton_interpreter_before_measuring(tmp_path):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_make_dirty_passes_the_flag():
     out = subprocess.run(["make", "-n", "--no-print-directory", "bench-local", "DIRTY=1", "OP=gelu",
                           f"SYSTEM_PYTHON={sys.executable}"], cwd=PROJECT_ROOT, capture_output=True,

@@ -5,7 +5,12 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fusebench.paths import PROJECT_ROOT
+
+#: each test runs the profiler or make in a fresh process: seconds each (make test-slow)
+pytestmark = pytest.mark.slow
 
 PROFILE = """
 import torch

@@ -30,6 +30,7 @@ def test_the_reference_backends_follow_fusebenchs_own_in_report_order():
     assert not set(REFERENCE) & set(get_op("matmul").backends)
 
 
+@pytest.mark.slow
 def test_import_kernels_imports_no_reference_library():
     code = ("import sys, kernels; print(sorted(m for m in sys.modules "
             "if m.split('.')[0] in ('liger_kernel', 'quack', 'flag_gems', 'cutlass')))")
@@ -141,6 +142,7 @@ def _pypi() -> bool:
     return True
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _pypi(), reason="needs PyPI (pypi.org does not resolve)")
 def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
     out = subprocess.run([sys.executable, "-m", "scripts.lock", "reference", "--check"], cwd=PROJECT_ROOT,

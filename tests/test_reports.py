@@ -73,6 +73,7 @@ def test_pitfalls_on_the_gpu_show_both_mistakes():
     assert res.understatement > 5 and res.events_ms == pytest.approx(res.synced_ms, rel=0.5)
 
 
+@pytest.mark.slow
 def test_pitfalls_script_stores_the_report(tmp_path):
     out = script("pitfalls", "--n", "32", "--rounds", "1", "--reports", str(tmp_path), tmp_path=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -135,6 +136,7 @@ def test_profile_counts_the_eager_gelu_kernels():
     assert "Self CUDA" in eager.table or "Self Device" in eager.table or "CUDA total" in eager.table
 
 
+@pytest.mark.slow
 def test_profile_script_stores_the_report(tmp_path):
     out = script("profile", "--op", "matmul", "--shape", "64x64", "--calls", "2",
                  "--reports", str(tmp_path), tmp_path=tmp_path)
@@ -160,6 +162,7 @@ def test_profile_bad_input(args, message, monkeypatch, capsys):
     assert len(err.strip().splitlines()) == 1 and out == ""
 
 
+@pytest.mark.slow
 def test_profile_bad_op_from_make_is_one_line_and_exit_2():
     out = subprocess.run(["make", "-s", f"PYTHON={sys.executable}", "DEPS=", "profile", "OP=gleu"],
                          cwd=PROJECT_ROOT,

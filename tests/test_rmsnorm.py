@@ -61,6 +61,7 @@ def test_a_backend_that_drops_the_weight_fails_the_gate():
     assert not result.passed and "relative error" in result.reason
 
 
+@pytest.mark.slow
 def test_compile_passes_the_gate_or_is_skipped_with_a_reason():
     x = make_input((64, 1024), torch.float32, DEVICE)
     try:

@@ -141,6 +141,7 @@ def _bench(tmp_path: Path, results: Path, home: Path, timeout: int = 120) -> sub
                           env=dict(os.environ, HOME=str(home)))
 
 
+@pytest.mark.slow
 def test_a_second_bench_of_one_results_folder_is_refused_before_measuring(tmp_path, stored):
     """Item 5: two make bench of one commit both exited 0, storing one run's result beside the
     other's record."""
@@ -156,6 +157,7 @@ def test_a_second_bench_of_one_results_folder_is_refused_before_measuring(tmp_pa
     assert hashes(stored, records) == before
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["results", "HOME"])
 def test_an_unwritable_results_folder_or_home_is_refused_before_measuring(tmp_path, which):
     """Item 6: a read-only results/ or HOME was found only after measuring (the run lost)."""
@@ -239,6 +241,7 @@ def test_a_scratch_folder_is_removed_on_sigterm_and_after_a_sigkill():
         assert not folder.exists()
 
 
+@pytest.mark.slow
 def test_make_bench_takes_a_checkout_path_with_a_space(tmp_path):
     """Item 8: the Makefile's results argument split a checkout path holding a space."""
     checkout = tmp_path / "my checkout"

@@ -75,6 +75,7 @@ def bench(*args, tmp_path):
                           text=True, timeout=300, env=env)
 
 
+@pytest.mark.slow
 def test_bench_refuses_a_dtype_of_no_chosen_op_before_measuring(tmp_path):
     """make bench QUICK=1 OP=gelu DTYPES=tf32: refused with the valid dtypes, nothing stored."""
     results = tmp_path / "results"
@@ -85,6 +86,7 @@ def test_bench_refuses_a_dtype_of_no_chosen_op_before_measuring(tmp_path):
     assert not results.exists()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the cuda backend measures on a GPU")
 def test_bench_that_measures_nothing_stores_nothing(tmp_path):
     """make bench QUICK=1 OP=gelu BACKENDS=cuda on the CPU: every case skipped, exit 2, nothing stored."""

@@ -115,6 +115,7 @@ def test_the_folder_of_an_unfinished_task_is_refused_naming_it(tmp_path, given):
     assert not (tmp_path / "results").exists()
 
 
+@pytest.mark.slow
 def test_make_collect_into_and_the_refusal_as_one_line(tmp_path):
     task = _share(tmp_path / "task", "gelu", 0.5)
     (task / collect.UNFINISHED).write_text("task 7_0 on node3 failed (exit 2): see its Slurm output\n")

@@ -143,6 +143,7 @@ def test_machine_info_carries_the_environment():
         "image_digest": "sha256:abc"}
 
 
+@pytest.mark.slow
 def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     """No npm: ``make publish`` stops with one line; with ``CDN=1`` (and in ``make bench``) the
     site is published with its CDN URLs and a warning."""

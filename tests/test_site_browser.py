@@ -31,6 +31,7 @@ CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHECK = PROJECT_ROOT / "site" / "browser_check.mjs"
 
 pytestmark = [
+    pytest.mark.slow,  # a real publish, npm and a browser: make test-slow
     pytest.mark.skipif(not Path(CHROMIUM).exists(),
                        reason=f"chromium not installed at {CHROMIUM} (.ci/run installs Debian's chromium)"),
     pytest.mark.skipif(not shutil.which("node") or not shutil.which("npm"),

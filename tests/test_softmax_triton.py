@@ -212,6 +212,7 @@ def test_sm_count_cpu():
     assert ts.sm_count(torch.device("cpu")) == ts.INTERPRETER_SM_COUNT
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_softmax_online_persistent_strides_over_rows(dtype):
     # More rows than programs (one per SM): every program takes several rows in turn.

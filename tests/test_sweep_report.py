@@ -91,6 +91,7 @@ def test_progress_line_and_summary():
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
 
 
+@pytest.mark.slow
 def test_compile_time_is_recorded_apart_from_run_time():
     rec = sweep.run_case(get_op("gelu"), "compile", (256,), "float32", CPU, 10.0, None)
     assert rec.status == "ok", rec.reason

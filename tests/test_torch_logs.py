@@ -6,6 +6,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from fusebench.measure.torch_logs import REPEATED_TRACEBACKS, quiet_compile
 from fusebench.paths import PROJECT_ROOT
 
@@ -27,6 +29,7 @@ def _refuse(**env):
                           env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_a_compile_refusal_prints_only_the_skip():
     out = _refuse()
     assert out.stdout.strip() == ("torch.compile failed: TorchRuntimeError: RuntimeError when making "
@@ -34,6 +37,7 @@ def test_a_compile_refusal_prints_only_the_skip():
     assert "Traceback" not in out.stderr and "fake_tensor.py" not in out.stderr, out.stderr[-3000:]
 
 
+@pytest.mark.slow
 def test_torch_logs_asked_for_are_left_alone():
     out = _refuse(TORCH_LOGS="fake_tensor")
     assert "failed while attempting to run meta for aten.amax.default" in out.stderr

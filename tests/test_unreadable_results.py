@@ -41,6 +41,7 @@ def test_the_reader_names_the_file_and_reads_the_rest(two_commits):
         results.load_latest(res, "box", "suite.Gelu.")
 
 
+@pytest.mark.slow
 def test_write_plots_draws_the_rest_then_names_the_file(two_commits, tmp_path_factory):
     res, old, _, bad = two_commits
     out = tmp_path_factory.mktemp("plots")
@@ -54,6 +55,7 @@ def test_write_plots_draws_the_rest_then_names_the_file(two_commits, tmp_path_fa
         plots.write_plots(res, out, [OPS["gelu"]])  # no reader: raises after drawing
 
 
+@pytest.mark.slow
 def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
     """The issue's case: the committed H200 results with one file truncated."""
     res = tmp_path / "results"
@@ -82,6 +84,7 @@ def test_check_finds_broken_machine_and_benchmark_files(tmp_path):
     assert found["lost/machine.json"] == "missing (asv leaves out the 1 result file(s) beside it)"
 
 
+@pytest.mark.slow
 def test_compare_names_an_unreadable_file_and_exits_2(tmp_path):
     base, head = main_commits(2)
     write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)

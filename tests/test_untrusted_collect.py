@@ -62,6 +62,7 @@ def _refused_once(out: subprocess.CompletedProcess, path: Path, why: str, dest: 
     assert hashes(dest, runrecord.records_dir(dest)) == before
 
 
+@pytest.mark.slow
 def test_a_record_symlinked_to_a_secret_is_refused(tmp_path, stored):
     """Item 2: records/<m>/deadbeef.json -> ~/.secrets/creds.json was copied into records/."""
     secret = tmp_path / "secrets" / "creds.json"
@@ -76,6 +77,7 @@ def test_a_record_symlinked_to_a_secret_is_refused(tmp_path, stored):
     assert "s3cr3t" not in "".join(p.read_text() for p in runrecord.records_dir(stored).rglob("*.json"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("where", ["results/h200", "records/h200", "results/benchmarks.json"])
 def test_a_symlinked_folder_or_benchmarks_json_is_refused(tmp_path, stored, where):
     host = make_host(tmp_path / "host")
@@ -190,6 +192,7 @@ def test_each_bad_file_is_one_line_naming_it_and_nothing_is_written(tmp_path, st
     assert plan.unreadable == [f"{bad}: {why}"], plan.unreadable
 
 
+@pytest.mark.slow
 def test_a_bad_file_through_the_command_is_exit_2_and_the_store_unchanged(tmp_path, stored):
     host = make_host(tmp_path / "host")
     bad = _rename_result(host, [COMMIT])
@@ -228,6 +231,7 @@ def test_a_collect_killed_before_its_commit_point_leaves_the_store_as_it_was(tmp
     assert not list(stored.parent.rglob("*.part")) and not list(stored.parent.rglob(".fusebench-staging"))
 
 
+@pytest.mark.slow
 def test_a_collect_killed_after_its_commit_point_is_finished_by_the_next(tmp_path, stored, monkeypatch):
     host = _new_commit_host(tmp_path, "host", "c" * 40)
     records = runrecord.records_dir(stored)
@@ -267,6 +271,7 @@ def test_collected_files_get_normal_modes_and_keep_their_times(tmp_path, stored)
     assert (stored / "h200" / src.name).stat().st_mtime == 1_700_000_000
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_while_the_store_is_locked(tmp_path, stored):
     host = _new_commit_host(tmp_path, "host", "e" * 40)
     before = hashes(stored, runrecord.records_dir(stored))
@@ -313,6 +318,7 @@ def _many(folder: Path, n: int) -> Path:
     return host
 
 
+@pytest.mark.slow
 def test_collect_memory_does_not_grow_with_the_number_of_files(tmp_path):
     """Item 9: about 2 MB of RSS per result file (3,001 files: 6.5 GB). Measured on the CPU
     machine (docs/untrusted-input.md): 3,000 result files and records in 39 s at 245 MB peak,

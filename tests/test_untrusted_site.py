@@ -76,6 +76,7 @@ def published(tmp_path_factory):
     return tmp / "html", results, status, err.getvalue()
 
 
+@pytest.mark.slow
 def test_each_file_or_benchmark_carrying_markup_is_named_and_left_out(published):
     html, results, status, err = published
     assert status == 1

@@ -46,6 +46,7 @@ def two_workers():
     return workers.run(_job(), SLOTS)
 
 
+@pytest.mark.slow
 def test_each_case_timed_by_one_worker_in_all_rounds(two_workers):
     assert two_workers.failures == [] and list(two_workers.machines) == ["fake-h200"]
     result = two_workers.machines["fake-h200"]
@@ -69,6 +70,7 @@ def test_each_case_timed_by_one_worker_in_all_rounds(two_workers):
     assert {"build, gate, profile (all GPUs)", "rounds (all GPUs)"} <= set(result.phases)
 
 
+@pytest.mark.slow
 def test_the_merged_record_keeps_gpu_index_and_serial(two_workers, tmp_path):
     result = two_workers.machines["fake-h200"]
     path = runrecord.save(result, tmp_path, "fake-h200", "a" * 40)
@@ -79,6 +81,7 @@ def test_the_merged_record_keeps_gpu_index_and_serial(two_workers, tmp_path):
     assert workers.gpu_lines(back)[0].startswith("GPU ")
 
 
+@pytest.mark.slow
 def test_gpus_of_two_models_are_two_machines():
     outcome = workers.run(_job(identify=workerops.identify_two_models), SLOTS)
     assert sorted(outcome.machines) == ["fake-b200", "fake-h200"]
@@ -89,6 +92,7 @@ def test_gpus_of_two_models_are_two_machines():
     assert b200.environment["gpu"] == "NVIDIA Fake B200"
 
 
+@pytest.mark.slow
 def test_a_dead_worker_is_reported_and_the_rest_stored(tmp_path, monkeypatch):
     monkeypatch.setenv(workerops.DIR_ENV, str(tmp_path))
     outcome = workers.run(_job(ops=("fragile",), backends=("eager",)), SLOTS)
@@ -104,6 +108,7 @@ def test_a_dead_worker_is_reported_and_the_rest_stored(tmp_path, monkeypatch):
     assert [r.status for r in sweep.Sweep.load(path).records].count("ok") == 2
 
 
+@pytest.mark.slow
 def test_a_worker_dying_while_the_others_wait_between_the_phases_does_not_hang_them(tmp_path, monkeypatch):
     # GPU 0 builds its cases and waits at the barrier; GPU 1 dies after that, never reaching it
     import signal
@@ -135,6 +140,7 @@ def test_deal_puts_the_costliest_first_on_the_least_loaded_worker():
     assert workers.deal([1.0], 2) == [[0], []]
 
 
+@pytest.mark.slow
 def test_cases_dealt_by_a_stand_in_cost_model_not_by_who_builds_first():
     """A stand-in cost model (no two-GPU machine here): the first toy case costs as much as the
     five others together, so one worker gets it alone and the other the five, whatever order
