@@ -7,6 +7,8 @@ from pathlib import Path
 from typing import Callable
 
 from fusebench.errors import UsageError
+from fusebench.history.results import report_unreadable  # noqa: F401  (the commands' import)
+from fusebench.names import pick  # noqa: F401  (the commands' import)
 
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:
@@ -42,26 +44,6 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
     sys.exit(code or 0)
 
 
-def pick(kind: str, names: str | None, valid) -> list[str]:
-    """Split a comma-separated selection and check each name against ``valid``.
-
-    ``None`` or empty selects all of ``valid``.
-
-    Raises:
-        UsageError: an unknown name, or only commas (``","``); the message lists the valid ones.
-    """
-    valid = list(valid)
-    if not names:
-        return valid
-    chosen = [n.strip() for n in names.split(",") if n.strip()]
-    if not chosen:
-        raise UsageError(f"no {kind} named in {names!r}; valid {kind}s: {', '.join(valid)}")
-    for n in chosen:
-        if n not in valid:
-            raise UsageError(f"unknown {kind} {n!r}; valid {kind}s: {', '.join(valid)}")
-    return chosen
-
-
 def add_config(ap) -> None:
     """``--config FILE``: the case file a command reads its cases from (``fusebench.config``)."""
     ap.add_argument("--config", type=Path, metavar="FILE",
@@ -75,22 +57,3 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise ValueError(text)
     return value
-
-
-def report_unreadable(reader, prog: str, count: bool = False) -> int:
-    """Print one line per stored file ``reader`` (``fusebench.history.results.Reader``) could not read.
-
-    Args:
-        count: end with a count line even when every file was read (``make publish``).
-
-    Returns 1 when some file was unreadable (the exit status of a reader that left data out), else 0.
-    """
-    for line in reader.lines(prog):
-        print(line, file=sys.stderr)
-    bad = len(reader.unreadable)
-    if bad:
-        print(f"{prog}: {bad} stored file(s) could not be read (named above) and were left out",
-              file=sys.stderr)
-    elif count:
-        print(f"{prog}: every stored file was read ({reader.files_read} result files)", file=sys.stderr)
-    return 1 if bad else 0

@@ -29,6 +29,9 @@ NOISE_CAP = 1.0
 #: Above this % of the matrix peak a compute-bound figure cannot be a matmul at the peak.
 PEAK_PCT = 100.0
 
+#: Characters :func:`noise_text` always returns (``"noisy (±100%)"``).
+NOISE_WIDTH = 14
+
 #: Mark -> (symbol in tables, its meaning in the legend).
 MARKS: dict[str, tuple[str, str]] = {
     "noisy": ("~", f"noisy: rounds differ by more than {100 * NOISY:.0f} %"),
@@ -99,3 +102,29 @@ def speedup(base_ms: float | None, ms: float | None, base_rec=None, rec=None) ->
     if doubts(base_rec) or doubts(rec):
         return None
     return base_ms / ms
+
+
+def noise_text(noise: float | None) -> str:
+    """A case's noise for the progress line, always :data:`NOISE_WIDTH` characters (left-aligned).
+
+    Args:
+        noise: relative spread, IQR / median (0.004 for 0.4 %); None or NaN when not measured.
+
+    Returns ``"±0.4%"`` up to :data:`NOISY`; beyond it the word: ``"noisy (±45%)"``; past
+    :data:`NOISE_CAP` (100 %) no figure, only the cap: ``"noisy (>100%)"`` (a spread larger
+    than the figure says nothing about the op); ``"noise n/a"`` without a figure.
+    """
+    if noise is None or not math.isfinite(noise):
+        text = "noise n/a"
+    else:
+        text = spread_text(noise) if noise <= NOISY else f"noisy ({spread_text(noise)})"
+    return text.ljust(NOISE_WIDTH)
+
+
+def spread_text(noise: float) -> str:
+    """A relative spread as a figure: ``"±0.4%"``, ``"±45%"``; past :data:`NOISE_CAP` only the
+    cap, ``">100%"``."""
+    pct = 100 * noise
+    if noise > NOISE_CAP:
+        return f">{100 * NOISE_CAP:.0f}%"
+    return f"±{pct:.1f}%" if pct < 9.95 else f"±{pct:.0f}%"

@@ -17,6 +17,7 @@ import ast
 import itertools
 import json
 import math
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -360,3 +361,22 @@ def units(results_dir: Path) -> dict[str, str]:
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path} (asv writes it on every run): {exc}") from None
     return {name: b.get("unit", "") for name, b in data.items() if isinstance(b, dict)}
+
+
+def report_unreadable(reader, prog: str, count: bool = False) -> int:
+    """Print one line per stored file ``reader`` (``fusebench.history.results.Reader``) could not read.
+
+    Args:
+        count: end with a count line even when every file was read (``make publish``).
+
+    Returns 1 when some file was unreadable (the exit status of a reader that left data out), else 0.
+    """
+    for line in reader.lines(prog):
+        print(line, file=sys.stderr)
+    bad = len(reader.unreadable)
+    if bad:
+        print(f"{prog}: {bad} stored file(s) could not be read (named above) and were left out",
+              file=sys.stderr)
+    elif count:
+        print(f"{prog}: every stored file was read ({reader.files_read} result files)", file=sys.stderr)
+    return 1 if bad else 0

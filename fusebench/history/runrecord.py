@@ -27,6 +27,7 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import transaction
+from fusebench.history.marks import NOISY, spread_text
 from fusebench.measure import environment
 from fusebench.measure.sweep import Record, Sweep, clean_rounds
 
@@ -143,9 +144,6 @@ def all_records(folder: Path) -> list[tuple[str, Path]]:
 def summary_lines(sweep: Sweep) -> list[str]:
     """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
     times, contaminated and noisy cases, kernels chosen by timing, warnings."""
-    from fusebench.history.marks import NOISY
-    from fusebench.history.summary import spread_text
-
     env = sweep.environment
     ok = [r for r in sweep.records if r.status == "ok"]
     lines = [f"{len(sweep.records)} cases ({len(ok)} timed) on {env.get('gpu') or 'the CPU'}, "

@@ -426,8 +426,8 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     or not asv's at all (nothing published).
     """
     from fusebench import tmpdirs
-    from fusebench.cli import report_unreadable
     from fusebench.history import drawable, results, site_readable, transaction, untrusted
+    from fusebench.history.results import report_unreadable
 
     ops = tuple(ops)
     try:

@@ -10,13 +10,13 @@ from dataclasses import dataclass
 
 from fusebench.errors import plain
 from fusebench.history import marks
+from fusebench.history.marks import NOISE_WIDTH, noise_text, spread_text  # noqa: F401  (summary's texts)
 from fusebench.measure.sweep import Record, Sweep
 from fusebench.registry import BACKENDS, no_backend_reason
 
 #: Above this relative spread a figure is noisy (``fusebench.history.marks``).
 NOISY = marks.NOISY
-#: Characters :func:`noise_text` always returns (``"noisy (±100%)"``).
-NOISE_WIDTH = 14
+
 
 
 def sig(x: float, digits: int = 3) -> str:
@@ -43,32 +43,6 @@ def pct_text(pct: float) -> str:
 def speedup_text(x: float) -> str:
     """A speedup: ``"8.2x"``, ``"10.0x"``; below 1 two significant digits (``"0.041x"``)."""
     return f"{x:.1f}x" if x >= 1 else f"{sig(x, 2)}x"
-
-
-def noise_text(noise: float | None) -> str:
-    """A case's noise for the progress line, always :data:`NOISE_WIDTH` characters (left-aligned).
-
-    Args:
-        noise: relative spread, IQR / median (0.004 for 0.4 %); None or NaN when not measured.
-
-    Returns ``"±0.4%"`` up to :data:`NOISY`; beyond it the word: ``"noisy (±45%)"``; past
-    ``marks.NOISE_CAP`` (100 %) no figure, only the cap: ``"noisy (>100%)"`` (a spread larger
-    than the figure says nothing about the op); ``"noise n/a"`` without a figure.
-    """
-    if noise is None or not math.isfinite(noise):
-        text = "noise n/a"
-    else:
-        text = spread_text(noise) if noise <= NOISY else f"noisy ({spread_text(noise)})"
-    return text.ljust(NOISE_WIDTH)
-
-
-def spread_text(noise: float) -> str:
-    """A relative spread as a figure: ``"±0.4%"``, ``"±45%"``; past ``marks.NOISE_CAP`` only the
-    cap, ``">100%"``."""
-    pct = 100 * noise
-    if noise > marks.NOISE_CAP:
-        return f">{100 * marks.NOISE_CAP:.0f}%"
-    return f"±{pct:.1f}%" if pct < 9.95 else f"±{pct:.0f}%"
 
 
 def _time(rec: Record) -> float | None:

@@ -13,8 +13,8 @@ import dataclasses
 from collections import Counter
 from typing import Mapping, Sequence
 
-from fusebench.cli import pick
 from fusebench.errors import UsageError
+from fusebench.names import pick
 from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
 
 

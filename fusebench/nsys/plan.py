@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusebench.cli import pick
 from fusebench.errors import UsageError
+from fusebench.names import pick
 from fusebench.nsys.nvtx_ranges import backend_color, range_name
 from fusebench.registry import BACKENDS, Op, Shape, parse_shape, shape_label
 
