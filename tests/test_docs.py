@@ -17,6 +17,17 @@ def test_the_readme_is_a_manual_of_at_most_200_lines():
         assert f"]({doc})" in readme, f"the README links to {doc}"
 
 
+def test_every_document_is_reachable_from_the_readme():
+    readme = (PROJECT_ROOT / "README.md").read_text()
+    docs = PROJECT_ROOT / "docs"
+    tops = [p.relative_to(PROJECT_ROOT).as_posix() for p in sorted(docs.glob("*.md"))]
+    tops += [p.relative_to(PROJECT_ROOT).as_posix() for p in sorted(docs.glob("*/README.md"))]
+    assert [d for d in tops if f"]({d})" not in readme] == []
+    for index in docs.glob("*/README.md"):  # a folder's README links to each of its pages
+        pages = [p.name for p in index.parent.glob("*.md") if p.name != "README.md"]
+        assert [n for n in pages if f"]({n})" not in index.read_text()] == [], index
+
+
 def test_the_guides_to_extending_agree_by_pointing_at_one():
     for path in ("fusebench/registry.py", "kernels/__init__.py"):
         docstring = ast.get_docstring(ast.parse((PROJECT_ROOT / path).read_text()))
