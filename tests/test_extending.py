@@ -1,0 +1,85 @@
+"""docs/extending.md's checklist for a new op, followed on a clone: one module in kernels/ and one
+entry in fusebench.yaml, and the op is listed, measured, stored and judged with no other change."""
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from fusebench.paths import PROJECT_ROOT
+
+TOY = '''"""A toy op for the extending test: y = 2x (memory-bound, one read and one write)."""
+
+import torch
+
+from fusebench.registry import Op
+
+
+def reference(x):
+    return x.double() * 2
+
+
+OP = Op(name="toy", reference=reference)
+
+
+@OP.backend("eager")
+def eager(x):
+    return lambda: x + x
+
+
+@OP.backend("torch")
+def torch_mul(x):
+    return lambda: torch.mul(x, 2.0)
+'''
+
+ENTRY = """
+  toy:
+    dtypes: [float32]
+    backends: [eager, torch]
+    headline: 4096
+    grids:
+      default: [4096, 65536]
+      cpu: [4096]
+      quick: [4096]
+      cpu-quick: [4096]
+      nsys: [4096]
+"""
+
+
+def _run(clone, *args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "fusebench", *args], cwd=clone, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, "HOME": str(clone.parent)})
+
+
+@pytest.mark.slow
+def test_a_toy_op_is_listed_measured_and_judged_with_one_module_and_one_entry(tmp_path):
+    clone = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(PROJECT_ROOT), str(clone)], check=True)
+    (clone / "kernels" / "toy.py").write_text(TOY)
+    cases = clone / "fusebench.yaml"
+    cases.write_text(cases.read_text().rstrip("\n") + "\n" + ENTRY)
+    git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "-m", "a toy op"], check=True)
+    subprocess.run([*git, "checkout", "-q", "-B", "main"], check=True)  # asv stores only main's commits
+
+    listed = _run(clone, "list", "--ops", "toy")
+    assert listed.returncode == 0, listed.stderr
+    assert [line.split() for line in listed.stdout.splitlines()[1:]] == [
+        ["toy", "eager", "4096", "float32"], ["toy", "torch", "4096", "float32"]]
+
+    results = tmp_path / "results"
+    run = _run(clone, "bench", "--ops", "toy", "--rounds", "2", "--no-publish", "--results", str(results))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "| shape | eager | torch |" in run.stdout
+    machine = next(p.parent.name for p in results.glob("*/machine.json"))
+    stored = [p for p in (results / machine).glob("*.json") if p.name != "machine.json"]
+    assert len(stored) == 1 and "suite.Toy.track_device_time" in stored[0].read_text()
+
+    judged = _run(clone, "compare", "--base", "HEAD", "--head", "HEAD", "--machine", machine,
+                  "--base-results", str(results), "--head-results", str(results))
+    assert judged.returncode == 0, judged.stdout + judged.stderr
+    verdict = re.search(r"0 new failure, 0 regression, .* (\d+) same -> ok", judged.stdout + judged.stderr)
+    assert verdict and int(verdict.group(1)) > 0, judged.stdout + judged.stderr
