@@ -183,3 +183,17 @@ def test_a_graph_figure_without_history_borrows_the_hot_history_only_where_it_ti
     assert compare._hot_history(hist, KEY, Case((1e-4,) * 3, per_launch_ms=0.1, graph_ms=0.05), None) is None
     tiny = Case((1e-6,) * 3, per_launch_ms=0.001, graph_ms=0.001, launches=1)
     assert compare._hot_history(hist, KEY, tiny, None) is None
+
+
+def test_every_measured_op_and_backend_names_files_that_exist():
+    """A move of the kernels (one folder per op, say) must update the table, or no change would
+    ever end an A/A pair."""
+    import kernels
+    from fusebench.paths import PROJECT_ROOT
+
+    for op in kernels.configured().values():
+        for backend in op.backends:
+            paths = noise.measured_paths(op.name, backend)
+            assert any((PROJECT_ROOT / p.rstrip("/")).exists() for p in paths[:2]), (op.name, paths)
+            for own in noise.BACKEND_PATHS.get(backend, ("kernels/",)):
+                assert (PROJECT_ROOT / own.format(op=op.name).rstrip("/")).exists(), (op.name, backend, own)

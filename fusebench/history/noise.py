@@ -59,6 +59,9 @@ BACKEND_PATHS: dict[str, tuple[str, ...]] = {
 #: of other backends (seen on the H200: compile softmax 4096x4096 float32 44.4 us without them,
 #: 48.0 us with them, the same kernel and Inductor config); two runs are a pair only with the same.
 REFERENCE_BACKENDS = tuple(b for b, p in BACKEND_PATHS.items() if p == ("kernels/reference_libs.py",))
+#: The top folders of every measured path (only their files are read to tell code from comments).
+_MEASURED_ROOTS = tuple({p.split("/")[0] + "/" for p in OP_PATHS + sum(BACKEND_PATHS.values(), ())}
+                        | {"kernels/"})
 #: Environment fields two runs must share to be a pair.
 ENVIRONMENT_KEYS = ("gpu", "driver", "cuda_runtime", "torch", "triton", "python")
 #: Time bands of a class (upper bounds, ms, of the metric's own figure per launch).
@@ -168,7 +171,7 @@ def _git_changed(root: Path, a: str, b: str) -> set[str] | None:
         return None
     changed = set()
     for path in out.stdout.split():
-        if not path.startswith("kernels/"):  # only kernels/ holds measured paths: no need to look
+        if not path.startswith(_MEASURED_ROOTS):  # no measured path there: no need to look
             changed.add(path)
             continue
         old, new = _git(root, "show", f"{a}:{path}"), _git(root, "show", f"{b}:{path}")
