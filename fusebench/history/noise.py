@@ -56,8 +56,7 @@ BACKEND_PATHS: dict[str, tuple[str, ...]] = {
     "flaggems": ("kernels/reference_libs.py",),
 }
 #: The reference backends: their libraries, loaded in the run's process or not, change the figures
-#: of other backends (seen on the H200: compile softmax 4096x4096 float32 44.4 us without them,
-#: 48.0 us with them, the same kernel and Inductor config); two runs are a pair only with the same.
+#: of other backends with the same kernels (docs/gate.md); two runs are a pair only with the same.
 REFERENCE_BACKENDS = tuple(b for b, p in BACKEND_PATHS.items() if p == ("kernels/reference_libs.py",))
 #: The top folders of every measured path (only their files are read to tell code from comments).
 _MEASURED_ROOTS = tuple({p.split("/")[0] + "/" for p in OP_PATHS + sum(BACKEND_PATHS.values(), ())}
