@@ -235,10 +235,10 @@ def hot_device_time(fn: Callable[[], object], repeats: int, calls: int | None = 
     return device_time(fn, max(MIN_REPEATS, repeats // calls), calls=calls)
 
 
-#: Graph mode: calls captured in one graph, at least this long in total (ms) ...
+#: Graph mode: calls captured in one graph, enough to last this long (ms), so that the event
+#: pair's and the replay's fixed costs are spread over them ...
 GRAPH_BATCH_MS = 0.2
-#: ... and between these many calls (a graph of more calls costs more to instantiate than it
-#: gains; one of fewer is dominated by the replay's fixed cost).
+#: ... within these bounds (a longer graph costs more to capture and instantiate than it gains).
 GRAPH_CALLS = (1, 256)
 
 
