@@ -193,6 +193,7 @@ class History:
         self.samples: dict[tuple[str, Key], list[Sample]] = defaultdict(list)
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
+        self._sums: dict | None = None
         runs = [s for s in sweeps
                 if s.environment.get("git_commit") and not s.environment.get("git_dirty")]
         gated = [m.field for m in metrictable.GATED]
@@ -230,7 +231,7 @@ class History:
 
     def _class_sums(self) -> dict:
         """Per (field, band): (sum of d², count) in all, and per pair (built once)."""
-        if getattr(self, "_sums", None) is None:
+        if self._sums is None:
             sums: dict = defaultdict(lambda: [0.0, 0, defaultdict(lambda: [0.0, 0])])
             for (f, key), ss in self.samples.items():
                 entry = sums[(f, self.bands[(f, key)])]

@@ -50,7 +50,8 @@ class Timing:
         median_ms: median of the repeats, milliseconds.
         iqr_ms: interquartile range (q3 - q1), milliseconds.
         repeats: number of timed repeats.
-        clock: ``"cuda-events"``, ``"wall"`` (host clock with synchronization) or ``"host"``.
+        clock: ``"cuda-events"``, ``"cuda-graph"`` (replays of a captured graph), ``"wall"`` (host
+            clock with synchronization) or ``"host"``.
     """
 
     median_ms: float
@@ -171,6 +172,21 @@ def device_time(
         raise ValueError(f"device_time: calls must be 1 in cold mode and >= 1, got {calls}")
     # Per call the host launches fn, and per repeat two event records and maybe the flush.
     per_repeat_ms = 2.0 * calls * enqueue_ms(fn) + 0.02
+
+    def body() -> None:
+        for _ in range(calls):
+            fn()
+
+    elapsed = queued_samples(body, repeats, per_repeat_ms, None if flush is None else flush.zero_)
+    return Timing.from_samples([ms / calls for ms in elapsed], "cuda-events")
+
+
+def queued_samples(body: Callable[[], object], repeats: int, per_repeat_ms: float,
+                   before: Callable[[], object] | None = None) -> list[float]:
+    """Elapsed ms of ``repeats`` runs of ``body``, each between one CUDA event pair, queued in
+    groups behind a blocking kernel (``torch.cuda._sleep``) long enough for the host to enqueue a
+    group at ``per_repeat_ms`` host ms per repeat, so that no repeat waits on the host.
+    ``before`` runs before each repeat, outside its event pair (cold mode's flush)."""
     group = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -178,14 +194,13 @@ def device_time(
         if i % group == 0:
             n = min(group, repeats - i)
             torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * BLOCK_CLOCK_GHZ * 1e9))
-        if flush is not None:
-            flush.zero_()
+        if before is not None:
+            before()
         start.record()
-        for _ in range(calls):
-            fn()
+        body()
         end.record()
     torch.cuda.synchronize()
-    return Timing.from_samples([s.elapsed_time(e) / calls for s, e in zip(starts, ends)], "cuda-events")
+    return [start.elapsed_time(end) for start, end in zip(starts, ends)]
 
 
 #: Hot mode: a timed repeat lasts at least this long (ms), as a batch of back-to-back calls...
@@ -285,8 +300,8 @@ def capture(fn: Callable[[], object], calls: int) -> "torch.cuda.CUDAGraph":
 
 def graph_device_time(fn: Callable[[], object], repeats: int, calls: int) -> Timing:
     """Graph device time of one call of ``fn``: ``calls`` calls captured in one CUDA graph
-    (:func:`capture`), ``repeats`` replays, each between one event pair, queued in groups behind
-    a blocking kernel as in :func:`device_time`; a sample is the replay's elapsed time / ``calls``.
+    (:func:`capture`), ``repeats`` replays, each between one event pair (:func:`queued_samples`);
+    a sample is the replay's elapsed time / ``calls``, ms (median and IQR returned).
 
     Raises:
         CaptureError: ``fn`` cannot be captured.
@@ -298,19 +313,8 @@ def graph_device_time(fn: Callable[[], object], repeats: int, calls: int) -> Tim
         start = time.perf_counter()
         graph.replay()
         per_repeat_ms = 2.0 * (time.perf_counter() - start) * 1e3 + 0.02
-        group = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-        for i, (s, e) in enumerate(zip(starts, ends)):
-            if i % group == 0:
-                n = min(group, repeats - i)
-                torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * BLOCK_CLOCK_GHZ * 1e9))
-            s.record()
-            graph.replay()
-            e.record()
-        torch.cuda.synchronize()
-        return Timing.from_samples([s.elapsed_time(e) / calls for s, e in zip(starts, ends)],
-                                   "cuda-graph")
+        elapsed = queued_samples(graph.replay, repeats, per_repeat_ms)
+        return Timing.from_samples([ms / calls for ms in elapsed], "cuda-graph")
     finally:
         graph.reset()
 
