@@ -36,6 +36,22 @@ def test_energy_per_call_is_the_counters_rise_over_the_calls():
     assert reading.pj_per_byte(2 * 2 ** 28 * 4) == pytest.approx(95.5, abs=0.1)
 
 
+def test_a_host_bound_call_ends_the_window_on_the_host_clock():
+    """A call the host takes 2 ms to issue but the GPU 1 us to run: the window closes after about
+    WINDOW_S of host time, not after the 200 000 calls the GPU time alone would ask for."""
+    import time
+
+    c = FakeCounter(0.5)
+
+    def slow_call():
+        time.sleep(0.002)
+        c.call()
+
+    reading = energy.per_call(slow_call, CPU, c.read, call_ms=0.001, window_s=0.05)
+    assert 5 <= reading.calls <= 26 and reading.mj_per_call == pytest.approx(0.5)
+    assert reading.seconds < 0.2
+
+
 def test_a_counter_that_does_not_rise_gives_no_figure():
     c = FakeCounter(0.0)
     assert energy.per_call(c.call, CPU, c.read, call_ms=1.0, window_s=0.01) is None

@@ -2,8 +2,9 @@
 
 ``nvmlDeviceGetTotalEnergyConsumption`` is the board's energy since the driver loaded, in mJ
 (NVIDIA Volta and later). A case's energy per call is the counter's rise over one window of
-back-to-back calls (:data:`WINDOW_S` at least, so that the counter's update period, tens of ms,
-is small beside it), divided by the calls: the whole board's energy, idle power included, as
+back-to-back calls (about :data:`WINDOW_S` of GPU or host time, whichever ends first, so that the
+counter's update period, tens of ms, is small beside it and a host-bound call costs no more than
+a GPU-bound one), divided by the calls: the whole board's energy, idle power included, as
 the GPU draws it while running the op and nothing else. pJ per byte divides it by the op's
 declared bytes moved. On the CPU, or where NVML or the counter is missing, nothing is measured
 (the fields stay None). Calls too short for the host to keep the GPU busy include the GPU's
@@ -21,8 +22,9 @@ import torch
 
 from fusebench.measure import timing
 
-#: Seconds of back-to-back calls between the two counter readings.
-WINDOW_S = 0.3
+#: Seconds of back-to-back calls between the two counter readings: the calls stop when their GPU
+#: time (hot device time x calls) or the host's time to issue them reaches it.
+WINDOW_S = 0.2
 #: Most calls in one window (a very short call is bounded by the host anyway).
 MAX_CALLS = 200_000
 
@@ -81,11 +83,13 @@ def per_call(fn: Callable[[], object], dev: torch.device, read: Callable[[], flo
     Returns None when the counter did not rise (it did not update within the window) or went
     backwards (a driver reload).
     """
-    calls = max(1, min(MAX_CALLS, math.ceil(window_s * 1e3 / max(call_ms, 1e-6))))
+    most = max(1, min(MAX_CALLS, math.ceil(window_s * 1e3 / max(call_ms, 1e-6))))
     timing.synchronize(dev)
     before, start = read(), time.perf_counter()
-    for _ in range(calls):
+    calls, stop = 0, start + window_s
+    while calls < most and (calls == 0 or time.perf_counter() < stop):
         fn()
+        calls += 1
     timing.synchronize(dev)
     after, seconds = read(), time.perf_counter() - start
     if not after > before:
