@@ -82,6 +82,24 @@ def test_table_doc_writes_the_page_of_the_records_given(tmp_path, monkeypatch):
     assert exit_.value.code == 0 and target.read_text() == text
 
 
+def test_the_results_page_shows_energy_per_call_where_the_record_has_it():
+    """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for every timed case; the
+    page shows each op's mJ per call and pJ per byte from the record; a record without it, none."""
+    from fusebench.history import resultsdoc
+    from fusebench.measure.sweep import Sweep
+
+    record = PROJECT_ROOT / "records" / "h200" / "0a5fc94f.json"
+    text = resultsdoc.render("h200", [record])
+    by_case = {(r.op, r.backend, r.shape, r.dtype): r for r in Sweep.load(record).records}
+    eager = by_case[("gelu", "eager", "16384x16384", "float32")]
+    assert (round(eager.energy_mj_per_call), round(eager.energy_pj_per_byte)) == (3072, 1431)
+    assert "gelu float32: energy per call" in text and "softmax bfloat16: energy per call" in text
+    assert ("| 16384x16384 | 3072 mJ 1431 pJ/B | 338 mJ 157 pJ/B | 367 mJ 171 pJ/B "
+            "| 348 mJ 162 pJ/B | 351 mJ 163 pJ/B |") in text
+    older = resultsdoc.render("h200", [PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json"])
+    assert "energy per call" not in older
+
+
 def test_ci_runs_the_fast_tests_then_the_slow_ones():
     makefile = (PROJECT_ROOT / "Makefile").read_text()
     assert re.search(r'^test: .*\n\t\$\(PYTHON\) -m pytest -m "not slow" ', makefile, re.M)

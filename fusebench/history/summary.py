@@ -154,16 +154,17 @@ def graph_lines(result: Sweep, op: str | None = None) -> list[str]:
     return out
 
 
-def energy_lines(result: Sweep) -> list[str]:
+def energy_lines(result: Sweep, op: str | None = None) -> list[str]:
     """Energy per call of every case that has it (``fusebench.measure.energy``), one table per
-    (op, dtype): ``"205 mJ 95 pJ/B"``; no lines when no case has it (the CPU, no NVML)."""
-    have = [r for r in result.records if r.energy_mj_per_call is not None]
+    (op, dtype) (of ``op`` only, when given): ``"205 mJ 95 pJ/B"``; no lines when no case has it
+    (the CPU, no NVML, a record stored before energy was measured)."""
+    have = [r for r in result.records if r.energy_mj_per_call is not None and op in (None, r.op)]
     if not have:
         return []
     out = ["", "Energy per call (NVML total energy of the board over a window of back-to-back calls, "
                "idle power included; shown, never gated): mJ per call, pJ per byte moved."]
-    for op, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
-        cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (op, dtype)}
+    for name, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
+        cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (name, dtype)}
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any((s, b) in cases for s in shapes)]
 
@@ -173,7 +174,7 @@ def energy_lines(result: Sweep) -> list[str]:
             per_byte = f" {sig(r.energy_pj_per_byte)} pJ/B" if r.energy_pj_per_byte is not None else ""
             return f"{sig(r.energy_mj_per_call)} mJ{per_byte}"
 
-        out += ["", f"{op} {dtype}: energy per call", ""] + markdown_table(
+        out += ["", f"{name} {dtype}: energy per call", ""] + markdown_table(
             ["shape", *cols], [[s, *(text(cases.get((s, b))) for b in cols)] for s in shapes])
     return out
 
