@@ -103,7 +103,7 @@ help: ## list the targets
 	@echo "  variables: OP=gelu|softmax|rmsnorm|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
 	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
-	@echo "  profiling: OP=gelu SHAPES=16777216,... NSYS=/path/to/nsys (make nsys, make trace)"
+	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 
 bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when an engine can, else here), store, publish html/
@@ -178,16 +178,16 @@ clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
 	    .asv/sweeps .pytest_cache
 
-# --- Profiling: make nsys / make trace (fusebench nsys, fusebench trace; nsys/README.md) -------
+# --- Profiling: make nsys / make trace (fusebench nsys capture, fusebench trace; nsys/README.md) -
+# One pipeline: `fusebench nsys capture` checks nsys and the GPU, runs `nsys profile` of the
+# driver and `nsys stats`, and writes the summary (it prints each nsys command as it runs it).
 # NSYS: an nsys not on PATH. SHAPES: shape labels of the op's default grid (default: its nsys
-# grid). The capture's files are nsys/<op>-<machine>-<short sha>.*; the stem is computed once,
-# on first use (the machine name comes from the GPU).
+# grid). CALLS: calls per range. The files are nsys/<op>-<machine>-<short sha>.* (the machine
+# name comes from the GPU).
 
 NSYS          ?= nsys
-PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(CONFIG), --config $(CONFIG))
-NSYS_STEM      = $(eval NSYS_STEM := $$(shell $(FUSEBENCH) nsys stem $(OP)))$(NSYS_STEM)
-NSYS_PROFILE   = -t cuda,nvtx --sample=none --cpuctxsw=none --capture-range=cudaProfilerApi --capture-range-end=stop
-NSYS_REPORTS   = nvtx_gpu_proj_sum,nvtx_kern_sum
+CALLS         ?=
+PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(CALLS), --calls $(CALLS))$(if $(CONFIG), --config $(CONFIG))
 
 .PHONY: nsys nsys-where nsys-local nsys-image trace
 
@@ -197,17 +197,13 @@ nsys-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "nsys: $(ENGINE_WHY): running here, not in the image" >&2)
 
 nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems), nsys/ in the checkout
-	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES)
+	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES) CALLS=$(CALLS) CONFIG=$(CONFIG)
 
 nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsys/
-	@$(FUSEBENCH) nsys check $(PROFILE_ARGS) --nsys $(NSYS)
-	rm -f $(NSYS_STEM).json $(NSYS_STEM).sqlite $(NSYS_STEM)_nvtx_*.csv
-	$(NSYS) profile $(NSYS_PROFILE) -o $(NSYS_STEM) -f true $(FUSEBENCH) nsys run $(PROFILE_ARGS) --json $(NSYS_STEM).json
-	$(NSYS) stats -q -r $(NSYS_REPORTS) --format csv -o $(NSYS_STEM) $(NSYS_STEM).nsys-rep
-	$(FUSEBENCH) nsys summary $(NSYS_STEM)
+	$(FUSEBENCH) nsys capture $(PROFILE_ARGS) --nsys $(NSYS)
 
 trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
-	$(FUSEBENCH) trace $(PROFILE_ARGS) --out $(NSYS_STEM).trace.json
+	$(FUSEBENCH) trace $(PROFILE_ARGS)
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json

@@ -467,9 +467,10 @@ def test_lock_script_bad_input_is_one_line(tmp_path):
 def test_make_nsys_runs_in_the_image_or_says_why_and_runs_here():
     _, run = _docker_lines(_make_n("nsys", "CONTAINER=docker", "ENGINE_OK=1", "IMAGE_TAG=t", "OP=softmax",
                                    "DTYPES=float32"))
-    assert run.endswith(" fusebench:t make nsys-local LOCAL=1 OP=softmax BACKENDS= SHAPES= DTYPES=float32")
+    assert run.endswith(" fusebench:t make nsys-local LOCAL=1 OP=softmax BACKENDS= SHAPES= DTYPES=float32 "
+                        "CALLS= CONFIG=")
     lines = _make_n("nsys", "CONTAINER=/nonexistent/docker", "OP=gelu", "NSYS=/x/nsys",
                     env={**os.environ, "FUSEBENCH_MACHINE": "h200"})
     assert lines[0].startswith('echo "nsys: docker not found')
-    assert any(ln.startswith("/x/nsys profile -t cuda,nvtx") for ln in lines)
+    assert lines[-1].endswith(" -m fusebench nsys capture --op=gelu --nsys /x/nsys")
     assert not [ln for ln in lines if "docker run" in ln]

@@ -1,4 +1,5 @@
-"""The commands make nsys / make trace run: built in Python and spelled out in the Makefile, alike."""
+"""The commands make nsys / make trace run: the Makefile calls `fusebench nsys capture` and `fusebench
+trace`, and the capture runs the nsys commands Python builds (a fake nsys records them here)."""
 
 import json
 import os
@@ -8,7 +9,6 @@ import sys
 
 import pytest
 
-from fusebench.measure.environment import git_commit
 from fusebench.nsys import tool
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
@@ -61,32 +61,87 @@ def make_n(*args):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("selection", [
-    (), ("BACKENDS=eager,torch", "SHAPES=4096x4096", "DTYPES=bfloat16")])
-def test_make_nsys_runs_exactly_the_commands_python_builds(selection):
+    (), ("BACKENDS=eager,torch", "SHAPES=4096x4096", "DTYPES=bfloat16", "CALLS=5", "CONFIG=cases.yaml")])
+def test_make_nsys_calls_the_one_python_capture(selection):
     op = "softmax" if selection else "gelu"
-    lines = make_n("nsys", f"OP={op}", "NSYS=/x/nsys", *selection)
-    stem = tool.report_stem(op, "h200", git_commit())
+    lines = make_n("nsys", "LOCAL=1", f"OP={op}", "NSYS=/x/nsys", *selection)
     kv = dict(s.split("=", 1) for s in selection)
     args = tool.driver_args(op, kv.get("BACKENDS"), kv.get("SHAPES"), kv.get("DTYPES"))
-    driver = [sys.executable, "-m", "fusebench", "nsys"]
-    expected = [
-        shlex.join([*driver, "check", *args, "--nsys", "/x/nsys"]),
-        f"rm -f {stem}.json {stem}.sqlite {stem}_nvtx_*.csv",
-        shlex.join(tool.profile_command("/x/nsys", stem, [*driver, "run", *args, "--json", f"{stem}.json"])),
-        shlex.join(tool.stats_command("/x/nsys", stem, f"{stem}.nsys-rep")),
-        shlex.join([*driver, "summary", stem]),
-    ]
-    assert lines[-5:] == expected
-    assert f"/x/nsys profile {NSYS_PROFILE} -o nsys/{op}-h200-" in lines[-3]
-    assert f"/x/nsys stats -q -r nvtx_gpu_proj_sum,nvtx_kern_sum --format csv -o nsys/{op}-h200-" in lines[-2]
+    args += ["--calls", "5", "--config", "cases.yaml"] if selection else []
+    assert lines[-1] == shlex.join([sys.executable, "-m", "fusebench", "nsys", "capture", *args,
+                                    "--nsys", "/x/nsys"])
+    assert not [line for line in lines if " profile " in line or " stats " in line]
 
 
 @pytest.mark.slow
 def test_make_trace_writes_a_chrome_trace_beside_the_captures():
     lines = make_n("trace", "OP=gelu")
-    stem = tool.report_stem("gelu", "h200", git_commit())
-    assert lines[-1] == shlex.join([sys.executable, "-m", "fusebench", "trace", "--op=gelu",
-                                    "--out", f"{stem}.trace.json"])
+    assert lines[-1] == shlex.join([sys.executable, "-m", "fusebench", "trace", "--op=gelu"])
+
+
+FAKE_NSYS = """#!{python}
+# A stand-in for nsys: logs its argv, writes what the real one would from tests/data/nsys/.
+import json, shutil, sys
+from pathlib import Path
+args = sys.argv[1:]
+data = Path({data!r})
+with open({log!r}, "a") as log:
+    log.write(json.dumps(args) + "\\n")
+if args == ["--version"]:
+    print("NVIDIA Nsight Systems version 2025.3.1.90-253135822126v0")
+elif args[0] == "profile":
+    out = args[args.index("-o") + 1]
+    side = Path(args[args.index("--json") + 1])
+    assert not side.exists(), "the old side file was not removed"
+    shutil.copy(data / "gelu-h200-a54392d.json", side)
+    Path(out + ".nsys-rep").write_text("timeline")
+elif args[0] == "stats":
+    prefix = args[args.index("-o") + 1]
+    for report in args[args.index("-r") + 1].split(","):
+        shutil.copy(data / f"gelu-h200-a54392d_{{report}}.csv", f"{{prefix}}_{{report}}.csv")
+"""
+
+
+def test_capture_runs_profile_then_stats_then_writes_the_summary(monkeypatch, capsys, tmp_path):
+    """The whole pipeline on the CPU with a fake nsys: the commands it runs are the ones
+    tool.profile_command and tool.stats_command build (each printed), the stale files of an
+    earlier capture go first, and the capture's files land in <checkout>/nsys/."""
+    from fusebench.commands import nsys as nsys_cmd
+
+    log = tmp_path / "argv.jsonl"
+    fake = tmp_path / "bin" / "nsys"
+    fake.parent.mkdir()
+    data = PROJECT_ROOT / "tests" / "data" / "nsys"
+    fake.write_text(FAKE_NSYS.format(python=sys.executable, data=str(data), log=str(log)))
+    fake.chmod(0o755)
+    checkout = tmp_path / "checkout"
+    (checkout / "nsys").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(nsys_cmd, "PROJECT_ROOT", checkout)
+    monkeypatch.setattr(nsys_cmd, "_require_gpu", lambda what: None)
+    monkeypatch.setattr(nsys_cmd, "_require_nvtx", lambda: None)
+    monkeypatch.setattr(nsys_cmd.environment, "machine_name", lambda *a: "h200")
+    monkeypatch.setattr(nsys_cmd.environment, "git_commit", lambda *a: "a54392d26a6e268c")
+    stem = "nsys/gelu-h200-a54392d"
+    for stale in (f"{stem}.json", f"{stem}.sqlite", f"{stem}_nvtx_old.csv"):
+        (checkout / stale).write_text("stale")
+    cases = tmp_path / "cases.yaml"
+    cases.write_text((PROJECT_ROOT / "fusebench.yaml").read_text())
+    status, err = driver_in_process(monkeypatch, capsys, "capture", "--op=gelu", "--backends", "eager,torch",
+                                    "--config", "cases.yaml", "--nsys", str(fake))
+    assert status == 0, err
+    program = [sys.executable, "-m", "fusebench", "nsys", "run", "--op=gelu", "--backends", "eager,torch",
+               "--calls", "20", "--config", str(cases), "--json", f"{stem}.json"]
+    runs = [json.loads(line) for line in log.read_text().splitlines()]
+    expected = [tool.profile_command(str(fake), stem, program),
+                tool.stats_command(str(fake), stem, f"{stem}.nsys-rep")]
+    assert runs[1:] == [c[1:] for c in expected] and runs[0] == ["--version"]
+    printed = [line for line in err.splitlines() if line.startswith(str(fake))]
+    assert printed == [shlex.join(c) for c in expected]
+    assert sorted(p.name for p in (checkout / "nsys").iterdir()) == sorted(
+        f"gelu-h200-a54392d{end}" for end in (".json", ".nsys-rep", ".md", ".csv",
+                                               "_nvtx_gpu_proj_sum.csv", "_nvtx_kern_sum.csv"))
+    assert (checkout / f"{stem}.csv").read_text() == (data / "gelu-h200-a54392d.csv").read_text()
 
 
 @pytest.mark.parametrize("text, version", [

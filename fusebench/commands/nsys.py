@@ -9,14 +9,15 @@
     fusebench trace        --op gelu [...] --out nsys/<stem>.trace.json
 
 ``capture`` runs the whole capture (``check``, ``nsys profile`` of ``run``, ``nsys stats``,
-``summary``: the commands ``make nsys`` spells out, each printed), into ``nsys/`` of the checkout;
-the other steps are its parts. ``plan`` prints the range names in run order; ``stem`` the
-capture's path without extension (``nsys/<op>-<machine>-<short sha>``); ``check`` validates the
-selection and the nsys version and that a GPU is there; ``run`` is what ``nsys profile`` starts:
-it gates, warms up and times every case with the harness outside the capture window, then runs
-each case's calls inside one NVTX range between ``cudaProfilerStart`` and ``cudaProfilerStop``,
-and writes the side file the summary reads; ``summary`` reads the ``nsys stats`` CSVs and the side
-file and writes ``<stem>.md`` and ``<stem>.csv``; ``trace`` writes a ``torch.profiler`` Chrome
+``summary``, each nsys command printed as it starts), into ``nsys/`` of the checkout: the one
+pipeline, which ``make nsys`` calls; the other steps are its parts. ``plan`` prints the range
+names in run order; ``stem`` the capture's path without extension
+(``nsys/<op>-<machine>-<short sha>``); ``check`` validates the selection and the nsys version and
+that a GPU is there; ``run`` is what ``nsys profile`` starts: it gates, warms up and times every
+case with the harness outside the capture window, then runs each case's calls inside one NVTX
+range between ``cudaProfilerStart`` and ``cudaProfilerStop``, and writes the side file the
+summary reads; ``summary`` reads the ``nsys stats`` CSVs and the side file and writes
+``<stem>.md`` and ``<stem>.csv``; ``trace`` writes a ``torch.profiler`` Chrome
 trace with the same range names (no nsys needed; on the CPU it traces CPU ops only).
 
 Exit status: 0 on success (cases that are skipped or fail the gate are reported, and the rest
@@ -106,16 +107,17 @@ def cmd_check(args) -> int:
 
 
 def cmd_capture(args) -> int:
-    """The whole capture, what ``make nsys`` spells out: check, ``nsys profile`` of ``fusebench
-    nsys run``, ``nsys stats``, the summary; its files in ``<checkout>/nsys/``."""
+    """The whole capture (``make nsys``): check, ``nsys profile`` of ``fusebench nsys run``,
+    ``nsys stats``, the summary; its files in ``<checkout>/nsys/``."""
     cmd_check(args)
+    config = ["--config", str(args.config.resolve())] if args.config else []  # before the chdir
     os.chdir(PROJECT_ROOT)
     stem = tool.report_stem(args.op, environment.machine_name(), environment.git_commit())
     folder, name = Path(stem).parent, Path(stem).name
     for old in (Path(f"{stem}.json"), Path(f"{stem}.sqlite"), *folder.glob(f"{name}_nvtx_*.csv")):
         old.unlink(missing_ok=True)
     selection = tool.driver_args(args.op, args.backends, args.shapes, args.dtypes) + (
-        ["--calls", str(args.calls)] + (["--config", str(args.config)] if args.config else []))
+        ["--calls", str(args.calls), *config])
     program = [sys.executable, "-m", "fusebench", "nsys", "run", *selection, "--json", f"{stem}.json"]
     for cmd in (tool.profile_command(args.nsys, stem, program),
                 tool.stats_command(args.nsys, stem, f"{stem}.nsys-rep")):

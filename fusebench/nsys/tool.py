@@ -1,7 +1,7 @@
-"""Nsight Systems: where it is, whether it is recent enough, and the exact commands ``make nsys`` runs.
+"""Nsight Systems: where it is, whether it is recent enough, and the exact commands a capture runs.
 
-The Makefile spells the same commands out (so ``make -n nsys`` shows them); the functions here
-build them for the tests and for anyone scripting a capture, and the tests check both agree.
+``fusebench nsys capture`` (what ``make nsys`` calls) runs these commands and prints each one;
+the functions here are the only place they are spelled out.
 
 * :func:`profile_command`: CUDA and NVTX tracing only (``-t cuda,nvtx``), no CPU sampling and no
   context-switch trace (``--sample=none --cpuctxsw=none``; ``-t osrt`` makes multi-GB traces),
@@ -23,13 +23,13 @@ import subprocess
 #: Oldest nsys (year, release) that keeps the ranges of the nvtx package this project pins.
 MIN_VERSION: tuple[int, int] = (2024, 3)
 
-#: ``nsys profile`` options of ``make nsys``.
+#: ``nsys profile`` options of a capture.
 PROFILE_OPTIONS: tuple[str, ...] = (
     "-t", "cuda,nvtx", "--sample=none", "--cpuctxsw=none",
     "--capture-range=cudaProfilerApi", "--capture-range-end=stop",
 )
 
-#: Reports ``make nsys`` asks ``nsys stats`` for (their 2024+ names).
+#: Reports a capture asks ``nsys stats`` for (their 2024+ names).
 STATS_REPORTS: tuple[str, ...] = ("nvtx_gpu_proj_sum", "nvtx_kern_sum")
 
 #: Folder of ``make nsys`` and ``make trace`` outputs, relative to the repository root.
