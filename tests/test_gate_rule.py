@@ -115,6 +115,13 @@ def test_stream_figures_of_the_launch_path_do_not_gate_and_say_why():
                          1.04)[0] == compare.LAUNCH_PATH
     assert compare.judge(cold, case((50e-6,) * 3, graph_ms=0.04), case((60e-6,) * 3, graph_ms=0.04),
                          1.04)[0] == compare.REGRESSION
+    # nine launches in 21.5 us cold (eager GELU 1024: 2.4 us each) are the launch path; nine in
+    # 95 us (10.6 us each) are the kernels
+    st_, *_, note = compare.judge(cold, case((21.5e-6,) * 3, graph_ms=0.0103, launches=9),
+                                  case((30e-6,) * 3, graph_ms=0.0103, launches=9), 1.04)
+    assert st_ == compare.LAUNCH_PATH and "9 launches between an event pair (2.39 us each)" in note
+    assert compare.judge(cold, case((95e-6,) * 3, graph_ms=0.08, launches=9),
+                         case((120e-6,) * 3, graph_ms=0.08, launches=9), 1.04)[0] == compare.REGRESSION
     # without a graph figure on both sides, the stream figure keeps gating
     assert compare.judge(HOT, case((18e-6,) * 3, graph_ms=0.0095), case((30e-6,) * 3), 1.04)[0] == \
         compare.REGRESSION

@@ -26,8 +26,8 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 * **launch path** (not gated, shown): a stream figure that, in the base run, measures the launch
   path rather than the kernel: hot device time more than :data:`LAUNCH_PATH_RATIO` × the graph
   device time (the GPU waited for the host between kernels), or a cold figure under
-  :data:`COLD_LAUNCH_MS` (one launch between an event pair whose fixed cost is a large share of
-  it). Such a case gates on its graph device time; a case without a graph figure on both sides
+  :data:`COLD_LAUNCH_MS` per launch (launches between an event pair whose fixed cost is a large
+  share of it). Such a case gates on its graph device time; a case without a graph figure on both sides
   keeps gating on every metric;
 * **contaminated**: a case that would be a regression, improvement or within noise, but one of
   the runs measured it throttled or beside another process: never a regression;
@@ -59,7 +59,8 @@ from fusebench.measure.sweep import clean_rounds
 
 #: A hot figure above this many times the graph figure measures the launch path.
 LAUNCH_PATH_RATIO = 1.25
-#: A cold figure under this (ms) is one launch between an event pair: the launch path.
+#: A cold figure under this (ms) per launch of the call is launches between an event pair: the
+#: launch path.
 COLD_LAUNCH_MS = 0.008
 #: The slowdowns the gate's summary counts the case-metrics it can see at.
 DETECTABLE = (1.05, 1.10, 1.20)
@@ -157,8 +158,12 @@ def launch_path(metric: metrictable.Metric, base: Case, head: Case) -> str:
     ms = base.median / metric.scale
     if metric.field == "device_time_ms" and ms > LAUNCH_PATH_RATIO * base.graph_ms:
         return f"launch path: hot {1e3 * ms:.3g} us vs graph {1e3 * base.graph_ms:.3g} us per call"
-    if metric.field == "device_time_cold_ms" and ms < COLD_LAUNCH_MS:
-        return f"launch path: cold {1e3 * ms:.3g} us, one launch between an event pair"
+    launches = base.launches or 1
+    if metric.field == "device_time_cold_ms" and ms < COLD_LAUNCH_MS * launches:
+        if launches == 1:
+            return f"launch path: cold {1e3 * ms:.3g} us, one launch between an event pair"
+        return (f"launch path: cold {1e3 * ms:.3g} us, {launches} launches between an event pair "
+                f"({1e3 * ms / launches:.3g} us each)")
     return ""
 
 
