@@ -8,12 +8,16 @@ processes only reads a record: a full run stays within minutes.
 
 fusebench and kernels are imported from the environment asv runs in: the checkout, which
 ``fusebench.history.store.run_asv`` puts on ``ASV_PYTHONPATH`` (asv drops ``PYTHONPATH``), or an install.
-The cases are the case file's (``fusebench.yaml``, or ``$FUSEBENCH_CONFIG``).
+The cases are the case file's: ``fusebench.yaml``, or the one ``$FUSEBENCH_CONFIG`` names.
 """
 
-from fusebench.history import asvsuite
-from kernels import OPS
+import os
 
-for _cls in asvsuite.suite_classes(OPS.values()):
+from fusebench import config
+from fusebench.history import asvsuite
+from kernels import configured
+
+# asv starts this process with no argument of ours: the case file comes in its environment.
+for _cls in asvsuite.suite_classes(configured(os.environ.get(config.CONFIG_ENV)).values()):
     globals()[_cls.__name__] = _cls
 del _cls

@@ -47,8 +47,7 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
 def add_config(ap) -> None:
     """``--config FILE``: the case file a command reads its cases from (``fusebench.config``)."""
     ap.add_argument("--config", type=Path, metavar="FILE",
-                    help="the case file (default: fusebench.yaml at the repository root, or "
-                         "$FUSEBENCH_CONFIG)")
+                    help="the case file (default: fusebench.yaml at the repository root)")
 
 
 def positive_int(text: str) -> int:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -25,8 +24,9 @@ from fusebench.registry import PRECISIONS, Op, Shape, parse_shape, shape_label
 
 #: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.
 DEFAULT_PATH = Path(__file__).resolve().parent / "fusebench.yaml"
-#: Environment variable naming the case file used when no path is given (``fusebench bench
-#: --config`` sets it for the asv suite's processes).
+#: The environment variable that hands the case file to asv's benchmark processes
+#: (``benchmarks/suite.py``), which asv starts with no argument of ours; nothing else reads it:
+#: the commands pass the case file down as a path.
 CONFIG_ENV = "FUSEBENCH_CONFIG"
 #: The grids every op declares (see :class:`fusebench.registry.Op`).
 GRIDS = ("default", "cpu", "quick", "cpu-quick", "nsys")
@@ -222,7 +222,7 @@ def _check_op(path: Path, op: Op, cases: OpCases) -> tuple[str, ...]:
 
 
 def load(path: Path | str | None = None) -> Config:
-    """Read the case file ``path`` (default: ``$FUSEBENCH_CONFIG``, else :data:`DEFAULT_PATH`) and
+    """Read the case file ``path`` (None: :data:`DEFAULT_PATH`; never the environment) and
     check its settings; the op entries are checked by :meth:`Config.apply`, against the ops the
     modules register (their names and backends are the modules', not this file's).
 
@@ -230,9 +230,7 @@ def load(path: Path | str | None = None) -> Config:
         ConfigError: the file cannot be read or parsed, or a key or value is not valid: one line
             with the file, the key and the valid values.
     """
-    if path is None:
-        path = os.environ.get(CONFIG_ENV) or DEFAULT_PATH
-    path = Path(path)
+    path = Path(DEFAULT_PATH if path is None else path)
     try:
         if path.stat().st_size > safeyaml.MAX_BYTES:
             raise ConfigError(f"{_show(path)}: larger than {safeyaml.MAX_BYTES // 1024} KB; a case "

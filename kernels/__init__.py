@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import functools
 import importlib
-import os
 from pathlib import Path
 
 from fusebench import config
@@ -61,15 +60,14 @@ def registered(path: Path | str = config.DEFAULT_PATH) -> dict[str, Op]:
 
 
 def configured(path: Path | str | None = None) -> dict[str, Op]:
-    """The ops with their cases from the case file ``path`` (default: ``$FUSEBENCH_CONFIG``, else
-    ``fusebench.yaml``), read once per path.
+    """The ops with their cases from the case file ``path`` (None: ``fusebench.yaml``; never the
+    environment: a command passes its ``--config`` down), read once per path.
 
     Raises:
         fusebench.config.ConfigError: the file is missing or not valid (one line: file, key,
             valid values).
     """
-    path = path if path is not None else os.environ.get(config.CONFIG_ENV)
-    key = str(Path(path).resolve()) if path else ""
+    key = str(Path(config.DEFAULT_PATH if path is None else path).resolve())
     if key not in _configured:
         cfg = config.load(path)
         _configured[key] = cfg.apply({**registered(), **{n: op_module(n, cfg.path) for n in cfg.ops}})

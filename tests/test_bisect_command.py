@@ -89,12 +89,16 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
 
 def test_the_child_runs_the_worktree_s_code_with_its_own_extension_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", f"/tmp/site{os.pathsep}/opt/x")
-    monkeypatch.setenv("FUSEBENCH_CONFIG", "/elsewhere/cases.yaml")
     env = bisect_probe.ChildMeasurer(CHILD, tmp_path, tmp_path / "cache", tmp_path / "logs").env(
         tmp_path / "wt", "ab" * 20)
     assert env["PYTHONPATH"].split(os.pathsep) == [str(tmp_path / "wt"), "/tmp/site", "/opt/x"]
     assert env["FUSEBENCH_EXT_DIR"] == str(tmp_path / "cache" / "ext" / ("ab" * 20))
-    assert "FUSEBENCH_CONFIG" not in env
+
+
+def test_the_child_is_handed_its_commit_s_own_case_file_in_its_request(tmp_path):
+    assert json.loads(bisect_probe.request(tmp_path / "wt", ["gelu/torch/1024/float32"])) == {
+        "root": str(tmp_path / "wt"), "cases": ["gelu/torch/1024/float32"],
+        "config": str(tmp_path / "wt" / "fusebench.yaml")}
 
 
 def test_the_child_sends_the_fields_the_parent_reads():

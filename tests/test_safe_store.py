@@ -76,7 +76,8 @@ def _fake_asv(tmp_path: Path):
     """store.run_asv as it behaves on success: the run's result file handed to the transaction."""
     new = _rerun(tmp_path)
 
-    def run_asv(sweep_file, machine, commit, results_dir, classes=None, metrics=None, txn=None):
+    def run_asv(sweep_file, machine, commit, results_dir, classes=None, metrics=None, txn=None,
+                case_file=None):
         store.merge_results(new, results_dir, txn)
         return 0
     return run_asv

@@ -19,7 +19,7 @@ SLOTS = [workers.Slot(0, "0"), workers.Slot(1, "1")]
 
 
 def _job(ops=("toy",), identify=workerops.identify, rounds=2, backends=("eager", "torch")):
-    return workers.Job("workerops:OPS", ops, backends, ("float32",), "cpu", rounds, "cpu", identify)
+    return workers.Job("workerops:ops", ops, backends, ("float32",), "cpu", rounds, "cpu", identify)
 
 
 def test_gpus_all_or_a_list_each_gpu_once():
@@ -163,7 +163,7 @@ def test_costs_from_an_h200_record_balance_two_gpus():
 
     record = sweep.Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
     ops = sorted({r.op for r in record.records}, key=list(OPS).index)
-    job = workers.Job("kernels:OPS", tuple(ops), tuple(sorted({r.backend for r in record.records})),
+    job = workers.Job("kernels:configured", tuple(ops), tuple(sorted({r.backend for r in record.records})),
                       tuple(sorted({r.dtype for r in record.records})), record.grid, record.rounds)
     cases = job.cases()
     costs = workers.costs_from_record(cases, record, record.rounds)
@@ -237,7 +237,7 @@ def test_two_real_gpus_quick_gelu():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    job = workers.Job("kernels:OPS", ("gelu",), ("eager", "torch"), ("float32",), "quick", 2)
+    job = workers.Job("kernels:configured", ("gelu",), ("eager", "torch"), ("float32",), "quick", 2)
     outcome = workers.run(job, workers.parse_gpus("0,1", workers.visible_gpus()))
     assert outcome.failures == []
     [result] = outcome.machines.values()

@@ -1,6 +1,6 @@
 """Fake ops and GPU identities for the CPU emulation of ``fusebench.measure.workers`` (tests/test_workers.py).
 
-Imported by name in the spawned workers (``Job.registry = "workerops:OPS"``): everything here is
+Imported by name in the spawned workers (``Job.registry = "workerops:ops"``): everything here is
 module-level. A worker knows its fake GPU from ``CUDA_VISIBLE_DEVICES``, set by the parent.
 """
 
@@ -57,6 +57,12 @@ FRAGILE = Op("fragile", reference=lambda x: x.double() * 2, grids={"cpu": [(64,)
 FRAGILE.backend("eager")(_fragile)
 
 OPS = {op.name: op for op in (TOY, FRAGILE, LATE)}
+
+
+def ops(case_file: str | None) -> dict:
+    """The registry a worker reads (``Job.registry``), as ``kernels.configured`` is: the fake
+    ops, whatever the case file."""
+    return OPS
 
 
 def identify(dev) -> dict:

@@ -79,11 +79,13 @@ def build_cuda_extension() -> None:
         print(f"bench: {exc}; the cuda cases will say why", file=sys.stderr)
 
 
-def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops) -> int:
-    """Store one machine's sweep: the sweep file, the asv machine, a staged asv run, the summary,
-    then the asv result files and the run record together, in one transaction
-    (``fusebench.history.transaction``; the caller holds the folder's lock). Returns 0 when
-    stored, 1 when asv failed (``results`` then untouched)."""
+def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops,
+              case_file: Path | None = None) -> int:
+    """Store one machine's sweep: the sweep file, the asv machine, a staged asv run (its suite
+    over the cases of ``case_file``, None: ``fusebench.yaml``), the summary, then the asv result
+    files and the run record together, in one transaction (``fusebench.history.transaction``; the
+    caller holds the folder's lock). Returns 0 when stored, 1 when asv failed (``results`` then
+    untouched)."""
     sweep_file = PROJECT_ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
     result.save(sweep_file)
     print(f"bench: sweep saved to {sweep_file.relative_to(PROJECT_ROOT)}", file=sys.stderr)
@@ -95,7 +97,8 @@ def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops
     try:
         status = store.run_asv(sweep_file, machine, commit, results,
                                classes=[asvsuite.class_name(op.name) for op in ops],
-                               metrics=[m.name for m in metrictable.METRICS if m.name in metrics], txn=txn)
+                               metrics=[m.name for m in metrictable.METRICS if m.name in metrics], txn=txn,
+                               case_file=case_file)
         result.phases["asv"] = round(time.perf_counter() - t, 1)
         print(summary.summary(result))
         if status != 0:
@@ -137,7 +140,7 @@ def selected(args: argparse.Namespace) -> tuple[list[Op], list[str], list[str], 
     # commit with n/a (asv stores a benchmark's whole parameter grid at once), and a run of
     # another case file has other parameters: keep it apart, like --quick.
     partial = (len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS) or bool(args.shapes)
-               or args.config is not None or bool(os.environ.get(config.CONFIG_ENV)))
+               or args.config is not None)
     return narrowed, backends, dtypes, grid, partial
 
 
@@ -225,8 +228,6 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fusebench bench`` with the parsed options; returns the exit status."""
     ops, backends, dtypes, _, partial = selected(args)
     rounds = args.rounds or config.load(args.config).rounds
-    if args.config is not None:  # the asv suite's processes read the same case file
-        os.environ[config.CONFIG_ENV] = str(args.config.resolve())
     results = args.results or PROJECT_ROOT / results_folder(args.quick, partial)
     commit = environment.git_commit()
     if commit is None:
@@ -271,8 +272,9 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
     started = time.perf_counter()
     lost: list[str] = []
     if slots:
-        job = workers.Job("kernels:OPS", tuple(op.name for op in ops), tuple(backends), tuple(dtypes),
-                          sweep.grid_name(torch.device("cuda"), args.quick), rounds)
+        job = workers.Job("kernels:configured", tuple(op.name for op in ops), tuple(backends), tuple(dtypes),
+                          sweep.grid_name(torch.device("cuda"), args.quick), rounds,
+                          case_file=str(args.config.resolve()) if args.config else None)
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),
                                         workers.gpu_model(slots[0].visible), job.grid)
@@ -298,7 +300,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         if not any(r.status == "ok" for r in result.records):
             print(f"bench: nothing measured on {machine}; nothing of it stored", file=sys.stderr)
             continue
-        if store_run(result, machine, commit, results, ops) == 0:
+        if store_run(result, machine, commit, results, ops, args.config) == 0:
             stored.append(machine)
         else:
             asv_failed += 1

@@ -7,10 +7,11 @@ asv's ``benchmarks/suite.py``, hence beside the commands (the harness never impo
 It imports nothing of fusebench at module level and uses only what the sweep has long had:
 ``new_record``, ``build_and_gate``, ``prepare``, ``time_round`` (``fusebench.measure.sweep``).
 
-Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...]}``;
-the child answers ``{"ready": {case: {launches, kernel_id, kernel_by_timing}}, "machine": name}`` or
-``{"error": one line}`` on its stdout, then each ``round`` line on stdin with ``{"round": {case:
-figures}}`` (or an error) until ``quit`` or the end of input. Whatever the measured code prints
+Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...],
+"config": the commit's case file}`` (``bisect_probe.request``); the child answers ``{"ready":
+{case: {launches, kernel_id, kernel_by_timing}}, "machine": name}`` or ``{"error": one line}`` on
+its stdout, then each ``round`` line on stdin with ``{"round": {case: figures}}`` (or an error)
+until ``quit`` or the end of input. Whatever the measured code prints
 goes to stderr, the probe's log.
 """
 
@@ -48,7 +49,7 @@ def build(request: dict):
     from fusebench.measure import environment, sweep
 
     dev = environment.device()
-    ops = kernels.configured()
+    ops = kernels.configured(request["config"])
     built = []
     for case in request["cases"]:
         op_name, backend, shape, dtype = case.split("/")

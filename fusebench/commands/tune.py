@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 
-from fusebench import config
 from fusebench.cli import add_config
 
 #: The tuners: ``fusebench tune <name>`` runs ``fusebench.commands.tune_<name>``.
@@ -35,7 +33,5 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Run the chosen tuner; returns its exit status."""
-    if args.config is not None:  # the tuners read the ops (their default grids) from kernels.OPS
-        os.environ[config.CONFIG_ENV] = str(args.config.resolve())
+    """Run the chosen tuner (it reads its ops from ``args.config``); returns its exit status."""
     return args.tune(args)

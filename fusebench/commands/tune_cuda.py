@@ -31,7 +31,7 @@ from fusebench.errors import UsageError
 from fusebench.measure import correctness, metrics, timing
 from fusebench.measure.inputs import make_input
 from fusebench.registry import DTYPES, shape_label
-from kernels import get_op
+from kernels import configured, get_op
 
 GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
 
@@ -181,10 +181,10 @@ def pct(op, shape, dtype, us: float | None, ceiling_gbps: float) -> float | None
 
 
 def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes: list[str] | None = None,
-                  prefixes: list[str] | None = None) -> bool:
+                  prefixes: list[str] | None = None, ops: dict | None = None) -> bool:
     from kernels import cuda_ext
 
-    op = get_op("softmax")
+    op = get_op("softmax", ops)
     props = torch.cuda.get_device_properties(dev)
     sms, cc = props.multi_processor_count, props.major
     ceiling = metrics.measure_copy_ceiling(dev)
@@ -246,10 +246,10 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes:
     return ok
 
 
-def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float) -> bool:
+def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float, ops: dict | None = None) -> bool:
     from kernels import cuda_ext
 
-    op = get_op("gelu")
+    op = get_op("gelu", ops)
     ceiling = metrics.measure_copy_ceiling(dev)
     # cuda as the suite runs it, then forced plain and programmatic dependent launches.
     columns = {
@@ -304,8 +304,9 @@ def run(args: argparse.Namespace) -> int:
     dev = torch.device("cuda")
     shapes = args.shapes.split(",") if args.shapes else None
     prefixes = args.variants.split(",") if args.variants else None
-    ok = softmax_table(dtypes, dev, args.budget, shapes, prefixes)
+    ops = configured(args.config)
+    ok = softmax_table(dtypes, dev, args.budget, shapes, prefixes, ops)
     if not args.no_gelu:
-        ok &= gelu_table(dtypes, dev, args.budget)
+        ok &= gelu_table(dtypes, dev, args.budget, ops)
     return 0 if ok else 1
 

@@ -30,7 +30,7 @@ from fusebench.measure import timing
 from fusebench.measure.correctness import check
 from fusebench.measure.inputs import make_input
 from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
-from kernels import get_op
+from kernels import configured, get_op
 
 #: Backends timed beside the candidates when registered for the op: the suite's built-in and
 #: the public reference kernels (issue 15).
@@ -216,13 +216,13 @@ def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
     return [(label, lambda x, p=p: ts.softmax(x, _plan=p)) for label, p in softmax_plans(x)]
 
 
-def _softmax_cases() -> list[tuple[str, tuple[int, ...], torch.dtype, Callable]]:
+def _softmax_cases(ops: dict | None = None) -> list[tuple[str, tuple[int, ...], torch.dtype, Callable]]:
     from fusebench.registry import DTYPES
 
     return [
         ("softmax", shape, dtype, softmax_candidates)
         for dtype in DTYPES.values()
-        for shape in get_op("softmax").grids["default"]
+        for shape in get_op("softmax", ops).grids["default"]
     ]
 
 
@@ -255,10 +255,10 @@ def _yardsticks(op, x: torch.Tensor) -> list[Candidate]:
 
 
 def run_case(
-    op_name, shape, dtype, candidates, dev, budget_s, ceiling
+    op_name, shape, dtype, candidates, dev, budget_s, ceiling, ops=None
 ) -> tuple[str, float, str, float] | None:
     """Print the table of one case; return (best candidate, its µs, best yardstick, its µs)."""
-    op = get_op(op_name)
+    op = get_op(op_name, ops)
     x = make_input(shape, dtype, str(dev))
     nbytes = op.bytes_moved(shape, dtype)
     print(
@@ -329,7 +329,8 @@ def run(args: argparse.Namespace) -> int:
         f"triton {triton.__version__}; copy ceiling {ceiling:.0f} GB/s (1 GiB copy_); hot device "
         "time, median; vs def = default µs / config µs; [name] = yardstick backend"
     )
-    cases = (_softmax_cases() if args.op in ("softmax", "all") else []) + (
+    ops = configured(args.config)
+    cases = (_softmax_cases(ops) if args.op in ("softmax", "all") else []) + (
         GELU_CASES if args.op in ("gelu", "all") else []
     )
     start = time.perf_counter()
@@ -337,8 +338,8 @@ def run(args: argparse.Namespace) -> int:
     for op_name, shape, dtype, candidates in cases:
         label = f"{op_name} {'x'.join(map(str, shape))} {str(dtype).removeprefix('torch.')}"
         if args.only in label:
-            nbytes = get_op(op_name).bytes_moved(shape, dtype)
-            best = run_case(op_name, shape, dtype, candidates, dev, args.budget, ceiling)
+            nbytes = get_op(op_name, ops).bytes_moved(shape, dtype)
+            best = run_case(op_name, shape, dtype, candidates, dev, args.budget, ceiling, ops)
             torch.cuda.empty_cache()  # the case's tensors are gone: let the next one have HBM
             summary.append((label, nbytes, best))
     if not summary:

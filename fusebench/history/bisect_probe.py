@@ -154,6 +154,13 @@ def _info(case: str, ready) -> CaseInfo:
     return CaseInfo(launches, kernel_id, bool(ready.get("kernel_by_timing")))
 
 
+def request(worktree: Path, cases: Sequence[str]) -> str:
+    """The child's one argument: its worktree, the cases, and the case file it reads, the
+    commit's own ``fusebench.yaml`` (whatever case file the parent was given)."""
+    return json.dumps({"root": str(worktree), "cases": list(cases),
+                       "config": str(worktree / "fusebench.yaml")})
+
+
 class ChildMeasurer:
     """:class:`fusebench.history.bisect.Measurer` with a worktree and a child process per commit.
 
@@ -178,8 +185,8 @@ class ChildMeasurer:
 
     def env(self, worktree: Path, sha: str) -> dict:
         """The child's environment: the worktree's code first on the path (the packages the path
-        had stay after it), its own case file, the commit's own extension folder."""
-        env = {k: v for k, v in os.environ.items() if k != "FUSEBENCH_CONFIG"}
+        had stay after it), the commit's own extension folder."""
+        env = dict(os.environ)
         ext = str(self.cache / "ext" / sha)
         kept = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
         path = os.pathsep.join([str(worktree), *kept])
@@ -189,8 +196,7 @@ class ChildMeasurer:
 
     def start(self, commit: Commit, cases: Sequence[str]) -> Mapping[str, CaseInfo]:
         tree = bisect_git.worktree(self.repo, self.cache / "worktrees", commit.sha)
-        request = json.dumps({"root": str(tree), "cases": list(cases)})
-        child = _Child([self.python, "-c", self.code, request], tree, self.env(tree, commit.sha),
+        child = _Child([self.python, "-c", self.code, request(tree, cases)], tree, self.env(tree, commit.sha),
                        self.logs / f"{commit.short}.log")
         self.children[commit.sha] = child
         answer = child.ask(None, self.start_timeout)

@@ -26,7 +26,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from fusebench import metrictable, tmpdirs
+from fusebench import config, metrictable, tmpdirs
 from fusebench.history import transaction
 from fusebench.history.asvsuite import SWEEP_ENV
 from fusebench.measure import environment
@@ -163,8 +163,10 @@ ASV_SOME_FAILED = 2
 def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
             python: str = sys.executable, classes: list[str] | None = None,
             jobs: int | None = None, metrics: list[str] | None = None,
-            txn: transaction.Transaction | None = None) -> int:
-    """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``.
+            txn: transaction.Transaction | None = None, case_file: Path | None = None) -> int:
+    """Run the asv suite over ``sweep_file`` and merge its results into ``results_dir``; the
+    suite's parameters are the cases of ``case_file`` (None: ``fusebench.yaml``), the file the
+    sweep was measured from.
 
     The metrics (``metrics``: the ``track_*`` methods the ``classes`` have; None: all) are split
     over concurrent ``asv run`` processes (:func:`metric_groups`; ``jobs``: how many, default
@@ -199,7 +201,8 @@ def run_asv(sweep_file: Path, machine: str, commit: str, results_dir: Path,
     except ValueError as exc:
         print(f"asv: {exc}; nothing stored", file=sys.stderr)
         return 1
-    env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve())})
+    env = dict(os.environ, **{SWEEP_ENV: str(sweep_file.resolve()),
+                              config.CONFIG_ENV: str(Path(case_file or config.DEFAULT_PATH).resolve())})
     # asv drops PYTHONPATH in benchmark processes, not ASV_PYTHONPATH: the suite imports
     # fusebench and kernels from this checkout (installed or not), then what PYTHONPATH names.
     env["ASV_PYTHONPATH"] = os.pathsep.join(

@@ -85,7 +85,7 @@ def judge_history(results_dir: Path, machine: str, root: Path = PROJECT_ROOT) ->
     from fusebench.errors import UsageError
     from fusebench.history import compare, noise, results, runrecord
 
-    settings = config.load(None)
+    settings = config.load(config.DEFAULT_PATH)
     records = runrecord.records_dir(results_dir)
     history = noise.from_records(records / machine, root)
     reader = results.Reader(results_dir)

@@ -79,7 +79,8 @@ class Job:
     """What every worker measures (picklable: sent to the spawned processes).
 
     Attributes:
-        registry: ``"module:NAME"`` of the op registry (``"kernels:OPS"``), imported in each worker.
+        registry: ``"module:NAME"`` of the function that reads the case file into the ops
+            (``"kernels:configured"``: path or None -> name -> :class:`Op`), imported in each worker.
         ops, backends, dtypes: the selection (names).
         grid: the grid's name (``default``, ``quick``; ``cpu`` for a CPU emulation).
         rounds: rounds per case (>= 1).
@@ -88,6 +89,7 @@ class Job:
             ``environment.gpu_identity``; a test gives fake ones, with ``"gpu"`` a model name).
         costs: seconds per case, in the order of :meth:`cases` (:func:`costs_from_record`);
             None: :func:`estimated_cost` of each.
+        case_file: the case file the workers read, passed to ``registry`` (None: its default).
     """
 
     registry: str
@@ -99,11 +101,12 @@ class Job:
     device: str = "cuda"
     identify: Callable[[torch.device], dict] | None = None
     costs: tuple[float, ...] | None = None
+    case_file: str | None = None
 
     def cases(self) -> list[tuple[Op, str, tuple, str]]:
         """The run's cases in grid order (the same list in the parent and in every worker)."""
         module, _, name = self.registry.partition(":")
-        ops: Mapping[str, Op] = getattr(importlib.import_module(module), name)
+        ops: Mapping[str, Op] = getattr(importlib.import_module(module), name)(self.case_file)
         return sweep.cases([ops[n] for n in self.ops], self.grid, self.backends, self.dtypes)
 
 
