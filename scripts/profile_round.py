@@ -1,0 +1,30 @@
+"""Where a round's time goes: GELU and softmax (eager, torch, compile, triton), one round, under
+cProfile (issue 26's cost; docs/gate.md). Run on a GPU host from the project root:
+PYTHONPATH=. python scripts/profile_round.py
+"""
+
+import cProfile
+import io
+import pstats
+import time
+
+import kernels
+from fusebench.measure import sweep
+
+ops = [kernels.get_op("gelu"), kernels.get_op("softmax")]
+pr = cProfile.Profile()
+t = time.perf_counter()
+pr.enable()
+s = sweep.run(
+    ops,
+    quick=False,
+    rounds=1,
+    backend_names=("eager", "torch", "compile", "triton"),
+    out=open("/dev/null", "w"),
+)
+pr.disable()
+print("wall", round(time.perf_counter() - t, 1), "phases", s.phases)
+for key in ("tottime", "cumulative"):
+    buf = io.StringIO()
+    pstats.Stats(pr, stream=buf).sort_stats(key).print_stats(28)
+    print(buf.getvalue()[-6000:])
