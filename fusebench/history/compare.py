@@ -10,16 +10,19 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 
 * ``slowdown`` = median(h) / median(b) (> 1 slower);
 * ``limit`` = max(FACTOR, history limit, 1 + NOISE_K × noise): the history limit is the case's
-  between-run drift learned from the committed records (``fusebench.history.noise``: K sigmas
-  of its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
-  between rounds ((max - min) / median). A graph figure without history of its own borrows the
-  case's hot-figure history where that times the same kernels at 20 us per launch or more;
-  otherwise, without history, the limit is the stated fallback of its time band
-  (``noise.FALLBACK``) and the note says ``no history``. The limit is the case's minimum
-  detectable effect: the smallest slowdown the gate can call a regression there;
+  between-run drift learned from the committed records (``fusebench.history.noise``: K sigmas of
+  its A/A pairs, shrunk toward its class); ``noise`` is the larger of the two runs' spread
+  between rounds ((max - min) / median), or, when both runs kept every round (the same grid is
+  timed in the same round orders on every machine), the spread of the ratios h_i / b_i round
+  against round, so that what a round's order does to both runs cancels. A graph figure without
+  history of its own borrows the case's hot-figure history where that times the same kernels at
+  20 us per launch or more; otherwise, without history, the limit is the stated fallback of its
+  time band (``noise.FALLBACK``) and the note says ``no history``. The limit is the case's
+  minimum detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05 (with 3 rounds a side the smallest p is 1/20 = 0.05:
-  every head round slower than every base round). Where the test cannot reach ``ALPHA`` (fewer
+  every head round slower than every base round), or, paired, every head round slower than its
+  base round. Where the test cannot reach ``ALPHA`` (fewer
   rounds), the limit alone decides;
 * **improvement**: the same, the other way; **within noise**: beyond FACTOR but not beyond the
   limit or not separated; **same**: within FACTOR;
@@ -96,6 +99,8 @@ class Case:
         kernel_by_timing: the backend picks its kernel by timing at first use.
         graph_ms: the case's graph device time in that run, ms (None: not captured or unknown).
         launches: kernels one call launches (None unknown).
+        rounds: the round index of each value (empty: a stored value, no rounds). Two runs of
+            one grid time their cases in the same round orders, so equal ``rounds`` pair values.
     """
 
     values: tuple[float, ...] = ()
@@ -107,6 +112,7 @@ class Case:
     kernel_by_timing: bool = False
     graph_ms: float | None = None
     launches: int | None = None
+    rounds: tuple[int, ...] = ()
 
     @property
     def measured(self) -> bool:
@@ -217,7 +223,13 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
     before, after = base.median, head.median
     worse, better = (after, before) if metric.sign < 0 else (before, after)
     ratio = (1.0 if worse == 0 else math.inf) if better == 0 else worse / better
-    noise = max(base.noise, head.noise)
+    paired = len(base.values) > 1 and base.rounds == head.rounds == tuple(range(len(base.values))) \
+        and len(head.values) == len(base.values) and all(base.values)
+    if paired:  # round i against round i: what the rounds' order does to both runs cancels
+        ratios = [h / b for b, h in zip(base.values, head.values)]
+        noise = (max(ratios) - min(ratios)) / statistics.median(ratios)
+    else:
+        noise = max(base.noise, head.noise)
     limit = max(factor, 1.0 + NOISE_K * noise)
     notes = []
     if history is not None and history.limit is not None:
@@ -234,6 +246,8 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
         p_faster = mann_whitney_greater(*slower[::-1])
         p = p_slower if ratio >= 1 else p_faster
     separated = p is None or p <= alpha
+    if paired and not separated:  # every round on the same side of its counterpart
+        separated = all(r > 1 for r in ratios) if ratio >= 1 else all(r < 1 for r in ratios)
     if ratio > limit and separated:
         status = REGRESSION
     elif ratio < 1.0 / limit and separated:
@@ -280,7 +294,9 @@ def case_of(run: Run, record, benchmark: str, params: Params, index: dict | None
         rec = (index if index is not None else record.by_key()).get((_op_of(benchmark), *params))
     if rec is not None and rec.status == "ok" and rec.rounds:
         rounds, contamination = clean_rounds(rec.rounds)
-        values = tuple(r[metric.field] * metric.scale for r in rounds if r.get(metric.field) is not None)
+        used = [(i, r) for i, r in enumerate(rec.rounds)
+                if any(r is c for c in rounds) and r.get(metric.field) is not None]
+        values = tuple(r[metric.field] * metric.scale for _, r in used)
         graph = [r[_GRAPH] for r in rounds if r.get(_GRAPH) is not None]
         graph_ms = statistics.median(graph) if graph and not rec.graph_reason else None
         if values:
@@ -291,7 +307,8 @@ def case_of(run: Run, record, benchmark: str, params: Params, index: dict | None
                 iqr = rounds[0].get(iqr_field)
                 noise = iqr * metric.scale / med if iqr is not None and med > 0 else 0.0
             return Case(values, False, noise, rec.time_per_launch_ms(), tuple(contamination),
-                        rec.kernel_id, rec.kernel_by_timing, graph_ms, rec.launches)
+                        rec.kernel_id, rec.kernel_by_timing, graph_ms, rec.launches,
+                        tuple(i for i, _ in used))
     if not is_measured(value):
         return Case()
     noise = 0.0
