@@ -15,7 +15,7 @@ import os
 
 from fusebench import config
 from fusebench.history import asvsuite
-from kernels import configured
+from fusebench.ops import configured
 
 # asv starts this process with no argument of ours: the case file comes in its environment.
 for _cls in asvsuite.suite_classes(configured(os.environ.get(config.CONFIG_ENV)).values()):

@@ -1,6 +1,6 @@
 """The op and backend registry.
 
-Each op module in ``kernels/`` builds one :class:`Op` (its reference, grids, dtype axis and
+Each op module in ``fusebench/ops/`` builds one :class:`Op` (its reference, grids, dtype axis and
 declared work: bytes moved, and flops for a compute-bound op) and registers its backends on it with
 :meth:`Op.backend`. A backend is a *factory*: given the input tensor it does all setup
 (allocation, compilation, extension build) and returns a zero-argument callable; only that
@@ -22,7 +22,7 @@ from fusebench.errors import SkipCase, UsageError
 
 #: The fixed backend axis, in report order. ``eager`` is the unfused baseline; after fusebench's own
 #: kernels come the reference backends, the field's public kernels under their library's name
-#: (``kernels/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
+#: (``fusebench/ops/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
 BACKENDS: tuple[str, ...] = ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
 
 #: The plain dtypes (names as used on the command line and in asv); the memory-bound ops'

@@ -8,8 +8,8 @@ project root: PYTHONPATH=. python scripts/gpu_address_probe.py
 import torch
 
 from fusebench.measure import inputs, timing
-from kernels.triton_gelu import gelu as tg
-from kernels.triton_softmax import softmax as tsm
+from fusebench.ops.gelu.triton import gelu as tg
+from fusebench.ops.softmax.triton import softmax as tsm
 
 
 def run(name, make_x, f):

@@ -15,7 +15,7 @@ import pynvml
 import torch
 
 from fusebench.measure import inputs, timing
-from kernels.triton_gelu import gelu as tg
+from fusebench.ops.gelu.triton import gelu as tg
 
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)

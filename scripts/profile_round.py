@@ -8,10 +8,10 @@ import io
 import pstats
 import time
 
-import kernels
+from fusebench import ops as registry
 from fusebench.measure import sweep
 
-ops = [kernels.get_op("gelu"), kernels.get_op("softmax")]
+ops = [registry.get_op("gelu"), registry.get_op("softmax")]
 pr = cProfile.Profile()
 t = time.perf_counter()
 pr.enable()

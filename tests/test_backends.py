@@ -6,7 +6,7 @@ import torch
 
 from fusebench.errors import SkipCase
 from fusebench.measure import correctness
-from kernels import OPS
+from fusebench.ops import OPS
 
 # Memory-bound ops (elementwise, row-wise) take any shape; compute-bound ones (matmul: square
 # matrices) have their own shape tests in tests/test_matmul.py.

@@ -126,8 +126,8 @@ def test_the_skips_list_predicts_are_the_ones_the_sweep_records(monkeypatch):
     reason the sweep records for each of them."""
     from fusebench.commands.bench import plan
     from fusebench.measure import sweep
+    from fusebench.ops import OPS
     from fusebench.registry import BACKENDS, PRECISIONS
-    from kernels import OPS
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     planned = plan(list(OPS.values()), "cpu-quick", list(BACKENDS), list(PRECISIONS), CPU)
@@ -145,7 +145,7 @@ def test_a_shared_cpu_names_a_few_contaminated_cases_per_round_and_counts_the_re
     import io
 
     from fusebench.measure import sweep
-    from kernels import OPS
+    from fusebench.ops import OPS
 
     monkeypatch.setattr(environment.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
     gelu = OPS["gelu"]

@@ -38,16 +38,15 @@ def commit(repo, message):
 def repo(tmp_path):
     """A repository of this checkout's code: base, a no-op, GELU torch 2 ms slower, a no-op."""
     repo = tmp_path / "repo"
-    for name in ("fusebench", "kernels"):
-        shutil.copytree(PROJECT_ROOT / name, repo / name, symlinks=True,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    shutil.copytree(PROJECT_ROOT / "fusebench", repo / "fusebench", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("fusebench.yaml", "asv.conf.json"):
         shutil.copy(PROJECT_ROOT / name, repo / name)
     git(tmp_path, "init", "-q", "-b", "main", str(repo))
     shas = [commit(repo, "base")]
     (repo / "notes.txt").write_text("one\n")
     shas.append(commit(repo, "a note"))
-    gelu = repo / "kernels" / "gelu.py"
+    gelu = repo / "fusebench" / "ops" / "gelu" / "__init__.py"
     assert SLOW[0] in gelu.read_text()
     gelu.write_text(gelu.read_text().replace(*SLOW))
     shas.append(commit(repo, "gelu: torch backend sleeps 2 ms"))
@@ -76,7 +75,7 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
     root = tmp_path / "cache" / "worktrees"
     tree = bisect_git.worktree(repo, root, shas[1])
     assert tree == root / shas[1] and (tree / "notes.txt").read_text() == "one\n"
-    assert SLOW[0] in (tree / "kernels" / "gelu.py").read_text()
+    assert SLOW[0] in (tree / "fusebench" / "ops" / "gelu" / "__init__.py").read_text()
     (tree / "marker").write_text("kept")  # untracked: the tree is reused
     assert bisect_git.worktree(repo, root, shas[1]) == tree and (tree / "marker").exists()
     (tree / "notes.txt").write_text("edited\n")  # a tracked file edited: made again

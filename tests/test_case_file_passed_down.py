@@ -20,8 +20,7 @@ MAY_NAME_IT = {"fusebench/config.py": "defines it",
 
 
 def _library_modules() -> list[Path]:
-    return sorted(p for d in ("fusebench", "kernels") if (PROJECT_ROOT / d).is_dir()
-                  for p in (PROJECT_ROOT / d).rglob("*.py"))
+    return sorted((PROJECT_ROOT / "fusebench").rglob("*.py"))
 
 
 def _mentions(path: Path) -> list[int]:
@@ -60,7 +59,7 @@ def test_config_and_the_asv_entry_are_the_only_places_it_is_spelt():
 def test_the_case_file_in_the_environment_changes_nothing_below_the_command_line(monkeypatch, tmp_path):
     """A FUSEBENCH_CONFIG left in a shell is not a case file anybody reads: the default is the
     default, and a path given is the path given."""
-    from kernels import configured
+    from fusebench.ops import configured
 
     monkeypatch.setenv(config.CONFIG_ENV, str(tmp_path / "missing.yaml"))
     assert config.load().path == config.DEFAULT_PATH
@@ -77,7 +76,7 @@ def test_the_workers_read_the_case_file_they_are_handed(tmp_path):
     assert text.count(cpu_grid) == 1, "fusebench.yaml's gelu cpu grid changed: update this test"
     cases = tmp_path / "cases.yaml"
     cases.write_text(text.replace(cpu_grid, "      cpu: [16384]\n"))
-    job = workers.Job("kernels:configured", ("gelu",), ("torch",), ("float32",), "cpu", 1, "cpu",
+    job = workers.Job("fusebench.ops:configured", ("gelu",), ("torch",), ("float32",), "cpu", 1, "cpu",
                       case_file=str(cases))
     default = dataclasses.replace(job, case_file=None)
     assert [shape for _, _, shape, _ in default.cases()] == [(1024,), (16384,), (262144,), (1048576,)]

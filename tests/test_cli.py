@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
-from kernels import OPS
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
 VALID_BACKENDS = ", ".join(BACKENDS)
@@ -50,7 +50,7 @@ def test_quick_bench_end_to_end(tmp_path):
     import torch
 
     from fusebench.measure.sweep import grid_name
-    from kernels import get_op
+    from fusebench.ops import get_op
 
     grid = grid_name(torch.device("cuda" if torch.cuda.is_available() else "cpu"), quick=True)
     n = 2 * len(get_op("gelu").grids[grid])  # two backends, one dtype: cpu-quick here, 2 cases

@@ -16,7 +16,7 @@ from fusebench.paths import PROJECT_ROOT
 #: A commit id: 7 to 40 hex digits, at least one a-f and one 0-9, not part of a longer word or number.
 COMMIT = re.compile(r"(?<![\w.:/-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}(?![\w-])")
 
-CODE_DIRS = ("fusebench", "kernels", "benchmarks", "scripts", "tests")
+CODE_DIRS = ("fusebench", "benchmarks", "scripts", "tests")
 C_SUFFIXES = (".cu", ".cuh", ".cpp", ".h")
 #: Path-like words: a folder or two, then a file with an extension, or a lone Markdown file.
 PATH = re.compile(r"(?<![\w./<>{}$-])((?:\.\./|\./)?(?:[\w.*-]+/)+[\w.*-]+\.[a-z]{1,5}|[\w-]+\.md)(?![\w/])")

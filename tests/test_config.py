@@ -9,13 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-import kernels
-from fusebench import config, metrictable
+from fusebench import config, metrictable, ops
 from fusebench.history import asvsuite, compare
 from fusebench.measure import sweep
+from fusebench.ops import OPS, REGISTERED
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
-from kernels import OPS, REGISTERED
 
 
 def test_the_asv_parameters_are_those_of_the_committed_h200_results():
@@ -120,12 +119,12 @@ def test_each_bad_value_is_one_line_with_file_key_and_valid_values(tmp_path, cha
 
 
 def test_an_op_is_its_module_named_by_the_yaml(tmp_path):
-    # adding an op is kernels/<name>.py and its YAML entry: the entry names the module
+    # adding an op is fusebench/ops/<name>/ and its YAML entry: the entry names the module
     assert list(REGISTERED) == list(config.load().ops)
     path = mutated(tmp_path, _set(["ops", "relu"], {}))
     with pytest.raises(config.ConfigError) as err:
-        kernels.configured(path)
-    assert str(err.value) == f"{path}: ops.relu: no module kernels/relu.py builds this op"
+        ops.configured(path)
+    assert str(err.value) == f"{path}: ops.relu: no package fusebench/ops/relu/ builds this op"
 
 
 def test_a_matmul_shape_its_flops_refuse_is_named(tmp_path):

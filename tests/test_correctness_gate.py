@@ -3,7 +3,7 @@
 import torch
 
 from fusebench.measure import correctness
-from kernels import get_op
+from fusebench.ops import get_op
 
 GELU, SOFTMAX = get_op("gelu"), get_op("softmax")
 

@@ -12,13 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from kernels import cuda_check
+from fusebench.ops import cuda_check
 
 NVCC = cuda_check.find_nvcc()
 needs_nvcc = pytest.mark.skipif(
     NVCC is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)"
 )
 SOURCES = cuda_check.cuda_sources()
+#: Each op's .cu file by name (fusebench/ops/<op>/<name>.cu).
+SRC = {p.name: p for p in SOURCES}
 
 # Real `nvcc -c -arch=sm_90 -Xptxas -v -O3 -maxrregcount=24` output (nvcc 13.0) for a
 # kernel holding 48 live floats.
@@ -50,7 +52,7 @@ __global__ void spilly(const float* x, float* y) {
 
 @functools.cache
 def compiled(name: str) -> cuda_check.FileResult:
-    return cuda_check.compile_file(cuda_check.CUDA_DIR / name, arch="sm_90")
+    return cuda_check.compile_file(SRC[name], arch="sm_90")
 
 
 def test_sources_present_and_standalone():
@@ -76,7 +78,7 @@ def test_compiles_for_sm90_without_warnings(name):
 def test_compiles_for_sm80_without_warnings(name):
     # The extension also builds sm_80, where code used only by sm_90 kernel bodies is unused: a
     # warning there fails the build (it did once, on the H200). Spills are checked for sm_90.
-    r = cuda_check.compile_file(cuda_check.CUDA_DIR / name, arch="sm_80")
+    r = cuda_check.compile_file(SRC[name], arch="sm_80")
     assert r.returncode == 0, r.output
     assert "warning" not in r.output.lower(), r.output
 
@@ -119,7 +121,7 @@ def test_coop_chunk_mirrors_agree():
     """kCoopChunkElems / kCoopDefaultChunkElems (fusebench_cuda.h) against their mirrors: the
     Python constants, binding.cpp's error message and coop()'s cases in softmax.cu."""
     pytest.importorskip("torch")
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     header = (cuda_check.CUDA_DIR / "fusebench_cuda.h").read_text()
     chunks = tuple(int(c) for c in re.search(r"kCoopChunkElems\[\] = \{([^}]*)\}", header)[1].split(","))
@@ -129,7 +131,7 @@ def test_coop_chunk_mirrors_agree():
     binding = (cuda_check.CUDA_DIR / "binding.cpp").read_text()
     assert f'") or one of {", ".join(map(str, chunks))}, got "' in binding
     assert f"(default {default})" in binding
-    coop = re.search(r"cudaError_t coop\(.*?\n}\n", (cuda_check.CUDA_DIR / "softmax.cu").read_text(), re.S)[0]
+    coop = re.search(r"cudaError_t coop\(.*?\n}\n", SRC["softmax.cu"].read_text(), re.S)[0]
     assert tuple(int(c) for c in re.findall(r"case (\d+): return coop_cfg", coop)) == chunks
 
 
@@ -137,17 +139,17 @@ def test_cluster_chunk_mirrors_agree():
     """kClusterChunkElems (fusebench_cuda.h) against its mirrors: the Python constant, the refusal's
     and the binding's messages and cluster_dispatch's cases in softmax_cluster.cu."""
     pytest.importorskip("torch")
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     header = (cuda_check.CUDA_DIR / "fusebench_cuda.h").read_text()
     chunks = tuple(int(c) for c in re.search(r"kClusterChunkElems\[\] = \{([^}]*)\}", header)[1].split(","))
     assert chunks == cuda_ext.CLUSTER_CHUNKS
     listed = ", ".join(map(str, chunks))
-    refusal = (cuda_check.CUDA_DIR / "softmax_tma.cu").read_text()
+    refusal = SRC["softmax_tma.cu"].read_text()
     assert f"chunk must be 0 or one of ({listed}), got %d" in refusal
     binding = re.sub(r'"\s+"', "", (cuda_check.CUDA_DIR / "binding.cpp").read_text())  # joined literals
     assert f"chunk_elems 0, {', '.join(map(str, chunks[:-1]))} or {chunks[-1]}," in binding
-    source = (cuda_check.CUDA_DIR / "softmax_cluster.cu").read_text()
+    source = SRC["softmax_cluster.cu"].read_text()
     dispatch = re.search(r"cudaError_t cluster_dispatch\(.*?\n}\n", source, re.S)[0]
     assert tuple(int(c) for c in re.findall(r"case (\d+): return cluster_launch", dispatch)) == chunks
 
@@ -156,7 +158,7 @@ def test_unavailable_reason_without_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present: the GPU test suite covers the built extension")
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     reason = cuda_ext.unavailable_reason()
     assert isinstance(reason, str) and reason

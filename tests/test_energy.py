@@ -80,7 +80,7 @@ def test_the_counter_comes_from_nvml_on_a_gpu_only(monkeypatch):
 
 def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypatch):
     """The sweep on the CPU, with the fake counter standing in for NVML's."""
-    from kernels import OPS
+    from fusebench.ops import OPS
 
     c = FakeCounter(0.0)
     monkeypatch.setattr(energy, "counter", lambda dev: c.read)

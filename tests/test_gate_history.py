@@ -120,6 +120,17 @@ def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
     assert not noise.touches({"kernels/cuda/gelu.cu"}, noise.measured_paths("gelu", "torch"))
     assert noise.touches({"kernels/gelu.py"}, noise.measured_paths("gelu", "torch"))
     assert noise.touches({"kernels/x.py"}, noise.measured_paths("gelu", "some-new-backend"))
+    # the op package: the same rules; every op's .cu is in the one extension, another op's folder is not
+    gelu_paths = {b: noise.measured_paths("gelu", b) for b in ("torch", "triton", "cuda", "quack")}
+    expected = {"gelu/triton.py": {"triton"}, "gelu/__init__.py": {"torch", "triton", "cuda", "quack"},
+                "gelu/gelu.cu": {"cuda"}, "softmax/softmax.cu": {"cuda"}, "cuda/binding.cpp": {"cuda"},
+                "cuda_ext.py": {"cuda"}, "reference_libs.py": {"quack"}, "softmax/triton.py": set(),
+                "gelu/tuning.py": set()}
+    for changed, hit in expected.items():
+        touched = {b for b, p in gelu_paths.items() if noise.touches({f"fusebench/ops/{changed}"}, p)}
+        assert touched == hit, changed
+    assert noise.touches({"fusebench/ops/x.py"}, noise.measured_paths("gelu", "some-new-backend"))
+    assert set(noise.REFERENCE_BACKENDS) == {"liger", "quack", "flaggems"}
     # another torch, another method version of the metric, a dirty tree, an unknown diff: no pair
     for b2 in (run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"torch": "2.12"}),
                run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"git_dirty": True})):
@@ -186,14 +197,23 @@ def test_a_graph_figure_without_history_borrows_the_hot_history_only_where_it_ti
 
 
 def test_every_measured_op_and_backend_names_files_that_exist():
-    """A move of the kernels (one folder per op, say) must update the table, or no change would
-    ever end an A/A pair."""
-    import kernels
+    """A move of the ops must update the table, or no change would ever end an A/A pair. Each entry
+    names the layout before the op package (``kernels/``, gone since the move: it is kept so that
+    pairs of older runs still tell changed code from unchanged) and the op package's, which must exist."""
+    import glob
+
+    from fusebench import ops
     from fusebench.paths import PROJECT_ROOT
 
-    for op in kernels.configured().values():
+    def exists(p: str) -> bool:
+        return bool(glob.glob(str(PROJECT_ROOT / p.rstrip("/"))))
+
+    assert not (PROJECT_ROOT / "kernels").exists()  # the old paths below match only older commits
+    for op in ops.configured().values():
         for backend in op.backends:
-            paths = noise.measured_paths(op.name, backend)
-            assert any((PROJECT_ROOT / p.rstrip("/")).exists() for p in paths[:2]), (op.name, paths)
-            for own in noise.BACKEND_PATHS.get(backend, ("kernels/",)):
-                assert (PROJECT_ROOT / own.format(op=op.name).rstrip("/")).exists(), (op.name, backend, own)
+            paths = [p for p in noise.measured_paths(op.name, backend) if not p.startswith("kernels/")]
+            assert paths and all(p.startswith("fusebench/ops/") for p in paths), (op.name, backend, paths)
+            assert exists(f"fusebench/ops/{op.name}/__init__.py"), op.name
+            for own in noise.BACKEND_PATHS.get(backend, noise.ANY_OP_PATHS):
+                if not own.startswith("kernels/"):
+                    assert exists(own.format(op=op.name)), (op.name, backend, own)

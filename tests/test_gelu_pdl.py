@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from fusebench.measure import correctness
-from kernels import get_op
+from fusebench.ops import get_op
 
 pytestmark = pytest.mark.gpu
 
@@ -23,7 +23,7 @@ def _gelu_chain(gelu, x, calls=8):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dtype):
     if backend == "cuda":
-        from kernels import cuda_ext
+        from fusebench.ops import cuda_ext
 
         def plain(t):
             return cuda_ext.gelu(t, pdl=False)
@@ -31,7 +31,7 @@ def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dt
         def pdl(t):
             return cuda_ext.gelu(t, pdl=True)
     else:
-        from kernels import triton_gelu as tg
+        from fusebench.ops.gelu import triton as tg
 
         d = tg._launch_config(torch.empty((), dtype=dtype).element_size())
         on = tg.GeluConfig(d.block, d.num_warps, pdl=True)

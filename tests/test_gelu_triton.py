@@ -1,4 +1,4 @@
-"""The Triton GELU kernel (kernels.triton_gelu) against the float64 reference.
+"""The Triton GELU kernel (fusebench.ops.gelu.triton) against the float64 reference.
 
 Without a CUDA device it runs in the Triton interpreter on CPU tensors; shapes are kept small for it.
 """
@@ -10,7 +10,7 @@ triton = pytest.importorskip("triton")
 
 from kernelcheck import DEVICE, DTYPES, close, randn
 
-from kernels.triton_gelu import GeluConfig, gelu
+from fusebench.ops.gelu.triton import GeluConfig, gelu
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

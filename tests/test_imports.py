@@ -1,4 +1,4 @@
-"""Dependencies point one way: no import circle among fusebench's and the kernels' modules (imports
+"""Dependencies point one way: no import circle among fusebench's modules, the ops included (imports
 inside functions count: they hide a circle, they do not break it), nothing below the command line
 imports it, and reading the case file imports neither the sweep nor the gate."""
 
@@ -19,7 +19,7 @@ def _module_name(path: Path) -> str:
 
 @functools.cache
 def modules() -> dict[str, Path]:
-    return {_module_name(p): p for d in ("fusebench", "kernels") for p in (PROJECT_ROOT / d).rglob("*.py")}
+    return {_module_name(p): p for p in (PROJECT_ROOT / "fusebench").rglob("*.py")}
 
 
 def _target(name: str) -> str | None:
@@ -61,7 +61,7 @@ def _reachable(start: str) -> set[str]:
 def test_the_graph_sees_function_level_imports():
     # fusebench.history.site imports the plots inside publish(): the graph must see that edge
     assert "fusebench.history.plots" in imports()["fusebench.history.site"]
-    assert "kernels.rmsnorm" in modules() and "fusebench.registry" in imports()["kernels.rmsnorm"]
+    assert "fusebench.ops.rmsnorm" in modules() and "fusebench.registry" in imports()["fusebench.ops.rmsnorm"]
 
 
 def test_no_import_circle():
@@ -78,5 +78,5 @@ def test_nothing_below_the_command_line_imports_it():
 
 def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
     reached = _reachable("fusebench.config")
-    below = [m for m in reached if m.startswith(("fusebench.history", "fusebench.measure", "kernels"))]
+    below = [m for m in reached if m.startswith(("fusebench.history", "fusebench.measure", "fusebench.ops"))]
     assert not below, below

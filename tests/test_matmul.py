@@ -9,9 +9,9 @@ import torch
 from fusebench.errors import SkipCase
 from fusebench.history import asvsuite, summary
 from fusebench.measure import correctness, metrics, sweep
+from fusebench.ops import get_op
+from fusebench.ops.matmul import tolerance
 from fusebench.registry import DTYPES, PRECISIONS, Op, _tf32_matmul
-from kernels import get_op
-from kernels.matmul import tolerance
 
 MATMUL, GELU = get_op("matmul"), get_op("gelu")
 CPU = torch.device("cpu")

@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from fusebench.nsys import tool
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
-from kernels import OPS
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
 VALID_BACKENDS = ", ".join(BACKENDS)

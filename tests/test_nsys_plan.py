@@ -9,8 +9,8 @@ from fusebench.errors import UsageError
 from fusebench.nsys import capture, nvtx_ranges
 from fusebench.nsys.nvtx_ranges import RangeName, backend_color, parse_range, range_name
 from fusebench.nsys.plan import CALLS, Case, plan, select
+from fusebench.ops import get_op
 from fusebench.registry import BACKENDS
-from kernels import get_op
 
 VALID_BACKENDS = ", ".join(BACKENDS)
 

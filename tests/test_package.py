@@ -46,9 +46,13 @@ def wheel(tmp_path_factory):
 def test_the_wheel_holds_the_packages_the_cuda_sources_and_the_case_file(wheel):
     names = set(wheel.namelist())
     assert {"fusebench/__main__.py", "fusebench/measure/sweep.py", "fusebench/commands/bench.py",
-            "kernels/__init__.py", "kernels/gelu.py", "kernels/cuda/softmax.cu", "kernels/cuda/gelu.cu",
-            "kernels/cuda/binding.cpp", "kernels/cuda/common.cuh", "fusebench/fusebench.yaml"} <= names
-    assert not [n for n in names if n.startswith(("benchmarks/", "tests/", "scripts/"))]
+            "fusebench/ops/__init__.py", "fusebench/ops/gelu/__init__.py", "fusebench/ops/gelu/triton.py",
+            "fusebench/ops/softmax/softmax.cu", "fusebench/ops/gelu/gelu.cu",
+            "fusebench/ops/cuda/binding.cpp", "fusebench/ops/cuda/common.cuh",
+            "fusebench/ops/cuda/fusebench_cuda.h",
+            "fusebench/fusebench.yaml"} <= names
+    # the harness and its ops only: no top-level package of a common name (the ops were `kernels` once)
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {"fusebench"}
     # the packaged case file is the repository's (the link followed), not a stub
     assert wheel.read("fusebench/fusebench.yaml") == (PROJECT_ROOT / "fusebench.yaml").read_bytes()
 
@@ -137,17 +141,18 @@ def test_the_run_record_as_csv_has_one_row_per_case():
 
 
 def test_no_sys_path_edits_in_the_code():
-    hits = subprocess.run(["git", "grep", "-n", "sys.path.insert", "--", "fusebench", "kernels", "scripts",
+    hits = subprocess.run(["git", "grep", "-n", "sys.path.insert", "--", "fusebench", "scripts",
                            "benchmarks"], cwd=PROJECT_ROOT, capture_output=True, text=True).stdout
     assert hits == ""
 
 
 def test_the_harness_is_handed_its_ops_and_never_imports_them():
-    # kernels/ imports the harness (fusebench.registry, backends); the arrow never points back:
-    # only the command line (fusebench/commands) and asv's entry (benchmarks/suite.py) name kernels
+    # fusebench/ops/ imports the harness (fusebench.registry, backends); the arrow never points back:
+    # only the command line (fusebench/commands) and asv's entry (benchmarks/suite.py) name the ops
     harness = ["fusebench/measure", "fusebench/history", "fusebench/nsys", "fusebench/lecture",
                *(str(p.relative_to(PROJECT_ROOT)) for p in (PROJECT_ROOT / "fusebench").glob("*.py"))]
-    hits = subprocess.run(["git", "grep", "-nE", r"^\s*(from|import) kernels\b", "--", *harness],
+    ops = r"^\s*(from fusebench\.ops\b|import fusebench\.ops\b|from fusebench import ops\b)"
+    hits = subprocess.run(["git", "grep", "-nE", ops, "--", *harness],
                           cwd=PROJECT_ROOT, capture_output=True, text=True).stdout
     assert hits == ""
 
@@ -198,6 +203,11 @@ def test_pip_install_gives_a_fusebench_command_that_works_outside_the_checkout(t
                           "--quick"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert out.returncode == 0, out.stderr
     assert out.stdout.splitlines()[1].split()[:4] == ["matmul", "torch", "256x256", "tf32"]
-    where = subprocess.run([str(venv / "bin" / "python"), "-c", "import kernels; print(kernels.__file__)"],
+    where = subprocess.run([str(venv / "bin" / "python"), "-c",
+                            "import fusebench.ops.gelu; print(fusebench.ops.gelu.__file__)"],
                            cwd=tmp_path, capture_output=True, text=True, env=env).stdout
     assert where.startswith(str(venv)), where
+    # the distribution claims no top-level package of a common name (the ops were `kernels` once)
+    old = subprocess.run([str(venv / "bin" / "python"), "-c", "import kernels"], cwd=tmp_path,
+                         capture_output=True, text=True, env=env)
+    assert old.returncode == 1 and "No module named 'kernels'" in old.stderr, old.stderr

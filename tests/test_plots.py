@@ -4,9 +4,9 @@ import pytest
 from asvfiles import main_commits, write_result
 
 from fusebench.history import marks, plots, results, runrecord
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
-from kernels import OPS
 
 H200 = PROJECT_ROOT / "results"
 

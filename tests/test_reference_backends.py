@@ -13,9 +13,9 @@ from fusebench.errors import SkipCase
 from fusebench.history import site, summary
 from fusebench.measure import correctness
 from fusebench.measure.sweep import Record, Sweep
+from fusebench.ops import get_op, reference_libs
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
-from kernels import get_op, reference_libs
 from scripts import lock  # noqa: E402
 
 REFERENCE = ("liger", "quack", "flaggems")

@@ -5,8 +5,8 @@ import torch
 
 from fusebench.cli import pick
 from fusebench.errors import SkipCase, UsageError
+from fusebench.ops import OPS, get_op
 from fusebench.registry import BACKENDS, DTYPES, Op, parse_dtype, parse_shape, shape_label
-from kernels import OPS, get_op
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
 VALID_BACKENDS = ", ".join(BACKENDS)

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from fusebench.lecture import mlp, pitfalls, reports, torch_profile
+from fusebench.ops import OPS, get_op
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS, get_op
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
 

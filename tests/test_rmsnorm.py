@@ -18,7 +18,7 @@ from kernelcheck import DEVICE, DTYPES, randn
 from fusebench.errors import SkipCase
 from fusebench.measure import correctness
 from fusebench.measure.inputs import make_input
-from kernels import get_op, rmsnorm
+from fusebench.ops import get_op, rmsnorm
 
 OP = get_op("rmsnorm")
 
@@ -73,7 +73,7 @@ def test_compile_passes_the_gate_or_is_skipped_with_a_reason():
 
 
 triton = pytest.importorskip("triton")
-from kernels import triton_rmsnorm as tr  # noqa: E402
+from fusebench.ops.rmsnorm import triton as tr  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

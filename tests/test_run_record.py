@@ -12,8 +12,8 @@ import torch
 
 from fusebench.history import drawable, runrecord
 from fusebench.measure import environment, launches, sweep
+from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
-from kernels import get_op
 
 
 def test_records_live_beside_their_results_folder():

@@ -10,9 +10,9 @@ import torch
 from fusebench.errors import UsageError
 from fusebench.measure.selection import choose, require_measured
 from fusebench.measure.sweep import Record
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS
-from kernels import OPS
 
 VALID_OPS = ", ".join(OPS)  # the registry's order
 VALID_BACKENDS = ", ".join(BACKENDS)

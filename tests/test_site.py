@@ -12,8 +12,8 @@ import pytest
 from asvfiles import main_commits, write_result
 
 from fusebench.history import site, store
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from fusebench.history import results, site, store
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
-from kernels import OPS
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHECK = PROJECT_ROOT / "site" / "browser_check.mjs"

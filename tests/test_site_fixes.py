@@ -6,8 +6,8 @@ import json
 import pytest
 
 from fusebench.history import site, site_fixes
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 NPM_ORDERBARS = PROJECT_ROOT / "site" / "node_modules" / "flot-orderbars" / "js" / "jquery.flot.orderBars.js"
 SRC = site_fixes.ORDERBARS

@@ -10,8 +10,8 @@ import asv
 import pytest
 
 from fusebench.history import site, site_readable
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 WWW = Path(asv.__file__).parent / "www"
 

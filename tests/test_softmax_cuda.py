@@ -1,4 +1,4 @@
-"""The hand-written CUDA softmax (kernels.cuda_ext): every variant through the correctness gate,
+"""The hand-written CUDA softmax (fusebench.ops.cuda_ext): every variant through the correctness gate,
 coop, cluster, tma and tma_grid at every configuration, their refusals, and the automatic pick.
 Marked ``gpu`` (skipped without one; run on the H200)."""
 
@@ -9,7 +9,7 @@ import torch
 from kernelcheck import DTYPES, softmax_ref
 
 from fusebench.measure import correctness
-from kernels import get_op
+from fusebench.ops import get_op
 
 pytestmark = pytest.mark.gpu
 
@@ -30,7 +30,7 @@ pytestmark = pytest.mark.gpu
 ])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     assert cuda_ext.unavailable_reason() is None
     x = torch.randn(shape, device="cuda", dtype=dtype)
@@ -70,7 +70,7 @@ def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> No
 @pytest.mark.parametrize("shape", [(300, 100000), (2, 1 << 20), (7, 65537)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_coop_every_chunk_matches_the_reference(chunk, shape, dtype):
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     assert cuda_ext.unavailable_reason() is None
     x = torch.randn(shape, device="cuda", dtype=dtype)
@@ -90,7 +90,7 @@ def test_coop_special_rows(dtype, first):
     """Equal values, all -inf (NaN like torch), -inf over whole chunks (their partial is
     (-FLT_MAX, 0)), one dominant value; in rows 0..3 (each group's first row) or 395..398 (a
     later row of its group: 8 blocks of 8192 per row, so at most capacity // 8 < 395 groups)."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     x = torch.randn(400, 65536, device="cuda", dtype=dtype)
     r = first
@@ -108,7 +108,7 @@ def test_coop_special_rows(dtype, first):
 def test_coop_counters_are_reset_between_calls():
     """Back-to-back calls of other shapes, chunks and dtypes reuse the counters of the stream
     (each launch must leave them zero, or the next one spins forever), also on a second stream."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     calls = [((700, 40960), torch.float32, 0), ((64, 65536), torch.bfloat16, 4096),
              ((700, 40960), torch.float32, 0), ((1, 1 << 20), torch.float16, 32768),
@@ -123,7 +123,7 @@ def test_coop_counters_are_reset_between_calls():
 
 
 def test_coop_refusals_are_clear_and_leave_no_error_behind():
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     x = torch.randn(4, 1000, device="cuda")
     with pytest.raises(ValueError, match="chunk must be 0"):
@@ -139,7 +139,7 @@ def test_coop_refusals_are_clear_and_leave_no_error_behind():
 
 
 def test_auto_picks_cluster_for_long_rows_and_never_coop():
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     v = cuda_ext.VARIANTS
@@ -170,7 +170,7 @@ def test_auto_picks_cluster_for_long_rows_and_never_coop():
 @pytest.mark.parametrize("shape", [(256, 262144), (9, 65536), (5, 40000), (3, 100000), (11, 4104)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     x = torch.randn(shape, device="cuda", dtype=dtype) * 4
     x[0, : shape[1] // 2] = float("-inf")  # whole CTAs of -inf must not poison the row
@@ -194,7 +194,7 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
 
 
 def test_cluster_refuses_what_it_cannot_run():
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     with pytest.raises(ValueError, match="softmax_cluster"):
         cuda_ext.softmax_cluster(torch.randn(4, 40001, device="cuda"), 0)  # not a multiple of 4
@@ -229,7 +229,7 @@ def _special_rows(shape, dtype):
                                    (1000, 1024), (4, 8)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tma_every_config_matches_the_reference(name, shape, dtype):
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     kb, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
     x = _special_rows(shape, dtype)
@@ -255,7 +255,7 @@ def test_tma_every_config_matches_the_reference(name, shape, dtype):
 @pytest.mark.parametrize("shape", [(1, 1 << 20), (3, 300000), (1, 4096), (2, 1000000), (7, 65536)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tma_grid_every_config_matches_the_reference_and_resets_counters(name, shape, dtype):
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     k, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
     x = _special_rows(shape, dtype)
@@ -266,7 +266,7 @@ def test_tma_grid_every_config_matches_the_reference_and_resets_counters(name, s
 
 
 def test_tma_refusals_are_clear_and_fall_back_in_auto():
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     x = torch.randn(4, 40001, device="cuda")
     with pytest.raises(ValueError,

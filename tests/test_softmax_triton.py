@@ -1,4 +1,4 @@
-"""The Triton softmax kernels (kernels.triton_softmax): every plan kind against the float64
+"""The Triton softmax kernels (fusebench.ops.softmax.triton): every plan kind against the float64
 reference, with the invariants (outputs in [0, 1], rows summing to 1).
 
 Without a CUDA device they run in the Triton interpreter on CPU tensors; shapes are kept small for
@@ -12,8 +12,8 @@ triton = pytest.importorskip("triton")
 
 from kernelcheck import DEVICE, DTYPES, close, randn, softmax_ref
 
-from kernels import triton_softmax as ts
-from kernels.triton_softmax import SoftmaxPlan, plan, softmax
+from fusebench.ops.softmax import triton as ts
+from fusebench.ops.softmax.triton import SoftmaxPlan, plan, softmax
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

@@ -1,12 +1,12 @@
-"""The Triton softmax plan (kernels.triton_softmax.plan): which kind, block, warps and programs
+"""The Triton softmax plan (fusebench.ops.softmax.triton.plan): which kind, block, warps and programs
 each shape gets on an H200 (132 SMs), and that every kind is reachable."""
 
 import pytest
 
 triton = pytest.importorskip("triton")
 
-from kernels import triton_softmax as ts
-from kernels.triton_softmax import plan
+from fusebench.ops.softmax import triton as ts
+from fusebench.ops.softmax.triton import plan
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

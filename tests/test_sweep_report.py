@@ -3,8 +3,8 @@ import torch
 
 from fusebench.history import summary
 from fusebench.measure import sweep, timing
+from fusebench.ops import get_op
 from fusebench.registry import Op
-from kernels import get_op
 
 CPU = torch.device("cpu")
 

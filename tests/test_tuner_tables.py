@@ -6,8 +6,8 @@ import pytest
 pytest.importorskip("torch")
 
 from fusebench.commands import tune_cuda  # noqa: E402
-from kernels import cuda_ext  # noqa: E402
-from kernels.cuda_check import CUDA_DIR  # noqa: E402
+from fusebench.ops import cuda_ext  # noqa: E402
+from fusebench.ops.cuda_check import CUDA_DIR  # noqa: E402
 
 
 def test_variant_codes_match_the_header():
@@ -55,7 +55,7 @@ def test_triton_softmax_candidates_are_distinct_plans(shape, dtype_name):
     import torch
 
     from fusebench.commands import tune_triton
-    from kernels import triton_softmax as ts
+    from fusebench.ops.softmax import triton as ts
 
     dtype = getattr(torch, dtype_name)
     x = torch.empty(shape, dtype=dtype, device="meta")  # the list needs only the shape and dtype

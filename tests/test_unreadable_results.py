@@ -10,8 +10,8 @@ from asvfiles import main_commits, write_result
 
 from fusebench.errors import UsageError
 from fusebench.history import plots, results, site
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 T = "suite.Gelu.track_device_time"
 AXES = [["eager", "torch"], ["16384x16384"], ["float32"]]

@@ -12,8 +12,8 @@ import pytest
 
 from fusebench.history import site
 from fusebench.history.untrusted import _cut
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 
 #: Markup whose only effect, if rendered, is a request for /pwned-<where> (the browser test

@@ -159,11 +159,12 @@ def test_cases_dealt_by_a_stand_in_cost_model_not_by_who_builds_first():
 def test_costs_from_an_h200_record_balance_two_gpus():
     """The committed 485-case H200 run's own figures as the costs: dealt to two GPUs, the two
     loads are within 1 %; by count (every other case) they are not."""
-    from kernels import OPS
+    from fusebench.ops import OPS
 
     record = sweep.Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
     ops = sorted({r.op for r in record.records}, key=list(OPS).index)
-    job = workers.Job("kernels:configured", tuple(ops), tuple(sorted({r.backend for r in record.records})),
+    job = workers.Job("fusebench.ops:configured", tuple(ops),
+                      tuple(sorted({r.backend for r in record.records})),
                       tuple(sorted({r.dtype for r in record.records})), record.grid, record.rounds)
     cases = job.cases()
     costs = workers.costs_from_record(cases, record, record.rounds)
@@ -181,7 +182,7 @@ def test_costs_from_an_h200_record_balance_two_gpus():
 
 
 def test_an_estimate_without_a_record_grows_with_the_bytes_and_the_build():
-    from kernels import OPS
+    from fusebench.ops import OPS
 
     gelu = OPS["gelu"]
     small, large = (gelu, "eager", (1024,), "float32"), (gelu, "eager", (16384, 16384), "float32")
@@ -237,7 +238,7 @@ def test_two_real_gpus_quick_gelu():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs 2 GPUs")
-    job = workers.Job("kernels:configured", ("gelu",), ("eager", "torch"), ("float32",), "quick", 2)
+    job = workers.Job("fusebench.ops:configured", ("gelu",), ("eager", "torch"), ("float32",), "quick", 2)
     outcome = workers.run(job, workers.parse_gpus("0,1", workers.visible_gpus()))
     assert outcome.failures == []
     [result] = outcome.machines.values()

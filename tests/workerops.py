@@ -60,7 +60,7 @@ OPS = {op.name: op for op in (TOY, FRAGILE, LATE)}
 
 
 def ops(case_file: str | None) -> dict:
-    """The registry a worker reads (``Job.registry``), as ``kernels.configured`` is: the fake
+    """The registry a worker reads (``Job.registry``), as ``fusebench.ops.configured`` is: the fake
     ops, whatever the case file."""
     return OPS
 

@@ -56,7 +56,7 @@ def _module(name: str):
     try:
         return importlib.import_module(f"fusebench.commands.{COMMANDS[name]}")
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] in ("fusebench", "kernels"):
+        if (exc.name or "").split(".")[0] == "fusebench":
             raise
         raise UsageError(f"{name} needs {exc.name}, which {sys.executable} does not have: "
                          "make venv creates .venv from requirements.lock, then run "

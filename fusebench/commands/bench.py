@@ -46,9 +46,9 @@ from fusebench.history import asvsuite, plots, preflight, runrecord, site, store
 from fusebench.measure import environment, sweep, workers
 from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
 from fusebench.measure.selection import choose, narrow_shapes, require_measured
+from fusebench.ops import OPS, REGISTERED, configured
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS, Op
-from kernels import OPS, REGISTERED, configured
 
 
 def results_folder(quick: bool, partial: bool) -> str:
@@ -71,7 +71,7 @@ def results_reader(results: Path):
 def build_cuda_extension() -> None:
     """Build the CUDA extension once, here, before the GPU workers start (each then only loads it);
     a failure is one line (each cuda case then says why it is skipped)."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     try:
         cuda_ext.build()
@@ -151,8 +151,8 @@ def skip_reason(op: Op, backend: str, dtype: str, dev: torch.device) -> str | No
     cannot run. The same texts the sweep records (a test compares them on the CPU)."""
     from fusebench.backends import require_triton
     from fusebench.errors import SkipCase
+    from fusebench.ops import cuda_ext, reference_libs
     from fusebench.registry import no_backend_reason
-    from kernels import cuda_ext, reference_libs
 
     if backend not in op.backends:
         return no_backend_reason(op.name, backend)
@@ -272,8 +272,8 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
     started = time.perf_counter()
     lost: list[str] = []
     if slots:
-        job = workers.Job("kernels:configured", tuple(op.name for op in ops), tuple(backends), tuple(dtypes),
-                          sweep.grid_name(torch.device("cuda"), args.quick), rounds,
+        job = workers.Job("fusebench.ops:configured", tuple(op.name for op in ops), tuple(backends),
+                          tuple(dtypes), sweep.grid_name(torch.device("cuda"), args.quick), rounds,
                           case_file=str(args.config.resolve()) if args.config else None)
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),

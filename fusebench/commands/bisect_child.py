@@ -1,9 +1,10 @@
 """The child of ``fusebench bisect``: measures the named cases with the code of the commit it runs in.
 
 ``fusebench.history.bisect_probe`` runs this file's text as ``python -c <text> <request>`` in the
-probed commit's worktree, so that ``fusebench`` and ``kernels`` are imported from that commit
+probed commit's worktree, so that ``fusebench`` and its ops (``fusebench.ops``; ``kernels`` before the
+op package) are imported from that commit
 (checked: a child that would measure other code says so and stops). It is an entry point like
-asv's ``benchmarks/suite.py``, hence beside the commands (the harness never imports ``kernels``).
+asv's ``benchmarks/suite.py``, hence beside the commands (the harness never imports the ops).
 It imports nothing of fusebench at module level and uses only what the sweep has long had:
 ``new_record``, ``build_and_gate``, ``prepare``, ``time_round`` (``fusebench.measure.sweep``).
 
@@ -40,7 +41,10 @@ def build(request: dict):
     sweep module and ``[(case, record, callable)]``. Raises CaseFailed or what the imports raise."""
     root = os.path.realpath(request["root"])
     import fusebench
-    import kernels
+    try:  # the op package; a commit older than it has the top-level kernels package
+        from fusebench import ops as kernels
+    except ImportError:
+        import kernels
 
     for module in (fusebench, kernels):
         where = os.path.realpath(module.__file__)

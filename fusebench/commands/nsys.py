@@ -39,9 +39,9 @@ from fusebench.errors import UsageError
 from fusebench.measure import environment
 from fusebench.nsys import capture_summary, stats_csv, tool
 from fusebench.nsys.plan import CALLS, select
+from fusebench.ops import REGISTERED, configured, get_op
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS
-from kernels import REGISTERED, configured, get_op
 
 PROG = "nsys"
 

@@ -19,7 +19,7 @@ from fusebench.cli import add_config, positive_int
 from fusebench.errors import SkipCase, UsageError
 from fusebench.lecture import pitfalls, reports
 from fusebench.measure import environment
-from kernels import configured, get_op
+from fusebench.ops import configured, get_op
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -16,8 +16,8 @@ from pathlib import Path
 from fusebench.cli import add_config, pick, report_unreadable
 from fusebench.errors import UsageError
 from fusebench.history import plots, results
+from fusebench.ops import configured
 from fusebench.paths import PROJECT_ROOT
-from kernels import configured
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -19,8 +19,8 @@ from fusebench.cli import add_config, pick, positive_int
 from fusebench.errors import UsageError
 from fusebench.lecture import reports, torch_profile
 from fusebench.measure import environment
+from fusebench.ops import REGISTERED, configured, get_op
 from fusebench.registry import BACKENDS, parse_shape
-from kernels import REGISTERED, configured, get_op
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

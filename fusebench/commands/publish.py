@@ -18,8 +18,8 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import site
+from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from kernels import OPS
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -3,7 +3,7 @@
     fusebench tune cuda [--dtypes float32,bfloat16,float16] [--budget 0.05] [--no-gelu]
                           [--shapes 256x262144,1x1048576] [--variants auto,tma,quack]
 
-For each default softmax shape x dtype: every ``kernels.cuda_ext.VARIANTS`` entry, and every tuned
+For each default softmax shape x dtype: every ``fusebench.ops.cuda_ext.VARIANTS`` entry, and every tuned
 configuration (``coop:<chunk>``, ``cluster:<chunk>``, ``split:<chunk>[:nopdl]``, ``warp:<vecs>``,
 ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]``, ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]``)
 that the extension accepts for the shape (``cuda_ext.refusal``: the one source of the variant
@@ -30,8 +30,8 @@ from fusebench.cli import pick
 from fusebench.errors import UsageError
 from fusebench.measure import correctness, metrics, timing
 from fusebench.measure.inputs import make_input
+from fusebench.ops import configured, get_op
 from fusebench.registry import DTYPES, shape_label
-from kernels import configured, get_op
 
 GELU_SIZES = [(1 << 22,), (1 << 24,), (1 << 26,)]
 
@@ -53,7 +53,7 @@ def coop_names() -> list[str]:
     """The tuned configurations: ``coop:<chunk>``, ``cluster:<chunk>``, ``split:<chunk>[:nopdl]``,
     ``warp:<vecs>``, ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` and
     ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]``."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     return (
         [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS]
@@ -99,7 +99,7 @@ def applicable(name: str, rows: int, cols: int, sm_count: int, itemsize: int = 4
     problem of ``itemsize``-byte elements (16-byte aligned, as ``make_input`` allocates them) on a
     GPU of ``sm_count`` SMs and compute capability ``cc_major``: in ``tuned_scope`` and accepted
     by ``cuda_ext.refusal`` (needs the extension)."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     if not tuned_scope(name, rows, cols, sm_count, itemsize):
         return False
@@ -120,7 +120,7 @@ def applicable(name: str, rows: int, cols: int, sm_count: int, itemsize: int = 4
 
 def variant_fn(name: str, x: torch.Tensor):
     """The callable timing forced variant or tuned configuration ``name`` on x."""
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     if name.startswith(("tma:", "tma_grid:")):
         k = parse_tma(name)
@@ -182,7 +182,7 @@ def pct(op, shape, dtype, us: float | None, ceiling_gbps: float) -> float | None
 
 def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes: list[str] | None = None,
                   prefixes: list[str] | None = None, ops: dict | None = None) -> bool:
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     op = get_op("softmax", ops)
     props = torch.cuda.get_device_properties(dev)
@@ -247,7 +247,7 @@ def softmax_table(dtypes: list[str], dev: torch.device, budget_s: float, shapes:
 
 
 def gelu_table(dtypes: list[str], dev: torch.device, budget_s: float, ops: dict | None = None) -> bool:
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     op = get_op("gelu", ops)
     ceiling = metrics.measure_copy_ceiling(dev)
@@ -297,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--budget must be > 0, got {args.budget}")
     if not torch.cuda.is_available():
         raise UsageError("needs a CUDA GPU")
-    from kernels import cuda_ext
+    from fusebench.ops import cuda_ext
 
     if (reason := cuda_ext.unavailable_reason()) is not None:
         raise UsageError(f"cuda extension unavailable: {reason}")

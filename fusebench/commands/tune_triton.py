@@ -30,7 +30,7 @@ from fusebench.measure import timing
 from fusebench.measure.correctness import check
 from fusebench.measure.inputs import make_input
 from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
-from kernels import configured, get_op
+from fusebench.ops import configured, get_op
 
 #: Backends timed beside the candidates when registered for the op: the suite's built-in and
 #: the public reference kernels (issue 15).
@@ -41,7 +41,7 @@ Candidate = tuple[str, Callable[[torch.Tensor], torch.Tensor]]
 
 def gelu_candidates(x: torch.Tensor) -> list[Candidate]:
     """Default first, then block/warps variants, cache hints, persistent grids."""
-    from kernels import triton_gelu as tg
+    from fusebench.ops.gelu import triton as tg
 
     d = tg._launch_config(x.element_size())
     b, w = d.block, d.num_warps
@@ -181,9 +181,9 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
 def softmax_plans(x: torch.Tensor) -> list[tuple[str, object]]:
     """(label, plan) for an input ``x`` (any device, ``meta`` included: only its shape, dtype and
     device are read): the default first with plan None, then variants of the kind the shape
-    needs as forced :class:`~kernels.triton_softmax.SoftmaxPlan` objects, none equal to the
+    needs as forced :class:`~fusebench.ops.softmax.triton.SoftmaxPlan` objects, none equal to the
     default or to another (a handful per case: each costs a Triton compilation per dtype)."""
-    from kernels import triton_softmax as ts
+    from fusebench.ops.softmax import triton as ts
 
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
@@ -211,7 +211,7 @@ def softmax_plans(x: torch.Tensor) -> list[tuple[str, object]]:
 
 def softmax_candidates(x: torch.Tensor) -> list[Candidate]:
     """:func:`softmax_plans` as timed calls: the default (plan None) and each forced plan."""
-    from kernels import triton_softmax as ts
+    from fusebench.ops.softmax import triton as ts
 
     return [(label, lambda x, p=p: ts.softmax(x, _plan=p)) for label, p in softmax_plans(x)]
 

@@ -2,7 +2,7 @@
 a child process (the program ``fusebench/commands/bisect_child.py``, handed over as its text) that
 stays up while the search needs it.
 
-A commit's child runs in ``<cache>/worktrees/<sha>`` with ``fusebench`` and ``kernels`` imported
+A commit's child runs in ``<cache>/worktrees/<sha>`` with ``fusebench`` and its ops imported
 from there, its CUDA extension built in ``<cache>/ext/<sha>`` (``FUSEBENCH_EXT_DIR``: never the
 extension of another commit), and the worktree's own case file. Its stderr (build output,
 warnings) goes to ``<logs>/<sha8>.log``.

@@ -42,25 +42,32 @@ from fusebench import metrictable
 from fusebench.measure.sweep import Record, Sweep, clean_rounds
 
 #: Files every backend of an op is measured from, and each backend's own (``{op}`` is the op's
-#: name; a path ending in ``/`` is a folder). A backend not named here is measured from all of
-#: ``kernels/``: a change anywhere there ends its A/A pairs (the safe side).
-OP_PATHS = ("kernels/{op}.py", "kernels/{op}/")
+#: name; a path ending in ``/`` is a folder, ``*`` any characters). Each names the layout before the
+#: op package (``kernels/``) and the op package (``fusebench/ops/``): a commit's measured code is
+#: whichever of them exists there, so pairs of runs on one side of the move keep counting and a pair
+#: across it does not (its code changed). A backend not named here is measured from all of both.
+OP_PATHS = ("kernels/{op}.py", "kernels/{op}/", "fusebench/ops/{op}/__init__.py")
+ANY_OP_PATHS = ("kernels/", "fusebench/ops/")
+REFERENCE_PATHS = ("kernels/reference_libs.py", "fusebench/ops/reference_libs.py")
 BACKEND_PATHS: dict[str, tuple[str, ...]] = {
     "eager": (),
     "torch": (),
     "compile": (),
-    "triton": ("kernels/triton_{op}.py",),
-    "cuda": ("kernels/cuda/", "kernels/cuda_ext.py", "kernels/cuda_check.py"),
-    "liger": ("kernels/reference_libs.py",),
-    "quack": ("kernels/reference_libs.py",),
-    "flaggems": ("kernels/reference_libs.py",),
+    "triton": ("kernels/triton_{op}.py", "fusebench/ops/{op}/triton.py"),
+    # one extension holds every op's CUDA code: a change to any op's .cu is new code for all
+    "cuda": ("kernels/cuda/", "kernels/cuda_ext.py", "kernels/cuda_check.py", "fusebench/ops/cuda/",
+             "fusebench/ops/*/*.cu*", "fusebench/ops/cuda_ext.py", "fusebench/ops/cuda_check.py"),
+    "liger": REFERENCE_PATHS,
+    "quack": REFERENCE_PATHS,
+    "flaggems": REFERENCE_PATHS,
 }
 #: The reference backends: their libraries, loaded in the run's process or not, change the figures
 #: of other backends with the same kernels (docs/gate.md); two runs are a pair only with the same.
-REFERENCE_BACKENDS = tuple(b for b, p in BACKEND_PATHS.items() if p == ("kernels/reference_libs.py",))
-#: The top folders of every measured path (only their files are read to tell code from comments).
-_MEASURED_ROOTS = tuple({p.split("/")[0] + "/" for p in OP_PATHS + sum(BACKEND_PATHS.values(), ())}
-                        | {"kernels/"})
+REFERENCE_BACKENDS = tuple(b for b, p in BACKEND_PATHS.items() if p == REFERENCE_PATHS)
+#: The folders every measured path lies in, up to its first ``{op}`` or ``*`` (only their files are
+#: read to tell code from comments).
+_MEASURED_ROOTS = tuple({(fixed := re.split(r"[{*]", p)[0])[:fixed.rfind("/") + 1]
+                         for p in OP_PATHS + ANY_OP_PATHS + sum(BACKEND_PATHS.values(), ())})
 #: Environment fields two runs must share to be a pair.
 ENVIRONMENT_KEYS = ("gpu", "driver", "cuda_runtime", "torch", "triton", "python")
 #: Time bands of a class (upper bounds, ms, of the metric's own figure per launch).
@@ -85,7 +92,7 @@ def loaded(sweep: Sweep) -> frozenset[str]:
 
 def measured_paths(op: str, backend: str) -> tuple[str, ...]:
     """The paths (files, or folders ending in ``/``) whose change makes ``op``/``backend`` new code."""
-    own = BACKEND_PATHS.get(backend, ("kernels/",))
+    own = BACKEND_PATHS.get(backend, ANY_OP_PATHS)
     return tuple(p.format(op=op) for p in OP_PATHS + own)
 
 

@@ -314,7 +314,7 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     Args:
         results_dir: asv results folder (``results/``).
         out_root: where the per-machine folders go (``plots/``).
-        ops: the ops to plot (``kernels.OPS.values()``); ops with no stored result are left out.
+        ops: the ops to plot (``fusebench.ops.OPS.values()``); ops with no stored result are left out.
         machines: machine names; default every machine with results.
         reader: reads the stored results and keeps the list of unreadable files
             (``reader.unreadable``) for the caller to report; without one, unreadable files

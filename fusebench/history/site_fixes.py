@@ -76,7 +76,7 @@ def headline_selection(index: dict, ops) -> dict[str, str]:
 
     Args:
         index: asv's ``html/index.json``.
-        ops: the ops (``kernels.OPS.values()``): ``Op.headline``, e.g. GELU 16384x16384.
+        ops: the ops (``fusebench.ops.OPS.values()``): ``Op.headline``, e.g. GELU 16384x16384.
     """
     from fusebench.history.asvsuite import benchmark_name
     from fusebench.registry import shape_label

@@ -28,7 +28,7 @@ def choose(all_ops: Mapping[str, Op], ops: str | None, backends: str | None,
     """Parse a run's comma-separated selection and check that each chosen name applies.
 
     Args:
-        all_ops: the op registry (``kernels.OPS``), name -> :class:`Op`.
+        all_ops: the op registry (``fusebench.ops.OPS``), name -> :class:`Op`.
         ops, backends, dtypes: comma-separated names as given on the command line; None or empty
             selects all (of the ops; every backend name; every dtype-axis value).
 

@@ -80,7 +80,7 @@ class Job:
 
     Attributes:
         registry: ``"module:NAME"`` of the function that reads the case file into the ops
-            (``"kernels:configured"``: path or None -> name -> :class:`Op`), imported in each worker.
+            (``"fusebench.ops:configured"``: path or None -> name -> :class:`Op`), imported in each worker.
         ops, backends, dtypes: the selection (names).
         grid: the grid's name (``default``, ``quick``; ``cpu`` for a CPU emulation).
         rounds: rounds per case (>= 1).

@@ -75,7 +75,7 @@ def select(op: Op, backends: str | None = None, shapes: str | None = None,
     """The plan for the user's comma-separated selection (None or empty: the defaults).
 
     Args:
-        op: the op (``kernels.get_op(name)`` validates its name).
+        op: the op (``fusebench.ops.get_op(name)`` validates its name).
         backends: e.g. ``"eager,torch"`` (a backend the op lacks is reported as skipped when run);
             default the op's own backends, in :data:`BACKENDS` order.
         shapes: shape labels of the op's ``default`` grid, e.g. ``"4096x4096,1x1048576"``;

@@ -16,8 +16,8 @@ from __future__ import annotations
 import torch
 
 from fusebench.backends import compiled, require_triton
+from fusebench.ops import cuda_ext, reference_libs
 from fusebench.registry import Op
-from kernels import cuda_ext, reference_libs
 
 
 def reference(x: torch.Tensor) -> torch.Tensor:
@@ -78,16 +78,16 @@ def compile_(x):
 
 @OP.backend("triton")
 def triton_(x):
-    """Hand-written fused Triton kernels (``kernels/triton_softmax.py``)."""
+    """Hand-written fused Triton kernels (``fusebench/ops/softmax/triton.py``)."""
     require_triton(x)
-    from kernels import triton_softmax
+    from fusebench.ops.softmax import triton as triton_softmax
 
     return lambda: triton_softmax.softmax(x)
 
 
 @OP.backend("cuda")
 def cuda(x):
-    """Hand-written CUDA C++ kernels (``kernels/cuda/softmax.cu``), built as a torch extension."""
+    """Hand-written CUDA C++ kernels (``fusebench/ops/softmax/softmax.cu``), built as a torch extension."""
     ext = cuda_ext.require(x)
     return lambda: ext.softmax(x)
 

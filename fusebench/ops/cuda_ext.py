@@ -1,4 +1,4 @@
-"""Hand-written CUDA kernels (kernels/cuda/*.cu) as a lazily built torch extension.
+"""Hand-written CUDA kernels (fusebench/ops/*/*.cu) as a lazily built torch extension.
 
 Nothing is compiled or touches CUDA at import time. The first call that needs
 the extension builds it once per process with
@@ -7,7 +7,7 @@ compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors)
 into a persistent directory: ``$FUSEBENCH_EXT_DIR`` if set, else
 ``~/.cache/fusebench/torch_extensions/<torch version>-<cuda version>``, so
 later processes only re-link when a source changed. ``build()`` does the same build ahead of
-time with no GPU (the image runs ``python -m kernels.cuda_ext`` at build time).
+time with no GPU (the image runs ``python -m fusebench.ops.cuda_ext`` at build time).
 
 All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
@@ -20,7 +20,7 @@ forced softmax variant and the row length, a chunk, a block size). The extension
 checks and returns every refusal and failed launch as a value, ``(None, "<op>: why")``, which
 becomes ``RuntimeError`` here (``_value``): on the H200 (torch 2.11, CUDA 13.0) its refusals killed
 the process until they were neither exceptions nor messages built with c10::str
-(kernels/cuda/binding.cpp, ``Result``, says what was seen).
+(fusebench/ops/cuda/binding.cpp, ``Result``, says what was seen).
 """
 
 from __future__ import annotations
@@ -33,11 +33,13 @@ from pathlib import Path
 import torch
 
 from fusebench.errors import SkipCase
-from kernels.cuda_check import find_nvcc
+from fusebench.ops.cuda_check import find_nvcc
 
-_SRC = Path(__file__).resolve().parent / "cuda"
-SOURCES = [_SRC / "binding.cpp", _SRC / "gelu.cu", _SRC / "softmax.cu", _SRC / "softmax_cluster.cu",
-           _SRC / "softmax_tma.cu"]
+_OPS = Path(__file__).resolve().parent
+#: The shared binding and headers (the include path); each op's .cu files live in its own folder.
+_SRC = _OPS / "cuda"
+SOURCES = [_SRC / "binding.cpp", _OPS / "gelu" / "gelu.cu", _OPS / "softmax" / "softmax.cu",
+           _OPS / "softmax" / "softmax_cluster.cu", _OPS / "softmax" / "softmax_tma.cu"]
 CFLAGS = ["-O3", "-Wall", "-Werror"]
 CUDA_CFLAGS = [
     "-O3",
@@ -48,7 +50,7 @@ CUDA_CFLAGS = [
     "-Xcompiler", "-Wall,-Werror",
 ]  # fmt: skip
 
-# softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
+# softmax_variant(x, variant) codes (SoftmaxVariant in fusebench/ops/cuda/fusebench_cuda.h).
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
     "coop": 6, "cluster": 7, "tma": 8, "tma_grid": 9,
@@ -56,14 +58,14 @@ VARIANTS = {
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
 # softmax_coop(x, chunk) chunk lengths in elements (kCoopChunkElems, kCoopDefaultChunkElems in
-# kernels/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
+# fusebench/ops/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
 COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
 COOP_DEFAULT_CHUNK = 8192
 #: Chunks (elements of a row per CTA) softmax_cluster accepts, and the default (chunk 0;
 #: softmax_cluster_chunk in softmax_cluster.cu).
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
 #: Knobs of softmax_tma / softmax_tma_grid (TmaConfig, kTmaChunkBytes, kTmaThreads in
-#: kernels/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
+#: fusebench/ops/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
 #: (tma_grid), threads per CTA, bulk copies (pieces) per CTA's chunk.
 TMA_CHUNK_KB = (16, 32, 48, 64, 96, 128, 192)
 TMA_CTAS_PER_SM = (1, 2, 3, 4)
@@ -103,6 +105,7 @@ def _compile(verbose: bool = False):
         sources=[str(s) for s in SOURCES],
         extra_cflags=CFLAGS,
         extra_cuda_cflags=CUDA_CFLAGS,
+        extra_include_paths=[str(_SRC)],
         build_directory=str(build_dir),
         verbose=verbose,
     )
@@ -174,7 +177,7 @@ def _check_input(x: torch.Tensor, op: str) -> None:
     float32, bfloat16 or float16.
 
     Checked here so that a bad input is a ValueError, as every other argument check of this
-    module. (The extension checks it too and returns the refusal as a value: kernels/cuda/binding.cpp,
+    module. (The extension checks it too and returns the refusal as a value: fusebench/ops/cuda/binding.cpp,
     ``Result``, and docs/cuda-extension.md.)
     """
     if x.device.type != "cuda":
@@ -194,7 +197,7 @@ def _value(result: tuple[torch.Tensor | None, str]) -> torch.Tensor:
     """The tensor of an extension op's ``(y, error)`` result; RuntimeError(error) when it failed.
 
     The extension reports every refusal and failed launch as a value, never as a C++ exception
-    (kernels/cuda/binding.cpp, ``Result``, says why)."""
+    (fusebench/ops/cuda/binding.cpp, ``Result``, says why)."""
     y, error = result
     if error:
         raise RuntimeError(error)
@@ -209,7 +212,7 @@ def _ready(x: torch.Tensor, op: str):
     return module
 
 
-#: Threads per block that the CUDA GELU is built for (``gelu(threads=...)``; kernels/cuda/gelu.cu).
+#: Threads per block that the CUDA GELU is built for (``gelu(threads=...)``; fusebench/ops/gelu/gelu.cu).
 GELU_THREADS = (128, 256, 512)
 
 
@@ -251,7 +254,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
     max-subtracted, exp computed as Triton computes ``tl.exp`` (x * log2(e), then
     the ``ex2.approx.ftz.f32`` instruction: at most 2 ulp, results below 2^-126 flushed to
-    zero; ``exp_approx`` in kernels/cuda/common.cuh), so both hand-written backends have the same
+    zero; ``exp_approx`` in fusebench/ops/cuda/common.cuh), so both hand-written backends have the same
     numerics but for those subnormal results.
     Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
@@ -328,7 +331,7 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_coun
     (rows 16-byte aligned or not); None when it can. ``chunk``: coop's or cluster's chunk;
     ``tma``: chunk_kb, ctas_per_sm, threads, pieces, bulk_store of tma / tma_grid (0 = default).
 
-    The rules live in the extension (``softmax_refusal`` in kernels/cuda/softmax_tma.cu, the one
+    The rules live in the extension (``softmax_refusal`` in fusebench/ops/softmax/softmax_tma.cu, the one
     source; the launchers refuse with the same function), so this needs it built (RuntimeError
     quoting ``unavailable_reason()`` otherwise). Raises ValueError for an unknown variant name.
     """
@@ -467,7 +470,7 @@ def cluster_default_chunk(cols: int, elem_size: int) -> int:
     float32 the smallest of 4096, 8192, 16384, 32768 that 8 CTAs (a portable cluster) hold, else
     that 16 hold; 16-bit types 16384 (or 32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot
     hold the row
-    (``softmax_cluster_chunk`` in kernels/cuda/softmax_cluster.cu, which gives the measurements).
+    (``softmax_cluster_chunk`` in fusebench/ops/softmax/softmax_cluster.cu, which gives the measurements).
     Raises RuntimeError when the extension cannot be built or loaded here."""
     return _module().softmax_cluster_chunk(int(cols), int(elem_size))
 
@@ -484,7 +487,7 @@ def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
 
 
-if __name__ == "__main__":  # python -m kernels.cuda_ext: build ahead of time (no GPU needed)
+if __name__ == "__main__":  # python -m fusebench.ops.cuda_ext: build ahead of time (no GPU needed)
     import sys
 
     try:

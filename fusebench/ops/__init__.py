@@ -1,7 +1,7 @@
 """What fusebench measures: the ops and their backends.
 
 ``REGISTERED`` holds each op the case file ``fusebench.yaml`` names as its module
-``kernels/<name>.py`` builds it (reference, declared work, backends); ``OPS`` the same ops with
+``fusebench/ops/<name>/__init__.py`` builds it (reference, declared work, backends); ``OPS`` the same ops with
 their cases (grids, dtypes, headline shape, the backends measured) from the case file
 (``fusebench.config``), read on first use. Every consumer (asv suite, sweep, nsys driver, tests,
 plots) iterates ``OPS``; adding a shape or a dtype edits only the YAML. How to add an op or a
@@ -23,9 +23,9 @@ _configured: dict[str, dict[str, Op]] = {}
 
 
 def op_module(name: str, path: Path | str) -> Op:
-    """The :class:`Op` that module ``kernels.<name>`` builds (``OP``), imported once.
+    """The :class:`Op` that module ``fusebench.ops.<name>`` builds (``OP``), imported once.
 
-    The case file's ``ops`` entries name the modules: adding an op is its module in ``kernels/``
+    The case file's ``ops`` entries name the modules: adding an op is its module in ``fusebench/ops/``
     and its entry in the YAML, with no list of ops in Python to extend.
 
     Raises:
@@ -34,15 +34,16 @@ def op_module(name: str, path: Path | str) -> Op:
     """
     if name not in _modules:
         try:
-            module = importlib.import_module(f"kernels.{name}")
+            module = importlib.import_module(f"{__name__}.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"kernels.{name}":
+            if exc.name != f"{__name__}.{name}":
                 raise
             raise config.ConfigError(
-                f"{path}: ops.{name}: no module kernels/{name}.py builds this op") from None
+                f"{path}: ops.{name}: no package fusebench/ops/{name}/ builds this op") from None
         op = getattr(module, "OP", None)
         if not isinstance(op, Op) or op.name != name:
-            raise config.ConfigError(f"{path}: ops.{name}: kernels/{name}.py has no OP named {name!r}")
+            raise config.ConfigError(
+                f"{path}: ops.{name}: fusebench/ops/{name}/__init__.py has no OP named {name!r}")
         _modules[name] = op
     return _modules[name]
 
@@ -79,7 +80,7 @@ def __getattr__(name: str):
         return configured()
     if name == "REGISTERED":  # the ops of the default case file, as their modules build them
         return registered()
-    raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_op(name: str, ops: dict[str, Op] | None = None) -> Op:

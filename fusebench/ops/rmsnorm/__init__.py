@@ -26,8 +26,8 @@ import torch
 import torch.nn.functional as F
 
 from fusebench.backends import compiled, require_triton
+from fusebench.ops import reference_libs
 from fusebench.registry import Op
-from kernels import reference_libs
 
 #: Added to the mean of squares (Llama's ``rms_norm_eps``).
 EPS = 1e-6
@@ -95,9 +95,9 @@ def compile_(x):
 
 @OP.backend("triton")
 def triton_(x):
-    """Hand-written fused Triton kernel (``kernels/triton_rmsnorm.py``)."""
+    """Hand-written fused Triton kernel (``fusebench/ops/rmsnorm/triton.py``)."""
     require_triton(x)
-    from kernels import triton_rmsnorm
+    from fusebench.ops.rmsnorm import triton as triton_rmsnorm
 
     w = weight_for(x)
     return lambda: triton_rmsnorm.rmsnorm(x, w, EPS)
