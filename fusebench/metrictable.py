@@ -12,7 +12,8 @@ moves by tens of % between hosts; bandwidth, % of ceiling, TFLOP/s and % of peak
 from the device time and, for the percentages, from the run's own copy ceiling or matrix peak,
 whose run-to-run variation they inherit: they are shown, never judged. The ``*_iqr`` metrics
 are the spread inside one batch of repeats, kept for reading, never judged (the gate's noise is
-the spread between rounds, from the run's record: ``fusebench.history.compare``).
+the spread between rounds, from the run's record: ``fusebench.history.compare``). Energy per call
+is one reading per run (``fusebench.measure.energy``), with no noise of its own: shown, never gated.
 
 The way of declaring a metric once (tag, name, unit, hint, direction) is nvbench's summaries
 (https://github.com/NVIDIA/nvbench/blob/main/docs/benchmarks.md); asv itself has no
@@ -107,6 +108,11 @@ METRICS: tuple[Metric, ...] = (
     Metric("track_wall_time_iqr", "wall_time_iqr_ms", "seconds", 1e-3, LOWER, False, _BATCH,
            "wall time IQR", doc="Interquartile range of the wall time within one round (median "
            "over rounds), seconds."),
+    Metric("track_energy", "energy_mj_per_call", "mJ", 1.0, LOWER, False,
+           "the board's idle power and other load over one window of calls (one reading per run)",
+           "energy per call", doc="Energy per call: the rise of NVML's total-energy counter of the "
+           "board over one window of back-to-back calls after the rounds, idle power included, mJ "
+           "(none on the CPU)."),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

@@ -110,3 +110,27 @@ def test_a_record_without_energy_fields_still_loads(tmp_path):
     fields = {k: v for k, v in rec.__dict__.items() if not k.startswith("energy")}
     assert sweep.Record(**fields).energy_mj_per_call is None
     assert summary.energy_lines(sweep.Sweep({}, 1.0, "cpu", [sweep.Record(**fields)])) == []
+
+
+def test_the_asv_suite_reports_energy_per_call_and_never_gates_it():
+    """Issue 29 item 12: ``suite.<Op>.track_energy`` is the record's mJ per call; a case without a
+    reading (the CPU) is skipped for that metric alone; the gate and asv's Regressions tab leave it out."""
+    import re
+
+    from fusebench import metrictable
+    from fusebench.history import asvsuite
+    from fusebench.ops import OPS
+
+    m = metrictable.BY_NAME["track_energy"]
+    assert (m.field, m.unit, m.scale, m.better, m.gates) == ("energy_mj_per_call", "mJ", 1.0, "lower", False)
+    assert m not in metrictable.GATED and "energy_mj_per_call" in asvsuite.CACHED_FIELDS
+    gelu = asvsuite.suite_class(OPS["gelu"])()
+    key = ("gelu", "torch", "16384", "float32")
+    gelu.setup({"records": {key: {"status": "ok", "energy_mj_per_call": 1.16}}}, *key[1:])
+    assert gelu.track_energy(None, *key[1:]) == 1.16 and gelu.track_energy.unit == "mJ"
+    gelu.setup({"records": {key: {"status": "ok", "energy_mj_per_call": None}}}, *key[1:])
+    with pytest.raises(asvsuite.SkipNotImplemented):
+        gelu.track_energy(None, *key[1:])
+    (off,), (on,) = (list(d) for d in metrictable.asv_regression_settings().values())
+    assert re.match(off, "suite.Gelu.track_energy('torch', '16384', 'float32')")
+    assert not re.match(on, "suite.Gelu.track_energy('torch', '16384', 'float32')")

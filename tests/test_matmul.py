@@ -177,13 +177,13 @@ def test_asv_classes_add_compute_metrics_only_where_flops_are_declared():
     assert mm.params[1][0] == "64x64" and mm.params[1][-1] == "8192x8192"
     assert hasattr(mm, "track_tflops") and hasattr(mm, "track_pct_of_peak")
     # GELU's parameters and metric names are kept (asv keeps history by them); the graph device
-    # time and its IQR were added.
+    # time and its IQR, and energy per call, were added.
     assert gelu.params[2] == ["float32", "bfloat16", "float16"]
     assert not hasattr(gelu, "track_tflops")
     assert sorted(m for m in dir(gelu) if m.startswith("track_")) == [
         "track_bandwidth", "track_device_time", "track_device_time_cold", "track_device_time_cold_iqr",
         "track_device_time_graph", "track_device_time_graph_iqr", "track_device_time_iqr",
-        "track_pct_of_ceiling", "track_wall_time", "track_wall_time_iqr"]
+        "track_energy", "track_pct_of_ceiling", "track_wall_time", "track_wall_time_iqr"]
     assert set(dir(mm)) - set(dir(gelu)) >= {"track_tflops", "track_pct_of_peak"}
     bench = mm()
     bench.setup({"records": {("matmul", "torch", "64x64", "float32"): {
