@@ -160,3 +160,27 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     index = (tmp_path / "html" / "index.html").read_text()
     assert "https://code.jquery.com/jquery-3.3.1.min.js" in site.external_loads(index)
     assert site.NAV_PLOTS in index and (tmp_path / "html/plots/h200/gelu-speedup.png").is_file()
+
+
+def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
+    """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call; the Runs tab shows its
+    mJ per call and pJ per byte per (op, dtype), escaped; a record without energy shows none."""
+    from fusebench.history import summary
+
+    folder = tmp_path / "records" / "h200"
+    folder.mkdir(parents=True)
+    for name in ("0a5fc94f.json", "1fd9c63c.json"):
+        (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
+    page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
+    with_energy, without = (page[page.index(f"<h2>h200 {n}</h2>"):] for n in ("0a5fc94f", "1fd9c63c"))
+    with_energy = with_energy.split("<h2>")[1]
+    without = without.split("<h2>")[1]
+    assert "<p>gelu float32: energy per call</p>" in with_energy
+    assert "<p>softmax float16: energy per call</p>" in with_energy
+    # gelu 16384x16384 float32: eager 3072 mJ, 1431 pJ/B (docs/results/h200.md)
+    assert ('<tr><td>16384x16384</td><td style="text-align:right">3072 mJ 1431 pJ/B</td>'
+            in with_energy)
+    assert "energy per call" not in without
+    table = summary.EnergyTable("gelu float32: energy per call", ["shape", "eager"],
+                                [["<img src=x>", "1.00 mJ"]])
+    assert "<td>&lt;img src=x&gt;</td>" in site.energy_html([table]) and site.energy_html([]) == ""

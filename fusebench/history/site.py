@@ -333,10 +333,30 @@ def table_html(table) -> str:
             + (f"<p>{esc(table.legend)}</p>" if table.legend else ""))
 
 
+def energy_html(tables) -> str:
+    """:class:`fusebench.history.summary.EnergyTable` s as HTML tables under the energy intro
+    (``summary.ENERGY_INTRO``); empty without a table."""
+    from fusebench.history.summary import ENERGY_INTRO
+
+    esc = htmllib.escape
+    if not tables:
+        return ""
+    out = [f"<p>{esc(ENERGY_INTRO)}</p>"]
+    for t in tables:
+        head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
+        rows = "".join(f"<tr><td>{esc(row[0])}</td>"
+                       + "".join(f'<td style="text-align:right">{esc(c)}</td>' for c in row[1:]) + "</tr>"
+                       for row in t.rows)
+        out.append(f"<p>{esc(t.title)}</p><table border=\"1\" cellpadding=\"3\" "
+                   f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>")
+    return "".join(out)
+
+
 def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
-    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``) and
-    its ops' % of the copy ceiling per backend (``summary.ceiling_table``), newest commit first per
-    machine; no script. An unreadable record is named on the page."""
+    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
+    its ops' % of the copy ceiling per backend (``summary.ceiling_table``) and, where measured,
+    energy per call (``summary.energy_tables``), newest commit first per machine; no script. An
+    unreadable record is named on the page."""
     from fusebench.errors import UsageError
     from fusebench.history import runrecord, summary
 
@@ -345,17 +365,18 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
 
     records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
     for machine, path in records:
-        tables = []
+        tables, energy = [], []
         try:
             sweep = Sweep.load(path)
             lines = runrecord.summary_lines(sweep)
             tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
                       if (t := summary.ceiling_table(sweep, op)) is not None]
+            energy = summary.energy_tables(sweep)
         except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
             lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
         items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
         body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>"
-                    + "".join(table_html(t) for t in tables))
+                    + "".join(table_html(t) for t in tables) + energy_html(energy))
     if not body:
         body.append("<p>No run records yet: make bench stores one per run.</p>")
     page = html_dir / RUNS / "index.html"
@@ -395,7 +416,7 @@ def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None =
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>fusebench plots</title>"
                     "</head>\n<body style=\"font-family:sans-serif\">\n<p><a href=\"../index.html\">"
-                    "&larr; benchmarks</a></p>\n<h1>fusebench: bandwidth and speedup per GPU</h1>\n"
+                    "&larr; benchmarks</a></p>\n<h1>fusebench: bandwidth, speedup and energy per GPU</h1>\n"
                     + "\n".join(body) + "\n</body></html>\n")
     return page
 

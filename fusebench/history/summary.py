@@ -154,28 +154,53 @@ def graph_lines(result: Sweep, op: str | None = None) -> list[str]:
     return out
 
 
-def energy_lines(result: Sweep, op: str | None = None) -> list[str]:
+#: What an energy table shows (the run's summary, the results page, the site's Runs tab).
+ENERGY_INTRO = ("Energy per call (NVML total energy of the board over a window of back-to-back calls, "
+                "idle power included; shown, never gated): mJ per call, pJ per byte moved.")
+
+
+@dataclass(frozen=True)
+class EnergyTable:
+    """Energy per call of one (op, dtype): ``title``, ``header`` (``shape`` then the backends) and
+    ``rows`` of texts (:func:`energy_text`), rows the shapes in run order."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+
+
+def energy_text(rec: Record | None) -> str:
+    """``"205 mJ 95.5 pJ/B"``: energy per call and per byte moved; ``"-"`` without a reading."""
+    if rec is None or rec.energy_mj_per_call is None:
+        return "-"
+    per_byte = f" {sig(rec.energy_pj_per_byte)} pJ/B" if rec.energy_pj_per_byte is not None else ""
+    return f"{sig(rec.energy_mj_per_call)} mJ{per_byte}"
+
+
+def energy_tables(result: Sweep, op: str | None = None) -> list[EnergyTable]:
     """Energy per call of every case that has it (``fusebench.measure.energy``), one table per
-    (op, dtype) (of ``op`` only, when given): ``"205 mJ 95 pJ/B"``; no lines when no case has it
-    (the CPU, no NVML, a record stored before energy was measured)."""
+    (op, dtype) (of ``op`` only, when given); none when no case has it (the CPU, no NVML, a
+    record stored before energy was measured)."""
     have = [r for r in result.records if r.energy_mj_per_call is not None and op in (None, r.op)]
-    if not have:
-        return []
-    out = ["", "Energy per call (NVML total energy of the board over a window of back-to-back calls, "
-               "idle power included; shown, never gated): mJ per call, pJ per byte moved."]
+    out = []
     for name, dtype in dict.fromkeys((r.op, r.dtype) for r in have):
         cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (name, dtype)}
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any((s, b) in cases for s in shapes)]
+        out.append(EnergyTable(f"{name} {dtype}: energy per call", ["shape", *cols],
+                               [[s, *(energy_text(cases.get((s, b))) for b in cols)] for s in shapes]))
+    return out
 
-        def text(r) -> str:
-            if r is None:
-                return "-"
-            per_byte = f" {sig(r.energy_pj_per_byte)} pJ/B" if r.energy_pj_per_byte is not None else ""
-            return f"{sig(r.energy_mj_per_call)} mJ{per_byte}"
 
-        out += ["", f"{name} {dtype}: energy per call", ""] + markdown_table(
-            ["shape", *cols], [[s, *(text(cases.get((s, b))) for b in cols)] for s in shapes])
+def energy_lines(result: Sweep, op: str | None = None) -> list[str]:
+    """:func:`energy_tables` as Markdown lines under :data:`ENERGY_INTRO`; no lines without a
+    table."""
+    tables = energy_tables(result, op)
+    if not tables:
+        return []
+    out = ["", ENERGY_INTRO]
+    for t in tables:
+        out += ["", t.title, ""] + markdown_table(t.header, t.rows)
     return out
 
 
