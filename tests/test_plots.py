@@ -61,7 +61,7 @@ def test_speedup_over_eager_at_the_headline(h200):
 def test_write_plots_makes_pngs(tmp_path):
     written = plots.write_plots(H200, tmp_path, [OPS["gelu"]], ["h200"])
     assert sorted(p.relative_to(tmp_path).as_posix() for p in written) == [
-        "h200/gelu-bandwidth.png", "h200/gelu-speedup.png"]
+        "h200/gelu-bandwidth.png", "h200/gelu-energy.png", "h200/gelu-speedup.png"]
     for p in written:
         assert p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and p.stat().st_size > 10_000
 
@@ -170,3 +170,38 @@ def test_a_backend_has_one_colour_in_every_panel_and_doubtful_points_are_crossed
     doubtful = [r for r in record.records
                 if r.op == "gelu" and {"noisy", "contaminated"} & set(marks.doubts(r))]
     assert (plots.DOUBTFUL in labels) == bool(doubtful)
+
+
+def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path):
+    """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for GELU and softmax;
+    each panel's lines are the record's pJ per byte by bytes moved, labelled never gated. The
+    newest RMSNorm and matmul records (1f091eb7) have none, and a CPU-like run draws none."""
+    reader = results.Reader(H200)
+    gelu = OPS["gelu"]
+    run = plots.newest_first(reader, "h200", gelu)[0]
+    record = runrecord.load(runrecord.records_dir(H200), "h200", run.commit)
+    assert run.commit[:8] == "0a5fc94f"
+    fig = plots.energy_figure(record, gelu, "h200")
+    assert plots.ENERGY_NOTE == "shown, never gated" and plots.ENERGY_NOTE in fig._suptitle.get_text()
+    panels = [ax for ax in fig.axes if ax.get_title() in gelu.dtypes]
+    assert [ax.get_title() for ax in panels] == list(gelu.dtypes)
+    for ax in panels:
+        by_case = {(r.backend, r.shape): r for r in record.records
+                   if (r.op, r.dtype, r.status) == ("gelu", ax.get_title(), "ok")}
+        lines = {line.get_label(): line for line in ax.get_lines()}
+        assert sorted(lines) == sorted({b for b, _ in by_case})
+        for backend, line in lines.items():
+            cases = sorted((r for (b, _), r in by_case.items() if b == backend), key=lambda r: r.bytes_moved)
+            assert list(line.get_xdata()) == [r.bytes_moved / 1e6 for r in cases]
+            assert list(line.get_ydata()) == [r.energy_pj_per_byte for r in cases]
+    # the figures of that run (docs/results/h200.md): cuda GELU 4194304 float32 99.6 pJ/B
+    points = plots.energy_series(record, gelu, "float32")
+    assert [round(y, 1) for _, y, s in points["cuda"] if s == "4194304"] == [99.6]
+    assert [round(y) for _, y, s in points["eager"] if s == "16384x16384"] == [1431]
+    for name in ("rmsnorm", "matmul"):
+        newest = plots.newest_first(reader, "h200", OPS[name])[0]
+        assert plots.energy_figure(runrecord.load(runrecord.records_dir(H200), "h200", newest.commit),
+                                   OPS[name], "h200") is None
+    for r in record.records:
+        r.energy_mj_per_call = r.energy_pj_per_byte = None
+    assert plots.energy_figure(record, gelu, "h200") is None

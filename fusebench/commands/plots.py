@@ -2,7 +2,8 @@
 
     fusebench plots [--machines h200,...] [--results DIR] [--out DIR]
 
-Writes ``<out>/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` (default ``plots/``);
+Writes ``<out>/<machine>/<op>-bandwidth.png``, ``<op>-speedup.png`` and, where the run record has
+energy per call, ``<op>-energy.png`` (default ``plots/``);
 what each shows is in ``fusebench/history/plots.py``. Exit status: 0; 1 when a stored result file
 could not be read (each named in one line; the plots are drawn from the rest); 2 on bad input (a
 machine with no results).

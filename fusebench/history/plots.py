@@ -10,6 +10,10 @@
 * ``<op>-speedup.png``: device time of ``eager`` / device time of each backend at the op's
   headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
   measured, e.g. on the CPU).
+* ``<op>-energy.png``, for a memory-bound op whose newest run's record has energy per call
+  (``fusebench.measure.energy``; a GPU with NVML's energy counter): pJ per byte moved against
+  bytes moved (log-log), one line per backend, one panel per dtype; shown, never gated. Drawn
+  from the run record, not the asv results (results stored before energy was measured lack it).
 
 The results are those of each machine's most recent commit (``fusebench.history.results.Reader.latest``);
 a backend that commit did not measure is drawn dashed from the newest earlier commit that did,
@@ -182,6 +186,19 @@ def older_backends(run: results.Run, older: list[results.Run], op: Op) -> dict[s
     return out
 
 
+def _shape_ticks(ax, series: dict[str, list[tuple[int, float, str]]], x_scale: float) -> None:
+    """The shapes as ticks on the top axis of ``ax``, at their sizes; shapes of equal size share
+    a tick: ``"16384x1024 | 4096x4096"``."""
+    shapes: dict[int, list[str]] = {}
+    for size, _, label in sorted({p for pts in series.values() for p in pts}):
+        if label not in shapes.setdefault(size, []):
+            shapes[size].append(label)
+    top = ax.secondary_xaxis("top")
+    top.set_xticks([s / x_scale for s in shapes], [" | ".join(v) for v in shapes.values()],
+                   rotation=90, fontsize=6)
+    top.minorticks_off()
+
+
 def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), record=None):
     """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
     GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one.
@@ -226,14 +243,7 @@ def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), re
         ax.set_title(dtype)
         ax.set_xlabel(t.xlabel)
         ax.grid(True, which="major", alpha=0.3)
-        shapes: dict[int, list[str]] = {}  # shapes of equal size share a tick: "16384x1024 | 4096x4096"
-        for size, _, label in sorted({p for pts in series[dtype].values() for p in pts}):
-            if label not in shapes.setdefault(size, []):
-                shapes[size].append(label)
-        top = ax.secondary_xaxis("top")
-        top.set_xticks([s / t.x_scale for s in shapes], [" | ".join(v) for v in shapes.values()],
-                       rotation=90, fontsize=6)
-        top.minorticks_off()
+        _shape_ticks(ax, series[dtype], t.x_scale)
     axes[0].set_ylabel(t.ylabel)
     legend = {}  # one entry per backend, whichever panel has it
     for ax in axes:
@@ -285,6 +295,61 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     return fig
 
 
+#: The energy plot's label: a figure the gate never looks at (``fusebench.metrictable``).
+ENERGY_NOTE = "shown, never gated"
+
+
+def energy_series(record, op: Op, dtype: str) -> dict[str, list[tuple[int, float, str]]]:
+    """``{backend: [(bytes moved, pJ per byte, shape), ...]}`` sorted by size: the cases of
+    ``op`` and ``dtype`` in ``record`` (a ``Sweep``) timed with an energy reading, backends in
+    :data:`BACKENDS` order; empty when the record has none (the CPU, a record without energy)."""
+    out = {}
+    for backend in BACKENDS:
+        points = sorted((r.bytes_moved, r.energy_pj_per_byte, r.shape) for r in record.records
+                        if (r.op, r.backend, r.dtype) == (op.name, backend, dtype) and r.status == "ok"
+                        and r.energy_pj_per_byte is not None)
+        if points:
+            out[backend] = points
+    return out
+
+
+def energy_figure(record, op: Op, machine: str):
+    """The energy figure of memory-bound ``op`` (a matplotlib Figure) from a run's ``record``:
+    pJ per byte moved by bytes moved, log-log, one line per backend, one panel per dtype; None
+    when the op is compute-bound or the record has no energy for it."""
+    from matplotlib.figure import Figure
+
+    if op.roofline != "memory" or record is None:
+        return None
+    series = {d: energy_series(record, op, d) for d in op.dtypes}
+    if not any(series.values()):
+        return None
+    t = THROUGHPUT["memory"]
+    fig = Figure(figsize=(5 * len(op.dtypes), 4.4), layout="constrained")
+    axes = fig.subplots(1, len(op.dtypes), sharey=True)
+    for ax, dtype in zip(axes, op.dtypes):
+        for backend, points in series[dtype].items():
+            ax.plot([p[0] / t.x_scale for p in points], [p[1] for p in points], marker="o", ms=3.5,
+                    label=backend, color=f"C{BACKENDS.index(backend) % 10}")
+        ax.set_xscale("log")
+        ax.set_yscale("log")  # the idle power of a short call over few bytes: decades above a large one
+        ax.set_title(dtype)
+        ax.set_xlabel(t.xlabel)
+        ax.grid(True, which="major", alpha=0.3)
+        _shape_ticks(ax, series[dtype], t.x_scale)
+    axes[0].set_ylabel("energy per byte moved (pJ/B)")
+    legend = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            legend.setdefault(label, handle)
+    fig.legend(list(legend.values()), list(legend), fontsize=8, loc="outside lower center",
+               ncol=min(len(legend), 6))
+    commit = str(record.environment.get("git_commit") or "")
+    fig.suptitle(f"{op.name} on {machine}: energy per byte moved by size, {ENERGY_NOTE} "
+                 f"(NVML board energy, idle power included; commit {_short(commit)})")
+    return fig
+
+
 def sig(x: float) -> str:
     """Three significant digits (``fusebench.history.summary.sig``): a CPU's 0.0168 TFLOP/s is
     never ``0``."""
@@ -309,7 +374,8 @@ def newest_first(reader: results.Reader, machine: str, op: Op) -> list[results.R
 
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
                 dpi: int = 110, reader: results.Reader | None = None) -> list[Path]:
-    """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine.
+    """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine,
+    and ``<op>-energy.png`` where the newest run's record has energy per call.
 
     Args:
         results_dir: asv results folder (``results/``).
@@ -341,7 +407,8 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
             except UsageError:
                 record = None
             figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:], record)),
-                       ("speedup", speedup_figure(run, op, record)))
+                       ("speedup", speedup_figure(run, op, record)),
+                       ("energy", energy_figure(record, op, machine)))
             for kind, fig in figures:
                 if fig is None:
                     continue
