@@ -19,7 +19,8 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
 5. fixes what the site shows first (``fusebench.history.site_fixes``): graphs open at the op's headline
    shape, tile titles carry units, bars against a category axis are all drawn.
 6. writes ``html/runs/index.html`` from the run records (``fusebench.history.runrecord``: rounds, copy
-   ceiling per round, phases, contaminated and noisy cases), with a "Runs" tab;
+   ceiling per round, phases, contaminated and noisy cases, % of the copy ceiling and energy per
+   call per case), with a "Runs" tab;
 7. names every stored result asv will not draw (``fusebench.history.drawable``).
 """
 
