@@ -1,6 +1,6 @@
 """The op and backend registry.
 
-Each op module in ``fusebench/ops/`` builds one :class:`Op` (its reference, grids, dtype axis and
+Each op's folder ``fusebench/ops/<op>/`` builds one :class:`Op` (its reference, grids, dtype axis and
 declared work: bytes moved, and flops for a compute-bound op) and registers its backends on it with
 :meth:`Op.backend`. A backend is a *factory*: given the input tensor it does all setup
 (allocation, compilation, extension build) and returns a zero-argument callable; only that

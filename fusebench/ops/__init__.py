@@ -1,11 +1,12 @@
-"""What fusebench measures: the ops and their backends.
+"""What fusebench measures: the ops and their backends, one folder per op.
 
-``REGISTERED`` holds each op the case file ``fusebench.yaml`` names as its module
-``fusebench/ops/<name>/__init__.py`` builds it (reference, declared work, backends); ``OPS`` the same ops with
-their cases (grids, dtypes, headline shape, the backends measured) from the case file
-(``fusebench.config``), read on first use. Every consumer (asv suite, sweep, nsys driver, tests,
-plots) iterates ``OPS``; adding a shape or a dtype edits only the YAML. How to add an op or a
-backend: ``docs/extending.md``.
+``fusebench/ops/<name>/`` holds an op: ``__init__.py`` builds its ``Op`` (reference, declared work,
+backends), beside its Triton kernel (``triton.py``), CUDA sources (``*.cu``) and tuning space
+(``tuning.py``, read through :mod:`fusebench.ops.tuning`). ``REGISTERED`` holds each op the case
+file ``fusebench.yaml`` names, as its folder builds it; ``OPS`` the same ops with their cases
+(grids, dtypes, headline shape, the backends measured) from the case file (``fusebench.config``),
+read on first use. Every consumer (asv suite, sweep, nsys driver, tests, plots) iterates ``OPS``;
+adding a shape or a dtype edits only the YAML. How to add an op or a backend: ``docs/extending.md``.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ _configured: dict[str, dict[str, Op]] = {}
 def op_module(name: str, path: Path | str) -> Op:
     """The :class:`Op` that module ``fusebench.ops.<name>`` builds (``OP``), imported once.
 
-    The case file's ``ops`` entries name the modules: adding an op is its module in ``fusebench/ops/``
-    and its entry in the YAML, with no list of ops in Python to extend.
+    The case file's ``ops`` entries name the packages: adding an op is its folder in
+    ``fusebench/ops/`` and its entry in the YAML, with no list of ops in Python to extend.
 
     Raises:
         fusebench.config.ConfigError: no such module, or it builds no ``OP`` of that name (one
