@@ -37,7 +37,7 @@ class Metric:
 
     Attributes:
         name: asv method name (``track_device_time``); the benchmark is ``suite.<Op>.<name>``.
-        field: the :class:`fusebench.measure.sweep.Record` attribute holding the value.
+        field: the :class:`fusebench.record.Record` attribute holding the value.
         unit: asv unit of the stored value (``seconds``, ``GB/s``, ``%``, ``TFLOP/s``).
         scale: stored value = record value × scale (records keep ms; asv wants seconds: 1e-3).
         better: ``"lower"`` or ``"higher"``.

@@ -166,12 +166,12 @@ def test_a_shared_cpu_names_a_few_contaminated_cases_per_round_and_counts_the_re
 
 def test_one_reason_for_many_contaminated_cases_is_said_once():
     from fusebench.history import runrecord
-    from fusebench.measure import sweep
+    from fusebench.record import Record, Sweep
 
     why = "other processes share the CPU (load 13 on 2 cores, 2 thread(s) ours)"
-    recs = [sweep.Record("gelu", "eager", str(n), "float32", wall_time_ms=1.0, contamination=[why])
+    recs = [Record("gelu", "eager", str(n), "float32", wall_time_ms=1.0, contamination=[why])
             for n in range(7)]
-    line = next(ln for ln in runrecord.summary_lines(sweep.Sweep({}, 1.0, "cpu", recs))
+    line = next(ln for ln in runrecord.summary_lines(Sweep({}, 1.0, "cpu", recs))
                 if ln.startswith("contaminated cases"))
     assert line == ("contaminated cases: 7: gelu/eager/0/float32, gelu/eager/1/float32, "
                     "gelu/eager/2/float32, gelu/eager/3/float32, gelu/eager/4/float32 and 2 more "

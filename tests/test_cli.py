@@ -59,7 +59,7 @@ def test_quick_bench_end_to_end(tmp_path):
     stored = list((tmp_path / "results").rglob("*.json"))
     assert len(stored) >= 2  # machine.json and the commit's result file (and benchmarks.json)
     # --json: the run's record (the stored record's format), --csv: one row per case
-    from fusebench.measure.sweep import Sweep
+    from fusebench.record import Sweep
 
     record = Sweep.load(tmp_path / "run.json")
     assert [(r.op, r.backend, r.dtype) for r in record.records] == [("gelu", "eager", "float32"),

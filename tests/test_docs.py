@@ -86,7 +86,7 @@ def test_the_results_page_shows_energy_per_call_where_the_record_has_it():
     """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for every timed case; the
     page shows each op's mJ per call and pJ per byte from the record; a record without it, none."""
     from fusebench.history import resultsdoc
-    from fusebench.measure.sweep import Sweep
+    from fusebench.record import Sweep
 
     record = PROJECT_ROOT / "records" / "h200" / "0a5fc94f.json"
     text = resultsdoc.render("h200", [record])

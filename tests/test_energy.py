@@ -10,6 +10,7 @@ import torch
 
 from fusebench.history import runrecord, summary
 from fusebench.measure import energy, environment, sweep
+from fusebench.record import Record, Sweep
 
 CPU = torch.device("cpu")
 
@@ -55,7 +56,7 @@ def test_a_host_bound_call_ends_the_window_on_the_host_clock():
 def test_a_counter_that_does_not_rise_gives_no_figure():
     c = FakeCounter(0.0)
     assert energy.per_call(c.call, CPU, c.read, call_ms=1.0, window_s=0.01) is None
-    rec = sweep.Record("gelu", "torch", "1024", "float32", wall_time_ms=1.0, bytes_moved=8192)
+    rec = Record("gelu", "torch", "1024", "float32", wall_time_ms=1.0, bytes_moved=8192)
     energy.fill(rec, c.call, CPU, c.read)
     assert rec.energy_mj_per_call is None and rec.energy_reason == (
         "energy: the counter did not rise within the window")
@@ -100,16 +101,16 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
     text = summary.summary(result)
     assert "| 4096 | 2.00 mJ 61035 pJ/B | 2.00 mJ 61035 pJ/B |" in text
     assert "energy per call measured for 2 of 2 cases" in "\n".join(runrecord.summary_lines(result))
-    loaded = sweep.Sweep(**{**result.__dict__})
+    loaded = Sweep(**{**result.__dict__})
     assert loaded.records[0].energy_mj_per_call == pytest.approx(2.0)
 
 
 def test_a_record_without_energy_fields_still_loads(tmp_path):
     """Records stored before energy was measured (every committed one) load with None."""
-    rec = sweep.Record("gelu", "torch", "1024", "float32")
+    rec = Record("gelu", "torch", "1024", "float32")
     fields = {k: v for k, v in rec.__dict__.items() if not k.startswith("energy")}
-    assert sweep.Record(**fields).energy_mj_per_call is None
-    assert summary.energy_lines(sweep.Sweep({}, 1.0, "cpu", [sweep.Record(**fields)])) == []
+    assert Record(**fields).energy_mj_per_call is None
+    assert summary.energy_lines(Sweep({}, 1.0, "cpu", [Record(**fields)])) == []
 
 
 def test_the_asv_suite_reports_energy_per_call_and_never_gates_it():

@@ -9,22 +9,22 @@ import pytest
 from fusebench import metrictable
 from fusebench.history import compare, noise
 from fusebench.history.compare import Case
-from fusebench.measure import sweep
+from fusebench.record import Record, Sweep
 
 HOT = metrictable.BY_NAME["track_device_time"]
 ENV = {"gpu": "NVIDIA H200", "driver": "580", "cuda_runtime": "13.0", "torch": "2.11", "triton": "3.6",
        "python": "3.12", "git_dirty": False}
 
 
-def run(commit: str, cases: dict, env=None, methods=None) -> sweep.Sweep:
+def run(commit: str, cases: dict, env=None, methods=None) -> Sweep:
     """A record of ``commit`` with, per (backend, shape), three rounds of hot device time (ms)."""
     recs = []
     for (backend, shape), rounds in cases.items():
-        r = sweep.Record("gelu", backend, shape, "float32", launches=1)
+        r = Record("gelu", backend, shape, "float32", launches=1)
         r.rounds = [{"device_time_ms": t, "device_time_cold_ms": t, "contamination": []} for t in rounds]
         r.device_time_ms = sorted(rounds)[1]
         recs.append(r)
-    s = sweep.Sweep(dict(ENV, git_commit=commit, **(env or {})), 1000.0, "default", recs, rounds=3)
+    s = Sweep(dict(ENV, git_commit=commit, **(env or {})), 1000.0, "default", recs, rounds=3)
     if methods is not None:
         s.methods = methods
     return s
@@ -46,7 +46,7 @@ def drifting_history(sigma: float, runs: int, seed: int = 1, t: float = 0.01):
     return out
 
 
-def case_from(s: sweep.Sweep) -> Case:
+def case_from(s: Sweep) -> Case:
     vals = tuple(r["device_time_ms"] * 1e-3 for r in s.records[0].rounds)
     med = sorted(vals)[1]
     return Case(vals, noise=(max(vals) - min(vals)) / med, per_launch_ms=med * 1e3)
@@ -166,7 +166,7 @@ def test_a_change_of_comments_only_is_no_change_of_code():
 def test_runs_with_different_reference_libraries_are_not_a_pair_nor_judged():
     a = run("a" * 40, {("torch", "1024"): [0.010] * 3, ("liger", "1024"): [0.02] * 3})
     b = run("b" * 40, {("torch", "1024"): [0.012] * 3})
-    b.records.append(sweep.Record("gelu", "liger", "1024", "float32", status="skipped",
+    b.records.append(Record("gelu", "liger", "1024", "float32", status="skipped",
                                   reason="not installed"))
     assert noise.loaded(a) == {"liger"} and noise.loaded(b) == frozenset()
     assert not noise.History([a, b], nothing_changed).samples

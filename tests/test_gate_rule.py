@@ -13,6 +13,7 @@ from fusebench.history import compare, noise, runrecord
 from fusebench.history.compare import Case
 from fusebench.measure import sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep, clean_rounds
 
 HOT = metrictable.BY_NAME["track_device_time"]
 
@@ -170,7 +171,7 @@ def test_only_gated_metrics_are_device_times_and_asv_conf_follows_the_table():
 
 
 def test_finish_takes_medians_over_rounds_and_the_spread_between_them():
-    rec = sweep.Record("gelu", "torch", "1024", "float32", bytes_moved=8_000_000)
+    rec = Record("gelu", "torch", "1024", "float32", bytes_moved=8_000_000)
     for t in (1.0, 1.1, 0.9):
         rec.rounds.append({"device_time_ms": t, "device_time_iqr_ms": 0.01 * t, "device_time_cold_ms": 2 * t,
                            "device_time_cold_iqr_ms": 0.0, "wall_time_ms": 3 * t, "wall_time_iqr_ms": 0.0,
@@ -195,14 +196,14 @@ AXES = [["eager", "torch", "compile"], ["1048576"], ["float32"]]
 T = "suite.Gelu.track_device_time"
 
 
-def record(commit: str, figures: dict, **extra) -> sweep.Sweep:
+def record(commit: str, figures: dict, **extra) -> Sweep:
     recs = []
     for backend, values in figures.items():
-        rec = sweep.Record("gelu", backend, "1048576", "float32", launches=1, **extra.get(backend, {}))
+        rec = Record("gelu", backend, "1048576", "float32", launches=1, **extra.get(backend, {}))
         rec.rounds = [{"device_time_ms": v, "device_time_iqr_ms": 0.0, "wall_time_ms": v} for v in values]
         rec.device_time_ms = sorted(values)[1]
         recs.append(rec)
-    return sweep.Sweep({"device": "cuda", "git_commit": commit}, 4000.0, "default", recs, rounds=3)
+    return Sweep({"device": "cuda", "git_commit": commit}, 4000.0, "default", recs, rounds=3)
 
 
 @pytest.fixture
@@ -247,12 +248,12 @@ def test_a_throttled_round_is_left_out_while_most_rounds_are_clean():
     hot = ["throttled: sw_power_cap"]
     rounds = [{"device_time_ms": 1.0, "contamination": []}, {"device_time_ms": 1.01, "contamination": []},
               {"device_time_ms": 1.5, "contamination": hot}]
-    kept, reasons = sweep.clean_rounds(rounds)
+    kept, reasons = clean_rounds(rounds)
     assert [r["device_time_ms"] for r in kept] == [1.0, 1.01] and reasons == []
     rounds[1]["contamination"] = ["another process on the GPU: pid 3 (10 MiB)"]
-    kept, reasons = sweep.clean_rounds(rounds)
+    kept, reasons = clean_rounds(rounds)
     assert len(kept) == 3 and reasons == ["another process on the GPU: pid 3 (10 MiB)", hot[0]]
-    rec = sweep.Record("gelu", "torch", "1024", "float32", bytes_moved=1000)
+    rec = Record("gelu", "torch", "1024", "float32", bytes_moved=1000)
     rec.rounds = [{**r, "device_time_iqr_ms": 0.0, "repeats": 20, "clock": "cuda-events"} for r in rounds]
     rec.rounds[1]["contamination"] = []
     sweep.finish(rec, 10.0, None)

@@ -1,9 +1,12 @@
 """Dependencies point one way: no import circle among fusebench's modules, the ops included (imports
 inside functions count: they hide a circle, they do not break it), nothing below the command line
-imports it, and reading the case file imports neither the sweep nor the gate."""
+imports it, reading the case file imports neither the sweep nor the gate, and reading a run record
+imports neither the sweep nor torch."""
 
 import ast
 import functools
+import subprocess
+import sys
 from pathlib import Path
 
 from fusebench.paths import PROJECT_ROOT
@@ -23,7 +26,7 @@ def modules() -> dict[str, Path]:
 
 
 def _target(name: str) -> str | None:
-    """The project module an imported name belongs to (``fusebench.measure.sweep.Sweep`` -> its module)."""
+    """The project module an imported name belongs to (``fusebench.record.Sweep`` -> its module)."""
     while name and name not in modules():
         name = name.rpartition(".")[0]
     return name or None
@@ -80,3 +83,49 @@ def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
     reached = _reachable("fusebench.config")
     below = [m for m in reached if m.startswith(("fusebench.history", "fusebench.measure", "fusebench.ops"))]
     assert not below, below
+
+
+#: The run record's data model, and the only project modules it may import.
+RECORD, RECORD_MAY_IMPORT = "fusebench.record", {"fusebench.metrictable"}
+#: Modules that read records and never measure: none may import the sweep, even inside a function.
+READERS = ("fusebench.history.noise", "fusebench.history.compare", "fusebench.history.summary",
+           "fusebench.history.runrecord", "fusebench.history.results", "fusebench.history.resultsdoc",
+           "fusebench.history.collect", "fusebench.history.untrusted", "fusebench.history.shares",
+           "fusebench.history.marks", "fusebench.history.bisect")
+SWEEP = "fusebench.measure.sweep"
+
+
+def test_the_record_is_a_leaf_of_the_standard_library_and_the_metric_table():
+    assert _reachable(RECORD) == RECORD_MAY_IMPORT
+    for name in (RECORD, *RECORD_MAY_IMPORT):
+        tops = set()
+        for node in ast.walk(ast.parse(modules()[name].read_text())):
+            if isinstance(node, ast.Import):
+                tops.update(a.name.partition(".")[0] for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                tops.add(node.module.partition(".")[0])
+        assert tops - {"fusebench"} <= sys.stdlib_module_names, (name, tops)
+
+
+def test_the_modules_that_read_records_do_not_import_the_sweep():
+    assert {m: SWEEP in _reachable(m) for m in READERS} == {m: False for m in READERS}
+
+
+def _loaded_after(modules: tuple[str, ...], *names: str) -> list[bool]:
+    """Whether each of ``names`` is loaded once ``modules`` are imported in a fresh interpreter."""
+    code = f"import sys\nfor m in {modules!r}: __import__(m)\nprint(*(n in sys.modules for n in {names!r}))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                         check=True).stdout
+    return [w == "True" for w in out.split()]
+
+
+def test_reading_records_at_run_time_loads_no_sweep():
+    """The plots and the site read records too; their one path to the sweep is inside a function
+    of the asv suite (``asvsuite.load_records``: asv's setup_cache measures when no record is given)."""
+    readers = (*READERS, "fusebench.history.plots", "fusebench.history.site", "fusebench.commands.table")
+    assert _loaded_after(readers, SWEEP) == [False]
+
+
+def test_the_gate_and_the_merge_validation_load_no_torch():
+    gate = ("fusebench.history.compare", "fusebench.history.noise", "fusebench.history.untrusted", RECORD)
+    assert _loaded_after(gate, "torch", SWEEP) == [False, False]

@@ -15,8 +15,8 @@ import pytest
 
 from fusebench import commands
 from fusebench.history import runrecord
-from fusebench.measure import sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 
 
 def fusebench(*args, **kw):
@@ -132,9 +132,9 @@ def test_an_unknown_shape_names_the_valid_ones(capsys):
 
 
 def test_the_run_record_as_csv_has_one_row_per_case():
-    recs = [sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=0.01, kernels=["a", "b"]),
-            sweep.Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")]
-    rows = list(csv.DictReader(io.StringIO(runrecord.to_csv(sweep.Sweep({}, 100.0, "cpu", recs)))))
+    recs = [Record("gelu", "torch", "1024", "float32", device_time_ms=0.01, kernels=["a", "b"]),
+            Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")]
+    rows = list(csv.DictReader(io.StringIO(runrecord.to_csv(Sweep({}, 100.0, "cpu", recs)))))
     assert [(r["backend"], r["status"], r["device_time_ms"], r["kernels"], r["reason"]) for r in rows] == [
         ("torch", "ok", "0.01", "a; b", ""), ("cuda", "skipped", "", "", "needs a CUDA GPU")]
     assert "rounds" not in rows[0]

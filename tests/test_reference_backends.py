@@ -12,9 +12,9 @@ import torch
 from fusebench.errors import SkipCase
 from fusebench.history import site, summary
 from fusebench.measure import correctness
-from fusebench.measure.sweep import Record, Sweep
 from fusebench.ops import get_op, reference_libs
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 from fusebench.registry import BACKENDS
 from scripts import lock  # noqa: E402
 

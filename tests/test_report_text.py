@@ -4,7 +4,7 @@ fixed width (issue 13, item 8: tables showed ``0 0%``; a noise of ``±3309.6%`` 
 import pytest
 
 from fusebench.history import marks, summary
-from fusebench.measure import sweep
+from fusebench.record import Record, Sweep
 
 
 @pytest.mark.parametrize("x, text", [(3986.4, "3986"), (374.1, "374"), (41.27, "41.3"), (4.1, "4.10"),
@@ -21,13 +21,13 @@ def test_percentages_never_read_as_zero(pct, text):
 
 def test_a_small_cell_is_not_zero_zero():
     """The CPU's 1024-element GELU: a few GB/s, a tenth of a % of the ceiling."""
-    rec = sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, bandwidth_gbps=4.1,
+    rec = Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, bandwidth_gbps=4.1,
                        pct_of_ceiling=0.097)
-    eager = sweep.Record("gelu", "eager", "1024", "float32", device_time_ms=0.00008, bandwidth_gbps=0.4,
+    eager = Record("gelu", "eager", "1024", "float32", device_time_ms=0.00008, bandwidth_gbps=0.4,
                          pct_of_ceiling=0.0095)
     assert summary.cell(rec, eager) == "4.10 0.097% 0.040x"
     assert summary.cell(eager, eager) == "0.400 0.0095% 1.0x"
-    mm = sweep.Record("matmul", "torch", "64x64", "bfloat16", roofline="compute", device_time_ms=0.00512,
+    mm = Record("matmul", "torch", "64x64", "bfloat16", roofline="compute", device_time_ms=0.00512,
                       tflops=0.1024, pct_of_peak=0.013)
     assert summary.cell(mm, None) == "0.00512 ms 0.102 TF 0.013%"
 
@@ -45,7 +45,7 @@ def test_noise_in_words_when_large_at_a_fixed_width(noise, text):
 
 
 def _rec(backend, ms, noise=0.01, **kw):
-    return sweep.Record("gelu", backend, "16384", "float16", wall_time_ms=ms, bandwidth_gbps=65536 / ms / 1e6,
+    return Record("gelu", backend, "16384", "float16", wall_time_ms=ms, bandwidth_gbps=65536 / ms / 1e6,
                         pct_of_ceiling=kw.pop("pct", 5.0), noise=noise, **kw)
 
 
@@ -66,7 +66,7 @@ def test_every_doubtful_figure_is_marked_and_loses_its_speedup(kw, symbol):
 
 
 def test_above_the_matrix_peak_is_marked():
-    mm = sweep.Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
+    mm = Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
                       tflops=0.11, pct_of_peak=665.9, noise=0.02)
     assert summary.cell(mm, None) == "0.300 ms 0.110 TF 666% ^"
     assert marks.doubts(mm) == ["peak"]
@@ -76,7 +76,7 @@ def test_above_the_matrix_peak_is_marked():
 
 def test_the_summary_says_host_clock_and_explains_the_marks():
     env = {"device": "cpu", "where": "on host"}
-    result = sweep.Sweep(env, 10.0, "cpu", [_rec("eager", 8.0, noise=0.99), _rec("torch", 0.07)])
+    result = Sweep(env, 10.0, "cpu", [_rec("eager", 8.0, noise=0.99), _rec("torch", 0.07)])
     text = summary.summary(result)
     assert "Host-clock figures of the CPU" in text.splitlines()[0]
     assert "Marks: ~ noisy: rounds differ by more than 10 %. A marked figure gets no speedup." in text
@@ -87,9 +87,9 @@ def test_the_summary_says_host_clock_and_explains_the_marks():
 
 def test_every_pct_of_an_unstable_peak_is_marked():
     """A CPU's matrix peak that did not repeat (issue 29: 0.0168 to 0.135 TFLOP/s between runs)."""
-    mm = sweep.Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
+    mm = Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
                       tflops=0.11, pct_of_peak=18.5, noise=0.02)
-    result = sweep.Sweep({"device": "cpu"}, 10.0, "cpu", [mm], peak_tflops=0.6,
+    result = Sweep({"device": "cpu"}, 10.0, "cpu", [mm], peak_tflops=0.6,
                          warnings=["matrix peak 0.638 TFLOP/s (bfloat16 512^3), UNSTABLE: 6 tries from 0.048 "
                                    "to 0.638 TFLOP/s; every % of peak is in doubt"])
     text = summary.summary(result)

@@ -11,9 +11,10 @@ import pytest
 import torch
 
 from fusebench.history import drawable, runrecord
-from fusebench.measure import environment, launches, sweep
+from fusebench.measure import environment, launches
 from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 
 
 def test_records_live_beside_their_results_folder():
@@ -24,12 +25,12 @@ def test_records_live_beside_their_results_folder():
 
 def test_a_run_of_some_ops_keeps_the_other_ops_records(tmp_path):
     commit = "a" * 40
-    first = sweep.Sweep({"git_commit": commit}, 4000.0, "default", [
-        sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=1.0),
-        sweep.Record("softmax", "torch", "4x4", "float32", device_time_ms=2.0)], rounds=3)
+    first = Sweep({"git_commit": commit}, 4000.0, "default", [
+        Record("gelu", "torch", "1024", "float32", device_time_ms=1.0),
+        Record("softmax", "torch", "4x4", "float32", device_time_ms=2.0)], rounds=3)
     runrecord.save(first, tmp_path, "h200", commit)
-    second = sweep.Sweep({"git_commit": commit}, 4100.0, "default", [
-        sweep.Record("softmax", "torch", "4x4", "float32", device_time_ms=3.0)], rounds=3)
+    second = Sweep({"git_commit": commit}, 4100.0, "default", [
+        Record("softmax", "torch", "4x4", "float32", device_time_ms=3.0)], rounds=3)
     path = runrecord.save(second, tmp_path, "h200", commit)
     assert path == tmp_path / "h200" / "aaaaaaaa.json"
     back = runrecord.load(tmp_path, "h200", commit)
@@ -49,10 +50,10 @@ def test_an_unreadable_record_is_named(tmp_path):
 
 
 def test_summary_lines_show_rounds_ceilings_phases_and_contamination():
-    dirty = sweep.Record("softmax", "torch", "4x4", "bfloat16", device_time_ms=0.03, noise=0.01,
+    dirty = Record("softmax", "torch", "4x4", "bfloat16", device_time_ms=0.03, noise=0.01,
                          contamination=["another process on the GPU: pid 9 (100 MiB)"])
-    noisy = sweep.Record("gelu", "eager", "1024", "float32", device_time_ms=0.01, noise=0.5)
-    s = sweep.Sweep({"gpu": "NVIDIA H200", "git_commit": "d" * 40}, 4200.0, "quick", [dirty, noisy], rounds=3,
+    noisy = Record("gelu", "eager", "1024", "float32", device_time_ms=0.01, noise=0.5)
+    s = Sweep({"gpu": "NVIDIA H200", "git_commit": "d" * 40}, 4200.0, "quick", [dirty, noisy], rounds=3,
                     ceilings_gbps=[4190.0, 4200.0, 4210.0], phases={"build": 10.0, "round 1": 5.0})
     text = "\n".join(runrecord.summary_lines(s))
     assert "2 cases (2 timed) on NVIDIA H200, quick grid, 3 rounds" in text
@@ -174,6 +175,6 @@ def test_every_result_says_where_it_ran():
     assert environment.where(image) == "in image sha256:0123456789ab"
     assert store.machine_info("h200", host)["where"].startswith("on host (python 3.12.3")
     assert store.machine_info("h200", image)["where"] == "in image sha256:0123456789ab"
-    s = sweep.Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
+    s = Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
     assert runrecord.summary_lines(s)[0].endswith("; in image sha256:0123456789ab")
     assert environment.capture(torch.device("cpu"))["where"].startswith("on host (python ")

@@ -9,9 +9,9 @@ import torch
 
 from fusebench.errors import UsageError
 from fusebench.measure.selection import choose, require_measured
-from fusebench.measure.sweep import Record
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record
 from fusebench.registry import BACKENDS, PRECISIONS
 
 VALID_OPS = ", ".join(OPS)  # the registry's order

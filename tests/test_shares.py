@@ -13,8 +13,8 @@ from asvfiles import write_result
 
 from fusebench.errors import UsageError
 from fusebench.history import collect, results, runrecord, shares
-from fusebench.measure import sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 
 COMMIT = "c3519fe813c0" + "0" * 28
 MACHINE = "cpu-x86_64"
@@ -26,10 +26,10 @@ def _share(folder: Path, op: str, value: float, host: str = "node1") -> Path:
     name = f"suite.{op.capitalize()}.track_wall_time"
     write_result(folder / "results", MACHINE, COMMIT, {name: {("eager", "16384", "float32"): value,
                                                             ("torch", "16384", "float32"): 2 * value}}, AXES)
-    records = [sweep.Record(op, b, "16384", "float32", wall_time_ms=v, rounds=[{"wall_time_ms": v}] * 3)
+    records = [Record(op, b, "16384", "float32", wall_time_ms=v, rounds=[{"wall_time_ms": v}] * 3)
                for b, v in (("eager", value), ("torch", 2 * value))]
     env = {"git_commit": COMMIT, "host": host, "sweep_seconds": 12.0}
-    runrecord.save(sweep.Sweep(env, 30.0, "cpu-quick", records, rounds=3, ceilings_gbps=[29.0, 30.0, 31.0],
+    runrecord.save(Sweep(env, 30.0, "cpu-quick", records, rounds=3, ceilings_gbps=[29.0, 30.0, 31.0],
                                phases={"round 1": 1.0}), folder / "records", MACHINE, COMMIT)
     return folder
 
@@ -60,7 +60,7 @@ def test_two_tasks_of_disjoint_ops_merge_into_one_result_and_one_record(tmp_path
     assert [(s["host"], s["ops"], s["cases"]) for s in record["environment"]["shares"]] == [
         ("node1", ["gelu"], 2), ("node2", ["softmax"], 2)]
     assert record["ceilings_gbps"] == [29.0, 30.0, 31.0] * 2 and record["ceiling_gbps"] == 30.0
-    assert sweep.Sweep.load(runrecord.record_path(runrecord.records_dir(dest), MACHINE, COMMIT)).rounds == 3
+    assert Sweep.load(runrecord.record_path(runrecord.records_dir(dest), MACHINE, COMMIT)).rounds == 3
     # collected again: every file there already, nothing planned
     again = collect.plan([a, b], dest)
     assert again.conflicts == [] and again.copies == [] and again.merges == {}

@@ -4,6 +4,7 @@ import torch
 from fusebench.history import summary
 from fusebench.measure import sweep, timing
 from fusebench.ops import get_op
+from fusebench.record import Record, Sweep
 from fusebench.registry import Op
 
 CPU = torch.device("cpu")
@@ -61,10 +62,10 @@ def test_a_failing_backend_is_recorded_and_not_timed():
 
 
 def test_sweep_round_trips_through_json(tmp_path):
-    rec = sweep.Record("gelu", "eager", "1024", "float32", bandwidth_gbps=1.5)
-    s = sweep.Sweep({"device": "cpu"}, 20.0, "cpu", [rec])
+    rec = Record("gelu", "eager", "1024", "float32", bandwidth_gbps=1.5)
+    s = Sweep({"device": "cpu"}, 20.0, "cpu", [rec])
     s.save(tmp_path / "s.json")
-    back = sweep.Sweep.load(tmp_path / "s.json")
+    back = Sweep.load(tmp_path / "s.json")
     assert back.records == [rec] and back.ceiling_gbps == 20.0
 
 
@@ -76,16 +77,16 @@ def test_cases_follow_the_grid_and_selection():
 
 
 def test_progress_line_and_summary():
-    ok = sweep.Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, noise=0.01,
+    ok = Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, noise=0.01,
                       bandwidth_gbps=4.1, pct_of_ceiling=50.0, launches=1)
-    eager = sweep.Record("gelu", "eager", "1024", "float32", device_time_ms=0.02, noise=0.01,
+    eager = Record("gelu", "eager", "1024", "float32", device_time_ms=0.02, noise=0.01,
                          bandwidth_gbps=0.41, pct_of_ceiling=5.0, launches=9)
-    skipped = sweep.Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")
+    skipped = Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")
     line = sweep.progress_line(3, 40, ok)
     assert line.startswith("[ 3/40] gelu") and "4.1 GB/s" in line and "1 launch" in line
     assert "launches" not in line
     assert sweep.progress_line(4, 40, skipped).endswith("skipped: needs a CUDA GPU")
-    table = summary.summary(sweep.Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
+    table = summary.summary(Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
                                        [eager, ok, skipped]))
     assert "| 1024 | 0.410 5.0% 1.0x | 4.10 50% 10.0x |" in table  # not "0 5%" (issue 13)
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column

@@ -14,6 +14,7 @@ from fusebench.errors import UsageError
 from fusebench.history import runrecord
 from fusebench.measure import sweep, workers
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
 
 SLOTS = [workers.Slot(0, "0"), workers.Slot(1, "1")]
 
@@ -74,7 +75,7 @@ def test_each_case_timed_by_one_worker_in_all_rounds(two_workers):
 def test_the_merged_record_keeps_gpu_index_and_serial(two_workers, tmp_path):
     result = two_workers.machines["fake-h200"]
     path = runrecord.save(result, tmp_path, "fake-h200", "a" * 40)
-    back = sweep.Sweep.load(path)
+    back = Sweep.load(path)
     assert [(r.gpu_index, r.gpu_serial) for r in back.records] == \
         [(r.gpu_index, r.gpu_serial) for r in result.records]
     assert len(back.environment["gpus"]) == 2
@@ -105,7 +106,7 @@ def test_a_dead_worker_is_reported_and_the_rest_stored(tmp_path, monkeypatch):
     ok = [r for r in result.records if r.status == "ok"]
     assert len(ok) == 2 and {r.gpu_index for r in ok} == {0} and all(len(r.rounds) == 2 for r in ok)
     path = runrecord.save(result, tmp_path / "records", "fake-h200", "b" * 40)
-    assert [r.status for r in sweep.Sweep.load(path).records].count("ok") == 2
+    assert [r.status for r in Sweep.load(path).records].count("ok") == 2
 
 
 @pytest.mark.slow
@@ -161,7 +162,7 @@ def test_costs_from_an_h200_record_balance_two_gpus():
     loads are within 1 %; by count (every other case) they are not."""
     from fusebench.ops import OPS
 
-    record = sweep.Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
     ops = sorted({r.op for r in record.records}, key=list(OPS).index)
     job = workers.Job("fusebench.ops:configured", tuple(ops),
                       tuple(sorted({r.backend for r in record.records})),
@@ -197,7 +198,7 @@ def test_an_estimate_without_a_record_grows_with_the_bytes_and_the_build():
 
 def _state(machine, gpu, records):
     env = {"gpu": gpu, "gpu_index": records[0].gpu_index, "worker": {"visible": str(records[0].gpu_index)}}
-    result = sweep.Sweep(env, 100.0, "cpu", records, rounds=2, ceilings_gbps=[100.0, 100.0])
+    result = Sweep(env, 100.0, "cpu", records, rounds=2, ceilings_gbps=[100.0, 100.0])
     return workers._State(workers.Slot(0, "0"), None, None, machine, gpu, [], True, result)
 
 

@@ -19,8 +19,8 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import resultsdoc, runrecord, summary
-from fusebench.measure.sweep import Sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from fusebench import metrictable
 from fusebench.history import compare
-from fusebench.measure.sweep import clean_rounds
+from fusebench.record import clean_rounds
 
 GOOD, BAD, AMBIGUOUS, SKIPPED = "good", "bad", "ambiguous", "skipped"
 #: The statuses of the gate that count as "no change" (or a change the other way) in a verdict.

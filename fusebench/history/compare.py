@@ -58,7 +58,7 @@ from functools import lru_cache
 from fusebench import metrictable
 from fusebench.history import noise
 from fusebench.history.results import Params, Run, is_failed, is_measured
-from fusebench.measure.sweep import clean_rounds
+from fusebench.record import clean_rounds
 
 #: A hot figure above this many times the graph figure measures the launch path.
 LAUNCH_PATH_RATIO = 1.25
@@ -282,7 +282,7 @@ def case_of(run: Run, record, benchmark: str, params: Params, index: dict | None
     """The gate's view of one case: from the run's record when it has one (every round), else
     from asv's stored value (one value; noise from the ``*_iqr`` metric when stored).
 
-    ``record`` is a :class:`fusebench.measure.sweep.Sweep` or None; ``index`` its ``by_key()``
+    ``record`` is a :class:`fusebench.record.Sweep` or None; ``index`` its ``by_key()``
     when the caller has built it once (many cases of one record).
     """
     metric = metrictable.metric(benchmark)

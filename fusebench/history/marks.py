@@ -60,7 +60,7 @@ def peak_unstable(sweep) -> bool:
 
 
 def doubts(rec, unstable_peak: bool = False) -> list[str]:
-    """The marks of one record (``fusebench.measure.sweep.Record``), in :data:`MARKS` order; empty
+    """The marks of one record (``fusebench.record.Record``), in :data:`MARKS` order; empty
     for a figure that can be believed, or for a case that was not timed. ``unstable_peak``: the
     run's matrix peak did not repeat (:func:`peak_unstable`)."""
     if rec is None or rec.status != "ok":

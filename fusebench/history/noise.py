@@ -39,7 +39,7 @@ from itertools import combinations
 from pathlib import Path
 
 from fusebench import metrictable
-from fusebench.measure.sweep import Record, Sweep, clean_rounds
+from fusebench.record import Record, Sweep, clean_rounds
 
 #: Files every backend of an op is measured from, and each backend's own (``{op}`` is the op's
 #: name; a path ending in ``/`` is a folder, ``*`` any characters). Each names the layout before the

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import runrecord, summary
-from fusebench.measure.sweep import Sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
 from fusebench.registry import BACKENDS
 
 

@@ -1,7 +1,7 @@
 """The committed record of each run: every round's figures, per machine and commit.
 
 asv stores one number per metric and case. Beside each asv result, ``make bench`` keeps the run's
-full record, the :class:`fusebench.measure.sweep.Sweep` as JSON: every round's figures, the NVML readings
+full record, the :class:`fusebench.record.Sweep` as JSON: every round's figures, the NVML readings
 around each (clocks, clock-event reasons, other processes), the copy ceiling of each round,
 launches, the kernels that ran, max error, compile time, phase times. The regression gate reads
 the rounds from it (``fusebench.history.compare``); the summary and the site's Runs page show it.
@@ -9,7 +9,7 @@ the rounds from it (``fusebench.history.compare``); the summary and the site's R
 Layout: ``records/<machine>/<sha8>.json`` beside ``results/`` (a folder of its own: asv reads
 every ``*.json`` under ``results/`` as a result file). A scratch results folder has its own
 records folder (``.asv/quick-results`` -> ``.asv/quick-records``). The format is
-``fusebench.measure.sweep.FORMAT_VERSION``; ``records/README.md`` documents the fields.
+``fusebench.record.FORMAT_VERSION``; ``records/README.md`` documents the fields.
 
 A run of some ops keeps the other ops' records of the same commit (as asv keeps their results);
 a failed run writes nothing: ``make bench`` stores the record and the asv result files in one
@@ -29,7 +29,7 @@ from fusebench.errors import UsageError
 from fusebench.history import transaction
 from fusebench.history.marks import NOISY, spread_text
 from fusebench.measure import environment
-from fusebench.measure.sweep import Record, Sweep, clean_rounds
+from fusebench.record import Record, Sweep, clean_rounds
 
 #: The CSV's columns: every field of a record but the per-round list (in the JSON), lists joined by
 #: ``"; "``, the NVML clocks left out.
@@ -109,7 +109,7 @@ def to_json(sweep: Sweep) -> str:
 
 def to_csv(sweep: Sweep) -> str:
     """One row per case of ``sweep``, the columns of :data:`CSV_COLUMNS` (times in ms, bandwidth in
-    GB/s, bytes, TFLOP/s, as in :class:`fusebench.measure.sweep.Record`; empty where not measured)."""
+    GB/s, bytes, TFLOP/s, as in :class:`fusebench.record.Record`; empty where not measured)."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(CSV_COLUMNS)
@@ -156,7 +156,7 @@ def summary_lines(sweep: Sweep) -> list[str]:
                      + f" GB/s (median {sweep.ceiling_gbps:.0f})")
     if sweep.phases:
         lines.append("phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in sweep.phases.items()))
-    # by the rule of sweep.clean_rounds (records written before it counted any round)
+    # by the rule of record.clean_rounds (records written before it counted any round)
     verdicts = [(r, clean_rounds(r.rounds)[1] if r.rounds else r.contamination) for r in ok]
     dirty = [(r, why) for r, why in verdicts if why]
     dropped = sum(1 for r in ok if r.rounds and len(clean_rounds(r.rounds)[0]) < len(r.rounds))

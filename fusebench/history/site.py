@@ -362,7 +362,7 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     from fusebench.history import runrecord, summary
 
     body = []
-    from fusebench.measure.sweep import Sweep
+    from fusebench.record import Sweep
 
     records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
     for machine, path in records:

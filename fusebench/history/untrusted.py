@@ -306,14 +306,14 @@ _SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
 
 
 def check_record(path: Path, data: object, machine: str) -> str:
-    """A run record ``records/<machine>/<sha8>.json`` (``fusebench.measure.sweep.Sweep``, its
+    """A run record ``records/<machine>/<sha8>.json`` (``fusebench.record.Sweep``, its
     format version). Returns its commit.
 
     Its keys are the Sweep's (those without a default present), ``environment.git_commit`` is 40
     hex digits whose first 8 name the file, and each case's keys are a ``Record``'s with op,
     backend, dtype and shape matching their patterns.
     """
-    from fusebench.measure.sweep import FORMAT_VERSION, Record, Sweep
+    from fusebench.record import FORMAT_VERSION, Record, Sweep
 
     data = _object(data, path, "run record")
     _need(data.get("format_version") == FORMAT_VERSION, path,

@@ -99,7 +99,7 @@ def per_call(fn: Callable[[], object], dev: torch.device, read: Callable[[], flo
 
 def fill(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], float]) -> None:
     """Set ``rec.energy_mj_per_call`` and ``rec.energy_pj_per_byte`` of a timed record
-    (``fusebench.measure.sweep.Record``); a failure of the reading leaves them None and says why
+    (``fusebench.record.Record``); a failure of the reading leaves them None and says why
     in ``rec.energy_reason`` (never fails the case)."""
     call_ms = rec.main_time_ms()
     if rec.status != "ok" or not call_ms:

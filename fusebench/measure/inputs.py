@@ -11,10 +11,8 @@ import functools
 
 import torch
 
+from fusebench.record import SEED  # declared with the record, which stores it
 from fusebench.registry import Shape
-
-#: Seed of every case's input (recorded with each result).
-SEED = 20261129
 
 
 @functools.lru_cache(maxsize=1)  # the current case's input only: the larger ones are GBs

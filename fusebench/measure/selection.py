@@ -87,7 +87,7 @@ def require_measured(records: Sequence) -> None:
     """Refuse a sweep in which no case was measured, before anything of it is stored.
 
     Args:
-        records: the sweep's records (``fusebench.measure.sweep.Record``: ``status`` is ``"ok"``,
+        records: the sweep's records (``fusebench.record.Record``: ``status`` is ``"ok"``,
             ``"skipped"`` or ``"failed"``, ``reason`` says why).
 
     Raises:

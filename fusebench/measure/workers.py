@@ -57,6 +57,7 @@ import torch
 
 from fusebench.errors import UsageError, first_line
 from fusebench.measure import environment, sweep, timing
+from fusebench.record import Record, Sweep
 from fusebench.registry import Op
 
 #: The environment keys that describe one GPU, moved from a worker's environment into its entry of
@@ -132,7 +133,7 @@ def estimated_cost(case: tuple, rounds: int) -> float:
         2 * max(sweep.ROUND_BUDGET_S, timing.MIN_REPEATS * call_s) + ROUND_OVERHEAD_S)
 
 
-def costs_from_record(cases: Sequence[tuple], record: sweep.Sweep | None, rounds: int) -> tuple[float, ...]:
+def costs_from_record(cases: Sequence[tuple], record: Sweep | None, rounds: int) -> tuple[float, ...]:
     """Seconds per case of ``cases``: from ``record`` (an earlier run of the same grid on the same
     GPU model) where it timed the case, its compile time and its kernels' time per round (hot and
     cold repeats, wall calls) plus :data:`ROUND_OVERHEAD_S`; else :func:`estimated_cost`."""
@@ -153,7 +154,7 @@ def costs_from_record(cases: Sequence[tuple], record: sweep.Sweep | None, rounds
     return tuple(costs)
 
 
-def newest_record(folder: Path, gpu_name: str | None, grid: str) -> sweep.Sweep | None:
+def newest_record(folder: Path, gpu_name: str | None, grid: str) -> Sweep | None:
     """The newest run record under ``folder`` (a records folder: ``<machine>/<sha8>.json``) of
     GPU model ``gpu_name`` and ``grid``, by file time; None when there is none. A file that cannot
     be read is passed over (costs are an estimate: the run never depends on them)."""
@@ -162,7 +163,7 @@ def newest_record(folder: Path, gpu_name: str | None, grid: str) -> sweep.Sweep 
             head = json.loads(path.read_text())
             if head.get("grid") != grid or head.get("environment", {}).get("gpu") != gpu_name:
                 continue
-            return sweep.Sweep.load(path)
+            return Sweep.load(path)
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue
     return None
@@ -325,7 +326,7 @@ class _State:
     gpu_name: str | None = None
     taken: list[int] = field(default_factory=list)
     built: bool = False
-    result: sweep.Sweep | None = None
+    result: Sweep | None = None
     error: str | None = None
     dealt: list[int] = field(default_factory=list)
 
@@ -340,7 +341,7 @@ class Outcome:
     one line per worker that failed; ``unstored``: lines for lost cases of a model no GPU
     measured (nothing of it can be stored)."""
 
-    machines: dict[str, sweep.Sweep]
+    machines: dict[str, Sweep]
     failures: list[str]
     unstored: list[str] = field(default_factory=list)
 
@@ -457,7 +458,7 @@ def run(job: Job, slots: list[Slot], *, prebuild: Callable[[], None] | None = No
     return outcome
 
 
-def _lost_record(case, reason: str) -> sweep.Record:
+def _lost_record(case, reason: str) -> Record:
     rec = sweep.new_record(*case)
     rec.status, rec.reason = "failed", reason
     return rec
@@ -484,7 +485,7 @@ def merge(job: Job, states: list[_State], phases: dict[str, float]) -> Outcome:
     held = {i for s in states for i in (s.dealt or s.taken)}
     if never := [i for i in range(len(todo)) if i not in held and i not in measured]:
         unstored.append(f"{len(never)} case(s) were dealt to no worker")
-    parts: dict[str, list[sweep.Sweep]] = {}
+    parts: dict[str, list[Sweep]] = {}
     names: dict[str, set] = {}
     for s in states:
         if s.result is not None:
@@ -503,13 +504,13 @@ def merge(job: Job, states: list[_State], phases: dict[str, float]) -> Outcome:
     return Outcome(machines, failures, unstored)
 
 
-def _positions(result: sweep.Sweep, todo) -> set[int]:
+def _positions(result: Sweep, todo) -> set[int]:
     keys = {r.key for r in result.records}
     return {i for i, c in enumerate(todo) if sweep.new_record(*c).key in keys}
 
 
-def merged(job: Job, parts: list[sweep.Sweep], lost: list[sweep.Record], order: dict,
-           phases: dict[str, float]) -> sweep.Sweep:
+def merged(job: Job, parts: list[Sweep], lost: list[Record], order: dict,
+           phases: dict[str, float]) -> Sweep:
     """One machine's sweep from its GPUs' sweeps ``parts``: records of every GPU (and ``lost``) in
     grid order; the shared environment with ``gpus``, one entry per GPU (its keys of
     :data:`PER_GPU_KEYS`, copy ceilings, matrix peak, phases, case count); the median copy ceiling
@@ -524,13 +525,13 @@ def merged(job: Job, parts: list[sweep.Sweep], lost: list[sweep.Record], order: 
     peaks = [p.peak_tflops for p in parts if p.peak_tflops]
     warnings = [f"GPU {(p.environment.get('worker') or {}).get('visible')}: {w}"
                 for p in parts for w in p.warnings]
-    return sweep.Sweep(env, statistics.median(ceilings) if ceilings else 0.0, job.grid, records,
+    return Sweep(env, statistics.median(ceilings) if ceilings else 0.0, job.grid, records,
                        peak_tflops=statistics.median(peaks) if peaks else None, rounds=job.rounds,
                        ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
                        warnings=warnings)
 
 
-def gpu_lines(result: sweep.Sweep) -> list[str]:
+def gpu_lines(result: Sweep) -> list[str]:
     """One line per GPU of a merged sweep: index, serial, cases, copy ceiling, its phase times."""
     lines = []
     for g in result.environment.get("gpus", ()):

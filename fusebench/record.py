@@ -1,0 +1,190 @@
+"""The run record's data model: one case's :class:`Record`, one run's :class:`Sweep`, their JSON.
+
+What the sweep (``fusebench.measure.sweep``) writes and everything else reads: the gate, the
+summary, the tables, the plots, the site, the merge of other hosts' records. A leaf: it imports
+the standard library and the metric table only, so reading a record never imports torch or the
+kernels. ``records/README.md`` documents the fields.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from fusebench import metrictable
+
+#: Bump when the meaning of a record's fields changes (stored with each sweep).
+FORMAT_VERSION = 2
+#: Seed of every case's input (``fusebench.measure.inputs``; recorded with each result).
+SEED = 20261129
+#: The per-round figures of a record (ms), aggregated as the median over rounds.
+ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
+                "device_time_cold_iqr_ms", "device_time_graph_ms", "device_time_graph_iqr_ms",
+                "wall_time_ms", "wall_time_iqr_ms")
+
+
+@dataclass
+class Record:
+    """One case's outcome. Times in ms, bandwidth in GB/s, sizes in bytes, throughput in TFLOP/s.
+
+    ``dtype`` is the dtype-axis name (``"tf32"`` included). ``flops``, ``tflops`` and
+    ``pct_of_peak`` (of the run's matrix peak) are set for ops that declare their arithmetic;
+    ``roofline`` says which ceiling bounds the op (``cache_flag`` applies to memory-bound ops).
+    ``status`` is ``"ok"`` (gated and timed), ``"failed"`` (gate or run failed: ``reason``) or
+    ``"skipped"`` (this machine or backend cannot run it: ``reason``). Device times are None on
+    the CPU; there ``bandwidth_gbps`` comes from the host clock (``clock`` says which).
+
+    Times are medians over rounds; ``rounds`` keeps each round's figures (the fields of
+    :data:`ROUND_FIELDS`, ``repeats``, and the NVML readings ``before``/``after``). ``noise`` is
+    the relative spread between rounds ((max - min) / median of the main time: hot device time on
+    a GPU, host time on the CPU) when there are two rounds or more, else the IQR / median of the
+    one round; ``noise_within`` is the median over rounds of the IQR / median of one batch.
+    A round measured throttled or beside another process is left out of the figures while most
+    rounds are clean (``dropped_rounds``, 0-based); otherwise the case is contaminated and
+    ``contamination`` lists why (empty: clean; see :func:`clean_rounds`). ``kernels`` names the
+    kernels one call launched with their geometry, ``kernel_id`` identifies them, and
+    ``kernel_by_timing`` says the backend picks its kernel by timing at first use (Inductor), so
+    that a different ``kernel_id`` between two runs is the compiler's choice, not the code's.
+    ``hot_calls`` is the hot batch size (calls between one event pair), fixed across rounds.
+    ``device_time_graph_ms`` is the graph device time (``graph_calls`` calls captured in one CUDA
+    graph, replayed: ``fusebench.measure.timing.graph_device_time``); None with ``graph_reason``
+    saying why when the case cannot be captured (the other figures stand).
+    ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
+    cannot say) name the one GPU that timed every round of the case.
+    ``energy_mj_per_call`` and ``energy_pj_per_byte``: energy per call from NVML's total-energy
+    counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
+    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known).
+    """
+
+    op: str
+    backend: str
+    shape: str
+    dtype: str
+    status: str = "ok"
+    reason: str = ""
+    seed: int = SEED
+    bytes_moved: int = 0
+    max_rel_error: float | None = None
+    tolerance: float | None = None
+    device_time_ms: float | None = None
+    device_time_iqr_ms: float | None = None
+    device_time_cold_ms: float | None = None
+    device_time_cold_iqr_ms: float | None = None
+    device_time_graph_ms: float | None = None
+    device_time_graph_iqr_ms: float | None = None
+    graph_calls: int | None = None
+    graph_reason: str = ""
+    wall_time_ms: float | None = None
+    wall_time_iqr_ms: float | None = None
+    repeats: int | None = None
+    noise: float | None = None
+    clock: str | None = None
+    bandwidth_gbps: float | None = None
+    bandwidth_cold_gbps: float | None = None
+    pct_of_ceiling: float | None = None
+    cache_flag: bool = False
+    launches: int | None = None
+    compile_s: float | None = None
+    clocks: dict = field(default_factory=dict)
+    roofline: str = "memory"
+    flops: int | None = None
+    tflops: float | None = None
+    pct_of_peak: float | None = None
+    noise_within: float | None = None
+    hot_calls: int | None = None
+    kernels: list[str] = field(default_factory=list)
+    kernel_id: str | None = None
+    kernel_by_timing: bool = False
+    contamination: list[str] = field(default_factory=list)
+    dropped_rounds: list[int] = field(default_factory=list)
+    rounds: list[dict] = field(default_factory=list)
+    gpu_index: int | None = None
+    gpu_serial: str | None = None
+    energy_mj_per_call: float | None = None
+    energy_pj_per_byte: float | None = None
+    energy_reason: str = ""
+
+    @property
+    def key(self) -> tuple[str, str, str, str]:
+        return (self.op, self.backend, self.shape, self.dtype)
+
+    @property
+    def contaminated(self) -> bool:
+        """True when some round was measured throttled or beside another process."""
+        return bool(self.contamination)
+
+    def main_time_ms(self) -> float | None:
+        """The time the figures come from: hot device time on a GPU, host time on the CPU."""
+        return self.device_time_ms if self.device_time_ms is not None else self.wall_time_ms
+
+    def time_per_launch_ms(self) -> float | None:
+        """Hot device time / launches per call (ms), None when either is unknown: below a few µs
+        a case is launch-bound (the gate's time bands, ``fusebench.history.noise``)."""
+        if self.device_time_ms is None or not self.launches:
+            return None
+        return self.device_time_ms / self.launches
+
+
+@dataclass
+class Sweep:
+    """All records of one run, with the environment and the ceilings they were measured in.
+
+    ``peak_tflops`` is the matrix peak (``fusebench.measure.metrics.measure_matrix_peak``), measured
+    only when an op of the run declares flops; None otherwise. ``ceiling_gbps`` is the median of the copy
+    ceilings measured at the start of each round (``ceilings_gbps``, GB/s). ``phases`` holds
+    seconds per phase (``build``, ``gate``, ``profile``, ``round 1``, ...; ``make bench`` adds
+    ``asv`` and ``publish``); ``warnings`` what the run printed loudly (another process on the
+    GPU at the start, contaminated cases).
+    """
+
+    environment: dict
+    ceiling_gbps: float
+    grid: str
+    records: list[Record]
+    format_version: int = FORMAT_VERSION
+    peak_tflops: float | None = None
+    rounds: int = 1
+    ceilings_gbps: list[float] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    methods: dict[str, int] = field(default_factory=metrictable.methods)
+
+    def save(self, path: Path) -> None:
+        """Write as JSON (atomically: a temporary file, then a rename)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, path: Path) -> "Sweep":
+        """Read a sweep written by :meth:`save`.
+
+        Raises:
+            ValueError: the file is not a sweep of this format version.
+        """
+        data = json.loads(Path(path).read_text())
+        if data.get("format_version") != FORMAT_VERSION:
+            raise ValueError(f"{path}: not a fusebench sweep of format {FORMAT_VERSION}")
+        data["records"] = [Record(**r) for r in data["records"]]
+        data.setdefault("methods", {})  # stored before methods were: version 1 of every metric
+        return cls(**data)
+
+    def by_key(self) -> dict[tuple[str, str, str, str], Record]:
+        return {r.key: r for r in self.records}
+
+
+def clean_rounds(rounds: list[dict]) -> tuple[list[dict], list[str]]:
+    """The rounds a case's figures come from, and its contamination.
+
+    A round measured throttled or beside another process is left out while a majority of the
+    rounds is clean (a power cap left over from the previous case in one round's order should
+    not hide the case); with fewer clean rounds than that, every round is used and the case is
+    contaminated: returns ``(rounds, reasons)`` with the reasons of every contaminated round.
+    """
+    clean = [r for r in rounds if not r.get("contamination")]
+    if 2 * len(clean) > len(rounds):
+        return clean, []
+    reasons = [c for r in rounds for c in r.get("contamination", ())]
+    return rounds, list(dict.fromkeys(reasons))

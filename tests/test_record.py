@@ -1,0 +1,59 @@
+"""Every committed run record reads through the record module and writes back the same JSON: the
+stored values unchanged, only the fields added since it was written filled with their defaults."""
+
+import json
+from dataclasses import MISSING, fields
+
+import pytest
+
+from fusebench.paths import PROJECT_ROOT
+from fusebench.record import FORMAT_VERSION, SEED, Record, Sweep
+
+COMMITTED = sorted((PROJECT_ROOT / "records").glob("*/*.json"))
+FIELDS = {f.name for f in fields(Record)}
+#: A record field's value when the stored file predates the field.
+DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
+            for f in fields(Record) if f.default is not MISSING or f.default_factory is not MISSING}
+
+
+def test_the_records_are_committed():
+    assert len(COMMITTED) >= 12 and all(p.parent.name == "h200" for p in COMMITTED)
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_a_committed_record_round_trips(path, tmp_path):
+    stored = json.loads(path.read_text())
+    sweep = Sweep.load(path)
+    assert sweep.format_version == FORMAT_VERSION and len(sweep.records) == len(stored["records"]) > 0
+    sweep.save(tmp_path / "again.json")
+    written = (tmp_path / "again.json").read_text()
+    again = json.loads(written)
+    for key, value in stored.items():
+        if key != "records":
+            assert again[key] == value, key
+    assert set(again) - set(stored) <= {"methods"} and again.get("methods", {}) == stored.get("methods", {})
+    for old, new in zip(stored["records"], again["records"], strict=True):
+        assert {k: new[k] for k in old} == old
+        assert {k: v for k, v in new.items() if k not in old} == {k: DEFAULTS[k] for k in new if k not in old}
+    if all(set(r) == FIELDS for r in stored["records"]):
+        assert written == path.read_text()  # a record of today's fields: the very same bytes
+    Sweep.load(tmp_path / "again.json").save(tmp_path / "thrice.json")
+    assert (tmp_path / "thrice.json").read_text() == written
+
+
+def test_the_newest_fields_are_byte_identical_somewhere():
+    """At least one committed record has every field of today's Record, so the byte check runs."""
+    assert any(all(set(r) == FIELDS for r in json.loads(p.read_text())["records"]) for p in COMMITTED)
+
+
+def test_a_record_of_another_format_is_refused(tmp_path):
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"format_version": FORMAT_VERSION - 1, "records": []}))
+    with pytest.raises(ValueError, match=f"not a fusebench sweep of format {FORMAT_VERSION}"):
+        Sweep.load(path)
+
+
+def test_a_new_record_carries_the_inputs_seed():
+    from fusebench.measure import inputs
+
+    assert Record("gelu", "torch", "1024", "float32").seed == SEED == inputs.SEED == 20261129
