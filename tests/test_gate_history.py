@@ -167,7 +167,7 @@ def test_runs_with_different_reference_libraries_are_not_a_pair_nor_judged():
     a = run("a" * 40, {("torch", "1024"): [0.010] * 3, ("liger", "1024"): [0.02] * 3})
     b = run("b" * 40, {("torch", "1024"): [0.012] * 3})
     b.records.append(Record("gelu", "liger", "1024", "float32", status="skipped",
-                                  reason="not installed"))
+                            reason="not installed"))
     assert noise.loaded(a) == {"liger"} and noise.loaded(b) == frozenset()
     assert not noise.History([a, b], nothing_changed).samples
     ra, rb = ({("torch", "1024", "float32"): 1e-5}, {("torch", "1024", "float32"): 1.2e-5})

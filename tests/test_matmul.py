@@ -165,10 +165,10 @@ def test_matrix_peak_is_a_tensor_core_figure():
 
 def test_report_cell_for_a_compute_bound_case():
     rec = Record("matmul", "torch", "8192x8192", "bfloat16", roofline="compute",
-                       device_time_ms=2.0, flops=2 * 8192 ** 3, tflops=549.755813888, pct_of_peak=98.6)
+                 device_time_ms=2.0, flops=2 * 8192 ** 3, tflops=549.755813888, pct_of_peak=98.6)
     assert summary.cell(rec, None) == "2.00 ms 550 TF 99%"
     table = summary.summary(Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 4000.0, "default",
-                                       [rec], peak_tflops=557.5))
+                                 [rec], peak_tflops=557.5))
     assert "matrix peak (558 TFLOP/s)" in table and "| 8192x8192 | 2.00 ms 550 TF 99% |" in table
 
 

@@ -22,13 +22,13 @@ def test_percentages_never_read_as_zero(pct, text):
 def test_a_small_cell_is_not_zero_zero():
     """The CPU's 1024-element GELU: a few GB/s, a tenth of a % of the ceiling."""
     rec = Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, bandwidth_gbps=4.1,
-                       pct_of_ceiling=0.097)
+                 pct_of_ceiling=0.097)
     eager = Record("gelu", "eager", "1024", "float32", device_time_ms=0.00008, bandwidth_gbps=0.4,
-                         pct_of_ceiling=0.0095)
+                   pct_of_ceiling=0.0095)
     assert summary.cell(rec, eager) == "4.10 0.097% 0.040x"
     assert summary.cell(eager, eager) == "0.400 0.0095% 1.0x"
     mm = Record("matmul", "torch", "64x64", "bfloat16", roofline="compute", device_time_ms=0.00512,
-                      tflops=0.1024, pct_of_peak=0.013)
+                tflops=0.1024, pct_of_peak=0.013)
     assert summary.cell(mm, None) == "0.00512 ms 0.102 TF 0.013%"
 
 
@@ -46,7 +46,7 @@ def test_noise_in_words_when_large_at_a_fixed_width(noise, text):
 
 def _rec(backend, ms, noise=0.01, **kw):
     return Record("gelu", backend, "16384", "float16", wall_time_ms=ms, bandwidth_gbps=65536 / ms / 1e6,
-                        pct_of_ceiling=kw.pop("pct", 5.0), noise=noise, **kw)
+                  pct_of_ceiling=kw.pop("pct", 5.0), noise=noise, **kw)
 
 
 def test_a_noisy_eager_gives_no_speedup_and_the_cell_is_marked():
@@ -67,7 +67,7 @@ def test_every_doubtful_figure_is_marked_and_loses_its_speedup(kw, symbol):
 
 def test_above_the_matrix_peak_is_marked():
     mm = Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
-                      tflops=0.11, pct_of_peak=665.9, noise=0.02)
+                tflops=0.11, pct_of_peak=665.9, noise=0.02)
     assert summary.cell(mm, None) == "0.300 ms 0.110 TF 666% ^"
     assert marks.doubts(mm) == ["peak"]
     mm.pct_of_peak = 99.0
@@ -88,10 +88,10 @@ def test_the_summary_says_host_clock_and_explains_the_marks():
 def test_every_pct_of_an_unstable_peak_is_marked():
     """A CPU's matrix peak that did not repeat (issue 29: 0.0168 to 0.135 TFLOP/s between runs)."""
     mm = Record("matmul", "torch", "256x256", "float32", roofline="compute", wall_time_ms=0.3,
-                      tflops=0.11, pct_of_peak=18.5, noise=0.02)
+                tflops=0.11, pct_of_peak=18.5, noise=0.02)
     result = Sweep({"device": "cpu"}, 10.0, "cpu", [mm], peak_tflops=0.6,
-                         warnings=["matrix peak 0.638 TFLOP/s (bfloat16 512^3), UNSTABLE: 6 tries from 0.048 "
-                                   "to 0.638 TFLOP/s; every % of peak is in doubt"])
+                   warnings=["matrix peak 0.638 TFLOP/s (bfloat16 512^3), UNSTABLE: 6 tries from 0.048 "
+                             "to 0.638 TFLOP/s; every % of peak is in doubt"])
     text = summary.summary(result)
     assert "| 256x256 | 0.300 ms 0.110 TF 18% ? |" in text
     assert "? % of a matrix peak that did not repeat between tries: in doubt" in text

@@ -51,10 +51,10 @@ def test_an_unreadable_record_is_named(tmp_path):
 
 def test_summary_lines_show_rounds_ceilings_phases_and_contamination():
     dirty = Record("softmax", "torch", "4x4", "bfloat16", device_time_ms=0.03, noise=0.01,
-                         contamination=["another process on the GPU: pid 9 (100 MiB)"])
+                   contamination=["another process on the GPU: pid 9 (100 MiB)"])
     noisy = Record("gelu", "eager", "1024", "float32", device_time_ms=0.01, noise=0.5)
     s = Sweep({"gpu": "NVIDIA H200", "git_commit": "d" * 40}, 4200.0, "quick", [dirty, noisy], rounds=3,
-                    ceilings_gbps=[4190.0, 4200.0, 4210.0], phases={"build": 10.0, "round 1": 5.0})
+              ceilings_gbps=[4190.0, 4200.0, 4210.0], phases={"build": 10.0, "round 1": 5.0})
     text = "\n".join(runrecord.summary_lines(s))
     assert "2 cases (2 timed) on NVIDIA H200, quick grid, 3 rounds" in text
     assert "copy ceiling per round: 4190, 4200, 4210 GB/s (median 4200)" in text

@@ -30,7 +30,7 @@ def _share(folder: Path, op: str, value: float, host: str = "node1") -> Path:
                for b, v in (("eager", value), ("torch", 2 * value))]
     env = {"git_commit": COMMIT, "host": host, "sweep_seconds": 12.0}
     runrecord.save(Sweep(env, 30.0, "cpu-quick", records, rounds=3, ceilings_gbps=[29.0, 30.0, 31.0],
-                               phases={"round 1": 1.0}), folder / "records", MACHINE, COMMIT)
+                         phases={"round 1": 1.0}), folder / "records", MACHINE, COMMIT)
     return folder
 
 

@@ -19,7 +19,7 @@ def test_graph_text_gives_both_figures_and_the_launch_share():
 
 def test_graph_lines_make_one_table_per_op_and_dtype_and_none_without_graph_figures():
     s = Sweep({"device": "cuda"}, 1000.0, "default",
-                    [rec("eager", 0.0179, 0.0103), rec("torch", 0.00211, 0.00119)])
+              [rec("eager", 0.0179, 0.0103), rec("torch", 0.00211, 0.00119)])
     lines = summary.graph_lines(s)
     assert "gelu float32: stream / graph" in lines
     assert "| 1024 | 17.9 / 10.3 us 42% | 2.11 / 1.19 us 44% |" in lines

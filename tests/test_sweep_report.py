@@ -78,16 +78,16 @@ def test_cases_follow_the_grid_and_selection():
 
 def test_progress_line_and_summary():
     ok = Record("gelu", "torch", "1024", "float32", device_time_ms=0.002, noise=0.01,
-                      bandwidth_gbps=4.1, pct_of_ceiling=50.0, launches=1)
+                bandwidth_gbps=4.1, pct_of_ceiling=50.0, launches=1)
     eager = Record("gelu", "eager", "1024", "float32", device_time_ms=0.02, noise=0.01,
-                         bandwidth_gbps=0.41, pct_of_ceiling=5.0, launches=9)
+                   bandwidth_gbps=0.41, pct_of_ceiling=5.0, launches=9)
     skipped = Record("gelu", "cuda", "1024", "float32", status="skipped", reason="needs a CUDA GPU")
     line = sweep.progress_line(3, 40, ok)
     assert line.startswith("[ 3/40] gelu") and "4.1 GB/s" in line and "1 launch" in line
     assert "launches" not in line
     assert sweep.progress_line(4, 40, skipped).endswith("skipped: needs a CUDA GPU")
     table = summary.summary(Sweep({"device": "cuda", "gpu": "NVIDIA H200"}, 8.2, "default",
-                                       [eager, ok, skipped]))
+                                 [eager, ok, skipped]))
     assert "| 1024 | 0.410 5.0% 1.0x | 4.10 50% 10.0x |" in table  # not "0 5%" (issue 13)
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
 

@@ -526,9 +526,9 @@ def merged(job: Job, parts: list[Sweep], lost: list[Record], order: dict,
     warnings = [f"GPU {(p.environment.get('worker') or {}).get('visible')}: {w}"
                 for p in parts for w in p.warnings]
     return Sweep(env, statistics.median(ceilings) if ceilings else 0.0, job.grid, records,
-                       peak_tflops=statistics.median(peaks) if peaks else None, rounds=job.rounds,
-                       ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
-                       warnings=warnings)
+                 peak_tflops=statistics.median(peaks) if peaks else None, rounds=job.rounds,
+                 ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
+                 warnings=warnings)
 
 
 def gpu_lines(result: Sweep) -> list[str]:
