@@ -1,5 +1,6 @@
-"""The Triton softmax kernels (fusebench.ops.softmax.triton): every plan kind against the float64
-reference, with the invariants (outputs in [0, 1], rows summing to 1).
+"""The Triton softmax kernels (fusebench.ops.softmax.triton, and triton_coop's "grid" and "coop" plans
+of its tuning space): every plan kind against the float64 reference, with the invariants (outputs in
+[0, 1], rows summing to 1).
 
 Without a CUDA device they run in the Triton interpreter on CPU tensors; shapes are kept small for
 it; the tests of rows across co-resident programs need a GPU.
@@ -13,6 +14,7 @@ triton = pytest.importorskip("triton")
 from kernelcheck import DEVICE, DTYPES, close, randn, softmax_ref
 
 from fusebench.ops.softmax import triton as ts
+from fusebench.ops.softmax import triton_coop as tc
 from fusebench.ops.softmax.triton import SoftmaxPlan, plan, softmax
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
@@ -37,6 +39,11 @@ FORCED = {
 }
 
 
+def forced(x: torch.Tensor, p: SoftmaxPlan) -> torch.Tensor:
+    """Softmax of ``x`` with the forced plan ``p``: "grid" and "coop" through their own launcher."""
+    return tc.softmax(x, p) if p.kind in ("coop", "grid") else softmax(x, _plan=p)
+
+
 def _check_softmax(y: torch.Tensor, x: torch.Tensor) -> None:
     close(y, softmax_ref(x), x.dtype)
     yd = y.double()
@@ -57,7 +64,7 @@ def test_softmax_default_plan(shape, dtype):
 def test_softmax_forced_plans(name, dtype):
     for shape in ((3, 100), (2, 2, 61), (1,), (4, 16)):
         x = randn(shape, dtype, scale=5.0)
-        _check_softmax(softmax(x, _plan=FORCED[name]), x)
+        _check_softmax(forced(x, FORCED[name]), x)
 
 
 @pytest.mark.parametrize("name", sorted(FORCED))
@@ -65,9 +72,9 @@ def test_softmax_large_magnitudes_and_neg_inf(name):
     x = randn((3, 100), torch.float32, scale=1e3)
     x[1, :60] = float("-inf")  # whole chunks of -inf must not poison the row
     x[2, 7] = 80.0 + x[2].max()
-    _check_softmax(softmax(x, _plan=FORCED[name]), x)
+    _check_softmax(forced(x, FORCED[name]), x)
     all_neg_inf = torch.full((2, 100), float("-inf"), device=DEVICE)
-    assert softmax(all_neg_inf, _plan=FORCED[name]).isnan().all()  # as torch.softmax
+    assert forced(all_neg_inf, FORCED[name]).isnan().all()  # as torch.softmax
 
 
 def test_softmax_default_online_split_and_packed_rows(monkeypatch):
@@ -95,7 +102,7 @@ def test_softmax_non_contiguous(dtype):
     for x in (base.t(), base[:, ::3], base[5:, 2:17]):
         assert not x.is_contiguous()
         _check_softmax(softmax(x), x)
-        _check_softmax(softmax(x, _plan=FORCED["split-loop"]), x)
+        _check_softmax(forced(x, FORCED["split-loop"]), x)
 
 
 @pytest.mark.parametrize("shape", [(0,), (0, 5), (5, 0), (4, 0, 3)])
@@ -112,11 +119,15 @@ def test_softmax_rejects_dtype(dtype):
 
 def test_softmax_rejects_bad_plans():
     with pytest.raises(ValueError):
-        softmax(torch.zeros(2, 200, device=DEVICE), _plan=SoftmaxPlan("row", 128, 4))
+        forced(torch.zeros(2, 200, device=DEVICE), SoftmaxPlan("row", 128, 4))
     with pytest.raises(ValueError):
         SoftmaxPlan("split", 16, 1, chunk=24)
     with pytest.raises(ValueError):
         SoftmaxPlan("tiled", 16, 1)
+    with pytest.raises(ValueError, match="triton_coop"):  # the default launcher runs no cooperative plan
+        softmax(torch.zeros(2, 20, device=DEVICE), _plan=SoftmaxPlan("coop", 32, 1))
+    with pytest.raises(ValueError, match="coop and grid plans, not 'row'"):
+        tc.softmax(torch.zeros(2, 20, device=DEVICE), SoftmaxPlan("row", 32, 1))
     with pytest.raises(ValueError):
         SoftmaxPlan("coop", 16, 1, programs_per_sm=0)
     with pytest.raises(ValueError):
@@ -129,23 +140,23 @@ def test_softmax_rejects_bad_plans():
 def test_softmax_grid_counters_and_persistent_rows(monkeypatch):
     x = randn((5, 100), torch.float32, scale=5.0)
     x[3] = float("-inf")
-    softmax(x, _plan=FORCED["grid"])
-    count = next(iter(ts._GRID_COUNT.values()))
+    forced(x, FORCED["grid"])
+    count = next(iter(tc._GRID_COUNT.values()))
     before = count.clone()
     for _ in range(3):  # the counters are never reset: each call adds EPOCH to each row's
-        y = softmax(x, _plan=FORCED["grid"])
+        y = forced(x, FORCED["grid"])
         _check_softmax(y[[0, 1, 2, 4]], x[[0, 1, 2, 4]])
         assert y[3].isnan().all()
-    assert ((count - before)[:5] == 3 * ts.GRID_EPOCH).all() and (count == before)[5:].all()
-    assert not (count % ts.GRID_EPOCH).any()
+    assert ((count - before)[:5] == 3 * tc.GRID_EPOCH).all() and (count == before)[5:].all()
+    assert not (count % tc.GRID_EPOCH).any()
     with pytest.raises(ValueError, match="needs a GPU"):
-        softmax(x, _plan=SoftmaxPlan("grid", block=32, num_warps=1))
+        forced(x, SoftmaxPlan("grid", block=32, num_warps=1))
     with pytest.raises(ValueError, match="pdl plan needs a CUDA device"):
-        softmax(x, _plan=SoftmaxPlan("split", block=32, num_warps=1, chunk=32, pdl=True))
+        forced(x, SoftmaxPlan("split", block=32, num_warps=1, chunk=32, pdl=True))
     # One SM: a single persistent program strides over the 4 tiles of 2 rows (last one masked).
     monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
     x = randn((7, 100), torch.bfloat16, scale=5.0)
-    _check_softmax(softmax(x, _plan=FORCED["row-persistent"]), x)
+    _check_softmax(forced(x, FORCED["row-persistent"]), x)
 
 
 @pytest.mark.skipif(DEVICE == "cuda", reason="interpreter behaviour")
@@ -154,12 +165,12 @@ def test_softmax_coop_interpreter(monkeypatch):
     monkeypatch.setattr(ts, "INTERPRETER_SM_COUNT", 1)
     x = randn((5, 100), torch.float32, scale=5.0)
     x[3] = float("-inf")
-    y = softmax(x, _plan=FORCED["coop"])
+    y = forced(x, FORCED["coop"])
     _check_softmax(y[[0, 1, 2, 4]], x[[0, 1, 2, 4]])
     assert y[3].isnan().all()
-    assert not any(buf.any() for buf in ts._COOP_SYNC.values())  # left zero for the next call
+    assert not any(buf.any() for buf in tc._COOP_SYNC.values())  # left zero for the next call
     with pytest.raises(ValueError, match="needs a GPU"):
-        softmax(x, _plan=SoftmaxPlan("coop", block=32, num_warps=1))
+        forced(x, SoftmaxPlan("coop", block=32, num_warps=1))
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="rows across co-resident programs need a GPU")
@@ -179,12 +190,12 @@ def test_softmax_coop_rows_across_programs(shape, block, per_sm, hints, dtype):
     x = randn(shape, dtype)
     x[0, : shape[1] // 2] = float("-inf")  # whole blocks of -inf must not poison the row
     p = SoftmaxPlan("coop", block=block, num_warps=ts._warps(block), programs_per_sm=per_sm, l2_hints=hints)
-    _check_softmax(softmax(x, _plan=p), x)
-    _check_softmax(softmax(x[:, :-1], _plan=p), x[:, :-1])  # ragged, unaligned rows: counters reset
-    assert not any(buf.any() for buf in ts._COOP_SYNC.values())
+    _check_softmax(forced(x, p), x)
+    _check_softmax(forced(x[:, :-1], p), x[:, :-1])  # ragged, unaligned rows: counters reset
+    assert not any(buf.any() for buf in tc._COOP_SYNC.values())
     if shape[0] > 1:
         x[1] = float("-inf")
-        assert softmax(x, _plan=p)[1].isnan().all()  # as torch.softmax
+        assert forced(x, p)[1].isnan().all()  # as torch.softmax
 
 
 @pytest.mark.skipif(DEVICE != "cuda", reason="rows across co-resident programs need a GPU")
@@ -199,13 +210,13 @@ def test_softmax_grid_and_pdl_split_across_programs(shape, block, dtype):
     pdl = SoftmaxPlan("split", block=block, num_warps=ts._warps(block), chunk=block, pdl=True)
     for p in (grid, pdl):
         for _ in range(2):  # the grid counters carry over from call to call
-            _check_softmax(softmax(x, _plan=p), x)
-            _check_softmax(softmax(x[:, :-1], _plan=p), x[:, :-1])  # ragged, unaligned rows
+            _check_softmax(forced(x, p), x)
+            _check_softmax(forced(x[:, :-1], p), x[:, :-1])  # ragged, unaligned rows
     if shape[0] > 1:
         x[1] = float("-inf")
-        assert softmax(x, _plan=grid)[1].isnan().all()  # as torch.softmax
+        assert forced(x, grid)[1].isnan().all()  # as torch.softmax
     with pytest.raises(ValueError, match="resident programs"):
-        softmax(x, _plan=SoftmaxPlan("grid", block=16, num_warps=1, programs_per_sm=1))
+        forced(x, SoftmaxPlan("grid", block=16, num_warps=1, programs_per_sm=1))
 
 
 def test_sm_count_cpu():
@@ -217,7 +228,7 @@ def test_sm_count_cpu():
 def test_softmax_online_persistent_strides_over_rows(dtype):
     # More rows than programs (one per SM): every program takes several rows in turn.
     x = randn((2 * ts.sm_count(torch.device(DEVICE)) + 5, 70), dtype, scale=5.0)
-    _check_softmax(softmax(x, _plan=FORCED["online-persistent"]), x)
+    _check_softmax(forced(x, FORCED["online-persistent"]), x)
 
 
 @pytest.mark.parametrize("name", ["row-recompute", "row-persistent-recompute"])
@@ -228,6 +239,6 @@ def test_softmax_recompute_near_the_bfloat16_limits(name):
     x[0, :3] = torch.tensor([3.0e38, 2.9e38, -3.0e38])
     x[1, 5] = -3.0e38
     x[2] = 1.0e38
-    y = softmax(x, _plan=FORCED[name])
+    y = forced(x, FORCED[name])
     assert torch.isfinite(y.float()).all()
     close(y, softmax_ref(x), x.dtype)

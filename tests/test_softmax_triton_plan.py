@@ -23,7 +23,7 @@ TARGETS = {
     (4096, 65536): "online",
     (256, 262144): "split",
     (8, 262144): "split",
-    (1, 1048576): "split",  # "coop" on a GPU: test_plan_coop_only_where_programs_run_concurrently
+    (1, 1048576): "split",  # a PDL launch on a GPU: test_plan_for_few_long_rows_on_a_gpu
 }
 
 
@@ -71,30 +71,17 @@ def test_plan_every_kind_reachable_and_thresholds():
         plan(1, 10, 8, sms)
 
 
-def test_plan_coop_only_where_programs_run_concurrently(monkeypatch):
-    long_rows = ((256, 262144), (4096, 131072), (1, 1048576))  # beyond ROW16_MAX_COLS
-    assert all(plan(*shape, 4, H200_SMS, cooperative=True).kind != "coop" for shape in long_rows)  # off
-    monkeypatch.setattr(ts, "COOP_MAX_CHUNKS_PER_SM", 1)
-    monkeypatch.setattr(ts, "GRID_PROGRAMS_PER_SM", 0)  # "grid" would take the few-row shapes
-    ts.plan.cache_clear()
-    try:
-        for shape in long_rows:
-            for item in (4, 2):
-                p = plan(*shape, item, H200_SMS, cooperative=True)
-                assert p.kind == "coop" and p.block * item == ts.COOP_BLOCK_BYTES
-                assert p.block // (32 * p.num_warps) <= 32  # values per thread: no spilling
-                assert plan(*shape, item, H200_SMS).kind != "coop"  # the interpreter
-        assert plan(1024, 32768, 4, H200_SMS, cooperative=True).kind == "row"
-        # A row of more blocks than SMs could wait on a program that is not resident: never coop.
-        too_long = H200_SMS * (ts.COOP_BLOCK_BYTES // 4) + 1
-        assert plan(1, too_long, 4, H200_SMS, cooperative=True).kind == "split"
-    finally:
-        ts.plan.cache_clear()
+def test_plan_never_picks_a_cooperative_plan():
+    """"grid" and "coop" belong to the tuning space (triton_coop.py): no shape, dtype or device gets them."""
+    for shape in ((256, 262144), (4096, 131072), (1, 1048576), (8, 262144), (1, 1 << 24), (1024, 32768)):
+        for item in (4, 2):
+            for gpu in (False, True):
+                assert plan(*shape, item, H200_SMS, cooperative=gpu).kind in ("row", "online", "split")
 
 
-def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
+def test_plan_for_few_long_rows_on_a_gpu():
     for item in (4, 2):
-        # default: split with kernel B as a PDL launch (measured ahead of grid, GRID_DEFAULT off)
+        # split with kernel B as a PDL launch (measured ahead of grid: docs/tuning/softmax.md)
         p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
         assert p.kind == "split" and p.pdl and p.chunk == p.block == ts.SPLIT_BLOCK // 2
         assert not plan(1, 1 << 20, item, H200_SMS).pdl  # the interpreter: no PDL
@@ -102,18 +89,6 @@ def test_plan_for_few_long_rows_on_a_gpu(monkeypatch):
         assert online.kind == "online" and online.tail == ts.ONLINE_TAIL[item]
         assert online.tail < 65536 and online.l2_hints == ts.ONLINE_L2_HINTS
         assert (online.block, online.num_warps) == ts.ONLINE_LAUNCH[item]
-    monkeypatch.setattr(ts, "GRID_DEFAULT", True)
-    plan.cache_clear()
-    try:
-        for item in (4, 2):
-            p = plan(1, 1 << 20, item, H200_SMS, cooperative=True)
-            assert p.kind == "grid" and p.block == ts.GRID_BLOCK and p.num_warps == ts._warps(p.block)
-            assert triton.cdiv(1 << 20, p.block) <= ts.GRID_PROGRAMS_PER_SM * H200_SMS
-            eight = plan(8, 262144, item, H200_SMS, cooperative=True)  # 512 blocks of 4096: doubled once
-            assert eight.kind == "grid" and eight.block == 2 * ts.GRID_BLOCK
-            assert plan(256, 262144, item, H200_SMS, cooperative=True).kind == "split"
-    finally:
-        plan.cache_clear()
 
 
 def test_sixteen_bit_long_rows_are_held_raw():

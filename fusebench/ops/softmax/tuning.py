@@ -76,11 +76,15 @@ def _row_candidates(ts, default, n_rows: int, n_cols: int, item: int) -> list[tu
 
 
 def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> list[tuple[str, object]]:
-    """Rows beyond ROW_MAX_COLS: "online" tails and hints (many rows), "grid" blocks and a
-    PDL "split" (few rows)."""
+    """Rows beyond ROW_MAX_COLS: "coop" with and without L2 hints (any rows), "online" tails and
+    hints (many rows), "grid" blocks and a PDL "split" (few rows)."""
     import triton
 
-    out = []
+    from fusebench.ops.softmax import triton_coop
+
+    b, per_sm = triton_coop.COOP_BLOCK_BYTES // item, triton_coop.COOP_PROGRAMS_PER_SM
+    coop = [ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=per_sm, l2_hints=h) for h in (0, 1)]
+    out = [(_describe(p), p) for p in coop]
     if n_rows >= ts.SPLIT_MAX_ROWS_PER_SM * sms:  # one program per row fills the GPU
         if item == 2 and n_cols <= 65536:  # the whole 16-bit row in the registers of 32 warps
             b = triton.next_power_of_2(n_cols)
@@ -150,11 +154,18 @@ def triton_plans(x: torch.Tensor) -> list[tuple[str, object]]:
     return out
 
 
+def _forced_plan(p):
+    from fusebench.ops.softmax import triton as ts
+    from fusebench.ops.softmax import triton_coop
+
+    if p is not None and p.kind in ("coop", "grid"):  # the cooperative plans' own launcher
+        return lambda x: lambda: triton_coop.softmax(x, p)
+    return lambda x: lambda: ts.softmax(x, _plan=p)
+
+
 def triton_candidates(x: torch.Tensor) -> list[Candidate]:
     """:func:`triton_plans` as candidates: the default (plan None) and each forced plan."""
-    from fusebench.ops.softmax import triton as ts
-
-    return [Candidate(label, lambda x, p=p: lambda: ts.softmax(x, _plan=p)) for label, p in triton_plans(x)]
+    return [Candidate(label, _forced_plan(p)) for label, p in triton_plans(x)]
 
 
 # tma configurations timed: (chunk_kb, threads, pieces, bulk_store) and tma_grid (ctas_per_sm, ...).
