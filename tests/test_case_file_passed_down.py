@@ -13,10 +13,8 @@ from fusebench import config
 from fusebench.measure import workers
 from fusebench.paths import PROJECT_ROOT
 
-#: Library modules that may name the variable, and why: where it is defined, and the one place
-#: that hands it to asv's benchmark processes.
-MAY_NAME_IT = {"fusebench/config.py": "defines it",
-               "fusebench/history/store.py": "sets it in the environment of the asv runs it starts"}
+#: Library modules that may name the variable, and why: where it is defined.
+MAY_NAME_IT = {"fusebench/config.py": "defines it"}
 
 
 def _library_modules() -> list[Path]:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from fusebench.history import store
+from fusebench.history import store, transaction
 from fusebench.measure import environment, sweep
 from fusebench.paths import PROJECT_ROOT
 from scripts import lock
@@ -440,14 +440,17 @@ def test_results_record_the_image_digest_and_the_lock_hash(monkeypatch, tmp_path
     assert info["image_digest"] == "sha256:" + "1" * 64
     assert info["base_digest"] == "sha256:" + "2" * 64
     assert info["lock_hash"] == LOCK_HASH
-    store.register_machine(info)
-    # a real asv run: the machine fields land beside the stored results
+    # stored: the machine fields land beside the stored results
+    from fusebench.ops import OPS
+
     recs = [sweep.Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
                          pct_of_ceiling=60.0, clock="host")]
-    sweep_file = tmp_path / "sweep.json"
-    sweep.Sweep(env, 21.8, "quick", recs).save(sweep_file)
-    commit = environment.git_commit()
-    assert store.run_asv(sweep_file, "testbox", commit, tmp_path / "results") == 0
+    results = tmp_path / "results"
+    with transaction.locked(results, "test"):
+        txn = transaction.Transaction(results)
+        store.stage(sweep.Sweep(env, 21.8, "quick", recs), "testbox", environment.git_commit(), results,
+                    txn, OPS.values())
+        txn.commit()
     machine = json.loads((tmp_path / "results" / "testbox" / "machine.json").read_text())
     assert machine["image_digest"] == "sha256:" + "1" * 64 and machine["lock_hash"] == LOCK_HASH
 

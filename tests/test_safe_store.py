@@ -1,6 +1,6 @@
 """Issue 28, items 4-8: no fault loses or mismatches a stored result. Stored files are written
 atomically, a run's result and record are committed together under the results folder's lock,
-an unwritable results/ or HOME is found before measuring, publish swaps a finished site in,
+an unwritable results/ is found before measuring, publish swaps a finished site in,
 scratch folders go on every exit path, and make bench takes a checkout path with a space."""
 
 import errno
@@ -43,44 +43,41 @@ def stored(tmp_path) -> Path:
     return results
 
 
-def _rerun(tmp_path: Path) -> Path:
-    """What a re-run of the commit would store: the same file with other figures."""
-    new = tmp_path / "new" / "h200"
-    new.mkdir(parents=True)
-    data = json.loads((PROJECT_ROOT / "results" / "h200" / RESULT).read_text())
-    data["date"] += 1
-    (new / RESULT).write_text(json.dumps(data))
-    return new.parent
+def _sweep() -> Sweep:
+    return Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{COMMIT[:8]}.json")
+
+
+def _rerun() -> tuple[Sweep, list]:
+    """What a re-run of two cases of the commit would store: other figures; and its ops."""
+    from fusebench.ops import OPS
+
+    sweep = _sweep()
+    sweep.records = sweep.records[:2]
+    sweep.records[0].device_time_ms = 123.0
+    return sweep, [OPS[name] for name in sorted({r.op for r in sweep.records})]
+
+
+def _store_run(sweep: Sweep, ops: list, stored: Path) -> int:
+    from fusebench.commands import bench
+    from fusebench.ops import OPS
+
+    return bench.store_run(sweep, "h200", COMMIT, stored, ops, OPS.values())
 
 
 def test_a_full_disk_while_storing_leaves_the_stored_result_as_it_was(tmp_path, stored, monkeypatch):
     """Item 4: the result file was copied over in place; a run failing half-way left 20,480
     bytes of invalid JSON where 11.5 KB of valid JSON had been."""
-    before = hashes(stored)
+    records = runrecord.records_dir(stored)
+    before = hashes(stored, records)
 
     def full(fd):
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(transaction.os, "fsync", full)
-    with pytest.raises(OSError, match="No space left"):
-        store.merge_results(_rerun(tmp_path), stored)
-    assert hashes(stored) == before
+    with pytest.raises(OSError, match="No space left"), transaction.locked(stored, "bench", (records,)):
+        _store_run(*_rerun(), stored)
+    assert hashes(stored, records) == before
     assert not [p for p in stored.rglob("*") if p.name.endswith(".part")]
-
-
-def _sweep() -> Sweep:
-    return Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{COMMIT[:8]}.json")
-
-
-def _fake_asv(tmp_path: Path):
-    """store.run_asv as it behaves on success: the run's result file handed to the transaction."""
-    new = _rerun(tmp_path)
-
-    def run_asv(sweep_file, machine, commit, results_dir, classes=None, metrics=None, txn=None,
-                case_file=None):
-        store.merge_results(new, results_dir, txn)
-        return 0
-    return run_asv
 
 
 @pytest.mark.parametrize("killed_in", ["record", "journal"])
@@ -88,9 +85,6 @@ def test_a_kill_between_result_and_record_stores_neither(tmp_path, stored, monke
     """Item 5: a kill between storing the asv result and saving the run record left the result of
     one run beside the record of another."""
     from fusebench.commands import bench
-
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(bench.store, "run_asv", _fake_asv(tmp_path))
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt
@@ -101,34 +95,26 @@ def test_a_kill_between_result_and_record_stores_neither(tmp_path, stored, monke
         monkeypatch.setattr(transaction, "write_atomic", killed)
     records = runrecord.records_dir(stored)
     before = hashes(stored, records)
-    sweep = _sweep()
-    sweep.records = sweep.records[:2]
     with pytest.raises(KeyboardInterrupt), transaction.locked(stored, "bench", (records,)):
-        bench.store_run(sweep, "h200", COMMIT, stored, [])
+        _store_run(*_rerun(), stored)
     assert hashes(stored, records) == before
     assert not list(stored.parent.rglob(".fusebench-staging"))
 
 
 def test_result_and_record_committed_together_are_finished_by_the_next_writer(tmp_path, stored, monkeypatch):
-    from fusebench.commands import bench
-
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    monkeypatch.setattr(bench.store, "run_asv", _fake_asv(tmp_path))
     records = runrecord.records_dir(stored)
-    sweep = _sweep()
-    sweep.records = sweep.records[:2]
+    committed = PROJECT_ROOT / "results" / "h200" / RESULT
     with transaction.locked(stored, "bench", (records,)):
         with monkeypatch.context() as m, pytest.raises(KeyboardInterrupt):
             m.setattr(transaction, "roll_forward", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
-            bench.store_run(sweep, "h200", COMMIT, stored, [])
+            _store_run(*_rerun(), stored)
     # killed after the commit point: neither file is in place yet ...
-    committed = PROJECT_ROOT / "results" / "h200" / RESULT
     assert (stored / "h200" / RESULT).read_bytes() == committed.read_bytes()
     # ... and the next writer stores both
     with transaction.locked(stored, "bench", (records,)):
         pass
-    assert json.loads((stored / "h200" / RESULT).read_text())["date"] == json.loads(
-        (PROJECT_ROOT / "results" / "h200" / RESULT).read_text())["date"] + 1
+    data = json.loads((stored / "h200" / RESULT).read_text())
+    assert 0.123 in data["results"]["suite.Softmax.track_device_time"][0]
     assert {r.key for r in Sweep.load(records / "h200" / f"{COMMIT[:8]}.json").records} == {
         r.key for r in _sweep().records}  # merged with the cases the run did not measure
     assert not list(stored.parent.rglob(".fusebench-staging"))
@@ -159,17 +145,12 @@ def test_a_second_bench_of_one_results_folder_is_refused_before_measuring(tmp_pa
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("which", ["results", "HOME"])
-def test_an_unwritable_results_folder_or_home_is_refused_before_measuring(tmp_path, which):
-    """Item 6: a read-only results/ or HOME was found only after measuring (the run lost)."""
-    unwritable = Path("/sys/fusebench-test")  # creating anything here fails, for root too
-    results = unwritable / "results" if which == "results" else tmp_path / "results"
-    home = unwritable if which == "HOME" else tmp_path
-    out = _bench(tmp_path, results, home)
+def test_an_unwritable_results_folder_is_refused_before_measuring(tmp_path):
+    """Item 6: a read-only results/ was found only after measuring (the run lost)."""
+    results = Path("/sys/fusebench-test") / "results"  # creating anything here fails, for root too
+    out = _bench(tmp_path, results, tmp_path)
     assert out.returncode == 2, out.stderr
-    what = "results" if which == "results" else "asv machine file (HOME)"
-    assert out.stderr.splitlines()[-1].startswith(f"bench: error: cannot store the {what} in "
-                                                  f"{results if which == 'results' else home}: ")
+    assert out.stderr.splitlines()[-1].startswith(f"bench: error: cannot store the results in {results}: ")
     assert out.stderr.splitlines()[-1].endswith(
         "; nothing measured (make it writable, or give another folder)")
     assert "Traceback" not in out.stderr and "sweep saved" not in out.stderr and "phases" not in out.stderr
@@ -281,10 +262,12 @@ def test_stored_files_are_written_atomically_with_normal_modes(tmp_path):
     try:
         path = tmp_path / "a" / "machine.json"
         transaction.write_atomic(path, "{}")
-        store.register_machine({"machine": "h200"}, tmp_path / ".asv-machine.json")
+        txn = transaction.Transaction(tmp_path)
+        txn.add_bytes(tmp_path / "b" / "result.json", "{}")
+        txn.commit()
     finally:
         os.umask(old)
     assert path.read_text() == "{}" and path.stat().st_mode & 0o777 == 0o644
-    assert (tmp_path / ".asv-machine.json").stat().st_mode & 0o777 == 0o644
-    assert sorted(p.name for p in tmp_path.rglob("*")) == [".asv-machine.json", "a", "machine.json"]
+    assert (tmp_path / "b" / "result.json").stat().st_mode & 0o777 == 0o644
+    assert sorted(p.name for p in tmp_path.rglob("*")) == ["a", "b", "machine.json", "result.json"]
     assert time.time() >= path.stat().st_mtime

@@ -15,15 +15,16 @@ skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-res
 run of some backends or dtypes goes to ``.asv/partial-results`` (``.asv/partial-quick-results``
 with ``--quick``; never where the full runs are stored: asv would store n/a over the others);
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
-interleaved rounds (default 3); beside the asv results the run's full record (every round) is
-kept in ``records/<machine>/<sha8>.json`` (``fusebench.history.runrecord``), written only once asv has
-stored the results. ``--gpus`` measures on several GPUs of the host at once, one worker process
-per GPU (``fusebench/measure/workers.py``); each GPU model is stored as its own asv machine. The output
-ends with the time of each phase. A tree whose measured files
-differ from HEAD, or a backend run emulated, is refused before measuring
-(``fusebench/measure/provenance.py``; ``--dirty`` measures a dirty tree into ``.asv/dirty-results``).
-Exit status: 0 on success, 1 when a case failed or asv failed, 2 on bad input (a selection
-that applies to none of the chosen ops included) or when nothing was measured (nothing stored).
+interleaved rounds (default 3); the run's full record (every round) is kept in
+``records/<machine>/<sha8>.json`` (``fusebench.history.runrecord``) and asv's result files are
+written from it (``fusebench.history.store``), both in one transaction. ``--gpus`` measures on
+several GPUs of the host at once, one worker process per GPU (``fusebench/measure/workers.py``);
+each GPU model is stored as its own asv machine. The output ends with the time of each phase.
+A tree whose measured files differ from HEAD, or a backend run emulated, is refused before
+measuring (``fusebench/measure/provenance.py``; ``--dirty`` measures a dirty tree into
+``.asv/dirty-results``). Exit status: 0 on success, 1 when a case failed or the asv files could
+not be written, 2 on bad input (a selection that applies to none of the chosen ops included) or
+when nothing was measured (nothing stored).
 """
 
 from __future__ import annotations
@@ -32,17 +33,16 @@ import argparse
 import contextlib
 import dataclasses
 import importlib.util
-import os
 import sys
 import time
 from pathlib import Path
 
 import torch
 
-from fusebench import config, metrictable
+from fusebench import config
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
-from fusebench.history import asvsuite, plots, preflight, runrecord, site, store, summary, transaction
+from fusebench.history import plots, preflight, runrecord, site, store, summary, transaction
 from fusebench.measure import environment, sweep, workers
 from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
 from fusebench.measure.selection import choose, narrow_shapes, require_measured
@@ -81,37 +81,33 @@ def build_cuda_extension() -> None:
 
 def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops,
               case_file: Path | None = None) -> int:
-    """Store one machine's sweep: the sweep file, the asv machine, a staged asv run (its suite
-    over the cases of ``case_file``, None: ``fusebench.yaml``), the summary, then the asv result
+    """Store one machine's sweep: asv's files written from it (``fusebench.history.store``; the
+    suite of the cases of ``case_file``, None: ``fusebench.yaml``), the summary, then the asv
     files and the run record together, in one transaction (``fusebench.history.transaction``; the
-    caller holds the folder's lock). Returns 0 when stored, 1 when asv failed (``results`` then
-    untouched)."""
-    sweep_file = PROJECT_ROOT / ".asv" / "sweeps" / f"{machine}-{commit[:12]}-{result.grid}.json"
-    result.save(sweep_file)
-    print(f"bench: sweep saved to {sweep_file.relative_to(PROJECT_ROOT)}", file=sys.stderr)
-    store.register_machine(store.machine_info(machine, result.environment))
+    caller holds the folder's lock). Returns 0 when stored, 1 when the asv files could not be
+    written (``results`` then untouched)."""
     t = time.perf_counter()
-    metrics = {m.name for op in ops for m in metrictable.for_op(op.flops is not None)}
     records = runrecord.records_dir(results)
     txn = transaction.Transaction(results, (records,))
     try:
-        status = store.run_asv(sweep_file, machine, commit, results,
-                               classes=[asvsuite.class_name(op.name) for op in ops],
-                               metrics=[m.name for m in metrictable.METRICS if m.name in metrics], txn=txn,
-                               case_file=case_file)
+        try:
+            store.stage(result, machine, commit, results, txn, configured(case_file).values(),
+                        ops=[op.name for op in ops])
+        except UsageError as exc:
+            txn.abort()
+            print(summary.summary(result))
+            print(f"bench: the asv results could not be written: {exc}; {results} left as it was",
+                  file=sys.stderr)
+            return 1
         result.phases["asv"] = round(time.perf_counter() - t, 1)
         print(summary.summary(result))
-        if status != 0:
-            txn.abort()
-            print(f"bench: asv run failed (exit {status}); {results} left as it was", file=sys.stderr)
-            return 1
         record = runrecord.stage(result, records, machine, commit, txn)
         txn.commit()
     except BaseException:
         txn.abort()
         raise
-    print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]}; its record "
-          f"(every round) in {record}", file=sys.stderr)
+    print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]} in "
+          f"{time.perf_counter() - t:.1f} s; its record (every round) in {record}", file=sys.stderr)
     return 0
 
 
@@ -254,15 +250,12 @@ def run(args: argparse.Namespace) -> int:
 def ready(held: contextlib.ExitStack, locked: set[Path], results: Path, cases: int) -> None:
     """Before measuring into ``results``: hold its lock (a second run of it is refused; released
     when ``held`` closes) and check that the run can store what it measures
-    (``fusebench.history.preflight``: results, records, HOME and the scratch folder writable,
-    free space)."""
+    (``fusebench.history.preflight``: results and records writable, free space)."""
     real = results.resolve()
     if real in locked:
         return
     records = runrecord.records_dir(results)
-    preflight.check({"results": results, "run records": records,
-                     "asv machine file (HOME)": Path(os.path.expanduser("~")),
-                     "sweep files": PROJECT_ROOT / ".asv"}, cases)
+    preflight.check({"results": results, "run records": records}, cases)
     held.enter_context(transaction.locked(results, "bench", (records,)))
     locked.add(real)
 
@@ -292,7 +285,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
                 target = path if len(measured) == 1 else path.with_name(f"{path.stem}-{machine}{path.suffix}")
                 runrecord.write_text(target, render(result))
                 print(f"bench: run record written to {target}", file=sys.stderr)
-    stored, asv_failed = [], 0
+    stored, not_stored = [], 0
     results = checked.results
     for machine, result in measured:
         results = checked.after(result.environment)
@@ -303,8 +296,8 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         if store_run(result, machine, commit, results, ops, args.config) == 0:
             stored.append(machine)
         else:
-            asv_failed += 1
-    if asv_failed:
+            not_stored += 1
+    if not_stored:
         return 1
     if not args.no_publish and results == PROJECT_ROOT / "results":
         t = time.perf_counter()

@@ -1,7 +1,7 @@
 """Before measuring: can this run store what it measures?
 
-A run that measures for minutes and then meets a read-only ``results/`` or ``HOME`` (asv's
-machine file, ``~/.asv-machine.json``) or a full disk loses everything it measured. :func:`check`
+A run that measures for minutes and then meets a read-only ``results/`` or ``records/`` or a
+full disk loses everything it measured. :func:`check`
 tries each folder the run will write into (a real file created and removed, not permission bits:
 root ignores those, a read-only mount does not) and the free space, and refuses in one line
 before anything is measured.
@@ -47,8 +47,7 @@ def check(folders: dict[str, Path], cases: int) -> None:
     """Refuse a run that could not store its results.
 
     Args:
-        folders: what each folder holds (``{"results": ..., "run records": ..., "HOME (asv's
-            machine file)": ...}``) -> the folder.
+        folders: what each folder holds (``{"results": ..., "run records": ...}``) -> the folder.
         cases: the run's cases (the space it needs: :data:`BYTES_PER_CASE` each, twice).
 
     Raises:
