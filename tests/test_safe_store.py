@@ -59,9 +59,8 @@ def _rerun() -> tuple[Sweep, list]:
 
 def _store_run(sweep: Sweep, ops: list, stored: Path) -> int:
     from fusebench.commands import bench
-    from fusebench.ops import OPS
 
-    return bench.store_run(sweep, "h200", COMMIT, stored, ops, OPS.values())
+    return bench.store_run(sweep, "h200", COMMIT, stored, ops)
 
 
 def test_a_full_disk_while_storing_leaves_the_stored_result_as_it_was(tmp_path, stored, monkeypatch):
