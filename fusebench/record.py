@@ -175,6 +175,17 @@ class Sweep:
         return {r.key: r for r in self.records}
 
 
+def where(env: dict) -> str:
+    """Where a run measured, in words every result and record carries: ``in image <digest>`` (the
+    pinned image, its id cut to 19 characters) or ``on host (python X, torch Y, triton Z)`` (a
+    host's own Python: its versions are not the lock's). ``env`` is a run's environment
+    (``Sweep.environment``, from ``fusebench.measure.environment.capture``)."""
+    if env.get("image_digest"):
+        return f"in image {str(env['image_digest'])[:19]}"
+    return (f"on host (python {env.get('python')}, torch {env.get('torch')}, "
+            f"triton {env.get('triton') or 'none'})")
+
+
 def clean_rounds(rounds: list[dict]) -> tuple[list[dict], list[str]]:
     """The rounds a case's figures come from, and its contamination.
 

@@ -126,6 +126,7 @@ def test_reading_records_at_run_time_loads_no_sweep():
     assert _loaded_after(readers, SWEEP) == [False]
 
 
-def test_the_gate_and_the_merge_validation_load_no_torch():
-    gate = ("fusebench.history.compare", "fusebench.history.noise", "fusebench.history.untrusted", RECORD)
-    assert _loaded_after(gate, "torch", SWEEP) == [False, False]
+def test_the_gate_the_record_store_and_the_merge_load_no_torch():
+    readers = ("fusebench.history.compare", "fusebench.history.noise", "fusebench.history.runrecord",
+               "fusebench.history.collect", "fusebench.history.untrusted", "fusebench.history.site", RECORD)
+    assert _loaded_after(readers, "torch", SWEEP) == [False, False]

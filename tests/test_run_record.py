@@ -14,7 +14,7 @@ from fusebench.history import drawable, runrecord
 from fusebench.measure import environment, launches
 from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
-from fusebench.record import Record, Sweep
+from fusebench.record import Record, Sweep, where
 
 
 def test_records_live_beside_their_results_folder():
@@ -171,8 +171,8 @@ def test_every_result_says_where_it_ran():
 
     host = {"python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "image_digest": None}
     image = dict(host, image_digest="sha256:0123456789abcdef0123456789")
-    assert environment.where(host) == "on host (python 3.12.3, torch 2.11.0+cu130, triton 3.6.0)"
-    assert environment.where(image) == "in image sha256:0123456789ab"
+    assert where(host) == "on host (python 3.12.3, torch 2.11.0+cu130, triton 3.6.0)"
+    assert where(image) == "in image sha256:0123456789ab"
     assert store.machine_info("h200", host)["where"].startswith("on host (python 3.12.3")
     assert store.machine_info("h200", image)["where"] == "in image sha256:0123456789ab"
     s = Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)

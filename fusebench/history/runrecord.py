@@ -28,8 +28,7 @@ from pathlib import Path
 from fusebench.errors import UsageError
 from fusebench.history import transaction
 from fusebench.history.marks import NOISY, spread_text
-from fusebench.measure import environment
-from fusebench.record import Record, Sweep, clean_rounds
+from fusebench.record import Record, Sweep, clean_rounds, where
 
 #: The CSV's columns: every field of a record but the per-round list (in the JSON), lists joined by
 #: ``"; "``, the NVML clocks left out.
@@ -150,7 +149,7 @@ def summary_lines(sweep: Sweep) -> list[str]:
              f"{sweep.grid} grid, {sweep.rounds} round{'s' if sweep.rounds != 1 else ''}; "
              f"commit {str(env.get('git_commit'))[:12]}"
              + (" (working tree modified)" if env.get("git_dirty") else "")
-             + f"; {env.get('where') or environment.where(env)}"]
+             + f"; {env.get('where') or where(env)}"]
     if sweep.ceilings_gbps:
         lines.append("copy ceiling per round: " + ", ".join(f"{c:.0f}" for c in sweep.ceilings_gbps)
                      + f" GB/s (median {sweep.ceiling_gbps:.0f})")

@@ -16,6 +16,7 @@ from functools import cache
 import torch
 
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import where
 
 #: NVML clock-event reason bits (nvml.h ``nvmlClocksEventReason*``) and their names.
 CLOCK_EVENT_REASONS = {
@@ -236,16 +237,6 @@ def git_dirty() -> bool:
         return bool(out.strip())
     except (OSError, subprocess.CalledProcessError):
         return False
-
-
-def where(env: dict) -> str:
-    """Where a run measured, in words every result and record carries: ``in image <digest>`` (the
-    pinned image, its id cut to 19 characters) or ``on host (python X, torch Y, triton Z)`` (a
-    host's own Python: its versions are not the lock's). ``env`` is :func:`capture`'s dict."""
-    if env.get("image_digest"):
-        return f"in image {str(env['image_digest'])[:19]}"
-    return (f"on host (python {env.get('python')}, torch {env.get('torch')}, "
-            f"triton {env.get('triton') or 'none'})")
 
 
 def capture(dev: torch.device) -> dict:
