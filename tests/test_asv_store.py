@@ -16,9 +16,9 @@ import pytest
 from fusebench import metrictable
 from fusebench.errors import UsageError
 from fusebench.history import asvsuite, store, transaction
-from fusebench.measure import sweep
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 
 COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
                         text=True).stdout.strip()
@@ -28,20 +28,20 @@ CPU = {"device": "cpu", "python": sys.version.split()[0], "gpu": "none", "torch"
 HOST = {"os": "Linux 6.0", "arch": "x86_64", "ram": "1000"}
 
 
-def _sweep(env: dict | None = None) -> sweep.Sweep:
+def _sweep(env: dict | None = None) -> Sweep:
     """Every kind of case: timed (one metric not measured on this device), failed, skipped."""
     recs = [
-        sweep.Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
-                     pct_of_ceiling=60.0, clock="host"),
-        sweep.Record("gelu", "eager", "16384", "float32", status="failed", reason="correctness gate: NaN"),
-        sweep.Record("gelu", "triton", "16384", "float32", status="skipped", reason="needs a CUDA GPU"),
-        sweep.Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=1.0, bandwidth_gbps=9.5,
-                     pct_of_ceiling=40.0, device_time_ms=0.75, clock="host"),
+        Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
+               pct_of_ceiling=60.0, clock="host"),
+        Record("gelu", "eager", "16384", "float32", status="failed", reason="correctness gate: NaN"),
+        Record("gelu", "triton", "16384", "float32", status="skipped", reason="needs a CUDA GPU"),
+        Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=1.0, bandwidth_gbps=9.5,
+               pct_of_ceiling=40.0, device_time_ms=0.75, clock="host"),
     ]
-    return sweep.Sweep(dict(CPU, **(env or {})), 21.8, "quick", recs)
+    return Sweep(dict(CPU, **(env or {})), 21.8, "quick", recs)
 
 
-def _store(record: sweep.Sweep, results: Path, machine: str = "testbox", commit: str = COMMIT,
+def _store(record: Sweep, results: Path, machine: str = "testbox", commit: str = COMMIT,
            ops=None, host=HOST) -> store.Staged:
     with transaction.locked(results, "test"):
         txn = transaction.Transaction(results)
@@ -138,7 +138,7 @@ def test_each_committed_record_rebuilds_its_committed_asv_result(tmp_path, sha8)
     metrics added since are what a rebuild adds."""
     (committed,) = (PROJECT_ROOT / "results" / "h200").glob(f"{sha8}-*.json")
     old = json.loads(committed.read_text())
-    record = sweep.Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json")
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json")
     commit = record.environment["git_commit"]
     _store(record, tmp_path / "results", "h200", commit, host=old["params"])
     new = json.loads((tmp_path / "results" / "h200" / f"{sha8}-existing-py3.12.json").read_text())
@@ -163,9 +163,9 @@ def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path):
     _store(_sweep(), results)
     (path,) = [p for p in (results / "testbox").glob("*.json") if p.name != "machine.json"]
     before = _rows(path)
-    again = sweep.Sweep(CPU, 21.8, "quick", [
-        sweep.Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=2.0, bandwidth_gbps=4.75,
-                     pct_of_ceiling=20.0, clock="host")])
+    again = Sweep(CPU, 21.8, "quick", [
+        Record("softmax", "torch", "16384x1024", "float32", wall_time_ms=2.0, bandwidth_gbps=4.75,
+               pct_of_ceiling=20.0, clock="host")])
     _store(again, results, ops=["softmax"])
     after = _rows(path)
     assert after["suite.Gelu.track_bandwidth"] == before["suite.Gelu.track_bandwidth"]  # not n/a

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from fusebench.history import store, transaction
-from fusebench.measure import environment, sweep
+from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Record, Sweep
 from scripts import lock
 
 LOCK = PROJECT_ROOT / "requirements.lock"
@@ -443,12 +444,12 @@ def test_results_record_the_image_digest_and_the_lock_hash(monkeypatch, tmp_path
     # stored: the machine fields land beside the stored results
     from fusebench.ops import OPS
 
-    recs = [sweep.Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
-                         pct_of_ceiling=60.0, clock="host")]
+    recs = [Record("gelu", "torch", "16384", "float32", wall_time_ms=0.01, bandwidth_gbps=13.1,
+                   pct_of_ceiling=60.0, clock="host")]
     results = tmp_path / "results"
     with transaction.locked(results, "test"):
         txn = transaction.Transaction(results)
-        store.stage(sweep.Sweep(env, 21.8, "quick", recs), "testbox", environment.git_commit(), results,
+        store.stage(Sweep(env, 21.8, "quick", recs), "testbox", environment.git_commit(), results,
                     txn, OPS.values())
         txn.commit()
     machine = json.loads((tmp_path / "results" / "testbox" / "machine.json").read_text())

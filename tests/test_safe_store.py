@@ -18,8 +18,8 @@ import pytest
 
 from fusebench import tmpdirs
 from fusebench.history import runrecord, site, store, transaction
-from fusebench.measure.sweep import Sweep
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
 
 COMMIT = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"
 RESULT = f"{COMMIT[:8]}-existing-py3.12.json"

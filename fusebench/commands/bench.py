@@ -48,6 +48,7 @@ from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
 from fusebench.measure.selection import choose, narrow_shapes, require_measured
 from fusebench.ops import OPS, REGISTERED, configured
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
 from fusebench.registry import BACKENDS, PRECISIONS, Op
 
 
@@ -79,7 +80,7 @@ def build_cuda_extension() -> None:
         print(f"bench: {exc}; the cuda cases will say why", file=sys.stderr)
 
 
-def store_run(result: sweep.Sweep, machine: str, commit: str, results: Path, ops,
+def store_run(result: Sweep, machine: str, commit: str, results: Path, ops,
               case_file: Path | None = None) -> int:
     """Store one machine's sweep: asv's files written from it (``fusebench.history.store``; the
     suite of the cases of ``case_file``, None: ``fusebench.yaml``), the summary, then the asv

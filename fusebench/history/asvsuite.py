@@ -56,12 +56,14 @@ def load_records(ops=()) -> dict:
     Returns ``{"records": {(op, backend, shape, dtype): {field: value} for CACHED_FIELDS},
     "ceiling_gbps": ..., "peak_tflops": ...}``.
     """
-    from fusebench.measure import sweep
-
     path = os.environ.get(SWEEP_ENV)
     if path:
-        result = sweep.Sweep.load(Path(path))
+        from fusebench.record import Sweep
+
+        result = Sweep.load(Path(path))
     else:
+        from fusebench.measure import sweep
+
         result = sweep.run(ops)
     records = {r.key: {f: getattr(r, f) for f in CACHED_FIELDS}
                for r in result.records}
