@@ -2,13 +2,15 @@
 
 Each class is parametrized over the full fixed backend axis × the op's default shapes × the
 dtypes; a combination this machine or run does not cover is skipped with its reason. The numbers
-come from one sweep (``fusebench.measure.sweep``), run once per asv run in ``setup_cache`` or read from
-the file ``make bench`` just measured (``FUSEBENCH_SWEEP``), so each of asv's per-combination
-processes only reads a record: a full run stays within minutes.
+come from one sweep (``fusebench.measure.sweep``), run once per asv run in ``setup_cache``, or
+read from a run record or sweep file named by ``FUSEBENCH_SWEEP``, so each of asv's
+per-combination processes only reads a record. ``make bench`` does not run asv: it writes asv's
+files from its run record with asv's own classes (``fusebench/history/store.py``), the values
+``asv run`` of this suite stores (``tests/test_asv_store.py`` compares the two).
 
-fusebench and kernels are imported from the environment asv runs in: the checkout, which
-``fusebench.history.store.run_asv`` puts on ``ASV_PYTHONPATH`` (asv drops ``PYTHONPATH``), or an install.
-The cases are the case file's: ``fusebench.yaml``, or the one ``$FUSEBENCH_CONFIG`` names.
+fusebench is imported from the environment asv runs in: the checkout (put it on
+``ASV_PYTHONPATH``: asv drops ``PYTHONPATH``), or an install. The cases are the case file's:
+``fusebench.yaml``, or the one ``$FUSEBENCH_CONFIG`` names.
 """
 
 import os

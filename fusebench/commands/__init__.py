@@ -31,6 +31,7 @@ COMMANDS: dict[str, str] = {
     "plots": "plots",
     "table": "table",
     "collect": "collect",
+    "store": "store",
     "nsys": "nsys",
     "trace": "trace",
     "profile": "profile",

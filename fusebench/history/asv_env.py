@@ -11,9 +11,10 @@ same commit and machine.
 :class:`StableExisting` is asv's ``existing`` environment (same interpreter, nothing installed,
 results saved only with ``--set-commit-hash``) whose name is ``existing-py<major>.<minor>``
 (``existing-py3.12``: the form of asv's own virtualenv names) and whose ``python`` parameter is
-that version. asv loads this module as a plugin (``"plugins": [".fusebench.history.asv_env"]`` in the
-staged configuration, see ``fusebench.history.store.staged_config``) and selects it with
-``-E stable:<python>`` (:data:`TOOL_NAME`). Imported by asv only: it imports asv.
+that version: the names ``fusebench.history.store`` writes. asv loads this module as a plugin
+(``"plugins": [".fusebench.history.asv_env"]`` in a configuration) and selects it with
+``-E stable:<python>`` (:data:`TOOL_NAME`), for an ``asv run`` of ``benchmarks/`` that stores
+into the files ``make bench`` writes (``tests/asvrun.py``). Imported by asv only: it imports asv.
 """
 
 from __future__ import annotations

@@ -32,9 +32,7 @@ import inspect
 import itertools
 import json
 import math
-import os
 import platform
-import re
 import subprocess
 import sys
 import types
@@ -43,49 +41,35 @@ from pathlib import Path
 
 from fusebench import metrictable, tmpdirs
 from fusebench.errors import UsageError
-from fusebench.history import asvsuite, transaction
-from fusebench.measure import environment
+from fusebench.history import asvsuite, transaction, untrusted
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import where
 
 ASV_CONF = PROJECT_ROOT / "asv.conf.json"
 #: The folder of the asv suite (``asv.conf.json``'s ``benchmark_dir``).
 BENCHMARK_DIR = PROJECT_ROOT / "benchmarks"
-#: ``Major.minor[.micro]``: a record's ``environment.python``.
-PYTHON_VERSION = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,4})?")
 
 
 def machine_info(name: str, env: dict, host: dict | None = None) -> dict:
     """The asv machine entry for ``name`` from a captured environment (``environment.capture``).
 
-    ``os``, ``arch`` and ``ram`` describe the host that measured: the environment's own when it
-    has them, else ``host``'s (an earlier stored entry of the machine), else this host's when
-    ``host`` is None (``make bench`` stores on the host that measured); with a ``host`` that
-    lacks them, they are left out rather than taken from another host.
+    ``os``, ``arch`` and ``ram`` describe the host that measured: the environment's own (records
+    since they were captured), else ``host``'s (the machine's earlier stored entry), else this
+    host's when ``host`` is None; with a ``host`` that lacks them they are left out rather than
+    taken from another host.
     """
     if host is None:
-        try:
-            ram = str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
-        except (ValueError, OSError):
-            ram = "0"
-        host = {"os": f"{platform.system()} {platform.release()}", "arch": platform.machine(), "ram": ram}
-    info = {"machine": name}
-    for key in ("os", "arch"):
-        if env.get(key) or host.get(key):
-            info[key] = str(env.get(key) or host[key])
-    info.update({
-        "cpu": env.get("cpu", ""),
-        "num_cpu": str(env.get("num_cpu", "")),
-    })
-    if env.get("ram") or host.get("ram"):
-        info["ram"] = str(env.get("ram") or host["ram"])
-    info.update({
-        "gpu": env.get("gpu", "none"),
-        "driver": env.get("driver", "none"),
-        "cuda": env.get("cuda_runtime") or "none",
-        "torch": env.get("torch", ""),
-        "triton": env.get("triton") or "none",
-    })
-    info["where"] = env.get("where") or environment.where(env)
+        from fusebench.measure.environment import ram_bytes
+
+        host = {"os": f"{platform.system()} {platform.release()}", "arch": platform.machine(),
+                "ram": ram_bytes()}
+    fields = {key: env.get(key) or host.get(key) for key in ("os", "arch", "ram")}
+    info = {"machine": name, "os": fields["os"], "arch": fields["arch"], "cpu": env.get("cpu", ""),
+            "num_cpu": str(env.get("num_cpu", "")), "ram": fields["ram"], "gpu": env.get("gpu", "none"),
+            "driver": env.get("driver", "none"), "cuda": env.get("cuda_runtime") or "none",
+            "torch": env.get("torch", ""), "triton": env.get("triton") or "none"}
+    info = {k: (str(v) if k in fields else v) for k, v in info.items() if not (k in fields and not v)}
+    info["where"] = env.get("where") or where(env)
     for key in ("image_digest", "base_digest", "lock_hash"):
         if env.get(key):
             info[key] = env[key]
@@ -102,7 +86,7 @@ def python_version(env: dict) -> str:
     given = env.get("python")
     if given is None:
         return "%d.%d" % sys.version_info[:2]
-    m = PYTHON_VERSION.fullmatch(str(given))
+    m = untrusted.PYTHON.fullmatch(str(given))
     if m is None:
         raise UsageError(f"environment.python {str(given)[:40]!r} is not a Python version")
     return f"{m.group(1)}.{m.group(2)}"

@@ -338,6 +338,38 @@ def check_record(path: Path, data: object, machine: str) -> str:
 
 _DESCRIBE[_SHAPE] = "a shape (numbers joined by 'x')"
 
+#: A Python version as a record's environment gives it (``3.12.3``).
+PYTHON = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,4})?")
+#: A case's status in a run record.
+STATUSES = ("ok", "failed", "skipped")
+
+
+def check_record_figures(path: Path, data: dict) -> None:
+    """What asv's files are written from, in a run record that passed :func:`check_record`:
+    each case's ``status`` one of :data:`STATUSES`, each metric's field
+    (``fusebench.metrictable``) a finite number or null, no case twice. The machine fields are
+    checked on the entry made of them (:func:`check_machine`); ``environment.python`` names the
+    asv environment, so it must be a version."""
+    import math
+
+    from fusebench.metrictable import METRICS
+
+    python = data["environment"].get("python")
+    _need(python is None or (isinstance(python, str) and PYTHON.fullmatch(python) is not None), path,
+          f"environment.python {_cut(python)} is not a Python version")
+    seen = set()
+    for i, rec in enumerate(data["records"]):
+        _need(rec.get("status", "ok") in STATUSES, path,
+              f"records[{i}].status {_cut(rec.get('status'))} is not one of {', '.join(STATUSES)}")
+        for m in METRICS:
+            value = rec.get(m.field)
+            _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                                    and math.isfinite(value)),
+                  path, f"records[{i}].{m.field} {_cut(value)} is not a finite number or null")
+        key = (rec["op"], rec["backend"], rec["shape"], rec["dtype"])
+        _need(key not in seen, path, f"records[{i}]: case {'/'.join(key)} is in the record twice")
+        seen.add(key)
+
 
 @functools.cache
 def _field_names(cls) -> tuple[frozenset, tuple]:

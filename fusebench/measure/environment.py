@@ -239,13 +239,24 @@ def git_dirty() -> bool:
         return False
 
 
+def ram_bytes() -> str:
+    """Physical memory in bytes, as asv's machine entry gives it (``"0"`` where unknown)."""
+    try:
+        return str(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError):
+        return "0"
+
+
 def capture(dev: torch.device) -> dict:
     """Everything a result must carry about where it was measured (JSON-serializable dict)."""
     env = {
         "device": dev.type,
         "host": platform.node(),
+        "os": f"{platform.system()} {platform.release()}",
+        "arch": platform.machine(),
         "cpu": platform.processor() or platform.machine(),
         "num_cpu": os.cpu_count(),
+        "ram": ram_bytes(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "triton": _version("triton"),

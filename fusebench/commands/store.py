@@ -1,0 +1,133 @@
+"""Write the asv results of run records again, from the records (no GPU, no asv run).
+
+    fusebench store RECORD [RECORD ...] [--results DIR] [--config FILE]
+
+Each RECORD is a run record, ``records/<machine>/<sha8>.json``: asv's result file of its commit
+and machine, the machine's ``machine.json`` and ``benchmarks.json`` are written from it as
+``make bench`` writes them (``fusebench/history/store.py``), into the results folder beside its
+records folder (``records`` -> ``results``, ``.asv/quick-records`` -> ``.asv/quick-results``;
+``--results`` names another). A metric added to ``fusebench/metrictable.py`` then appears in
+the stored results of every run whose record has its field; the values of the others do not
+change. The asv suite is the case file's (``--config``, default ``fusebench.yaml``); the
+benchmarks of ops a record does not have are kept as they are stored.
+
+Every record is checked as a file from another host before anything is written
+(``fusebench/history/untrusted.py``: a regular file, not a symlink, under its size cap, the
+record's schema, its machine fields plain text, every figure a finite number or null). The
+files are stored in one transaction under the results folder's lock: a refused record, or a
+killed store, leaves the stored files as they were. Exit status: 0 stored, 2 bad input (no such
+file, a refused record, a results folder in use).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from fusebench.cli import add_config
+from fusebench.errors import UsageError
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench store``."""
+    ap.add_argument("records", nargs="+", type=Path, metavar="RECORD",
+                    help="run records, records/<machine>/<sha8>.json")
+    ap.add_argument("--results", type=Path, help="the results folder to write into (default: the one "
+                    "beside the records folder, records -> results)")
+    add_config(ap)
+
+
+def results_for(record: Path) -> Path:
+    """The results folder of a record ``<records folder>/<machine>/<sha8>.json``: the folder whose
+    records folder (``runrecord.records_dir``) holds it.
+
+    Raises:
+        UsageError: no such folder name (give ``--results``).
+    """
+    from fusebench.history import runrecord
+
+    folder = record.absolute().parent.parent
+    if "records" in folder.name:
+        results = folder.with_name(folder.name.replace("records", "results"))
+        if runrecord.records_dir(results) == folder:
+            return results
+    raise UsageError(f"{record}: not in a records folder (records/<machine>/<sha8>.json); give "
+                     "--results DIR")
+
+
+def checked(path: Path):
+    """The run record at ``path``, checked as untrusted input (module doc), as a
+    :class:`~fusebench.record.Sweep` with its machine (the folder's name).
+
+    Raises:
+        UsageError: the file is refused (one line naming it and why).
+    """
+    from fusebench.history import untrusted
+    from fusebench.record import Record, Sweep
+
+    machine = path.parent.name
+    try:
+        if untrusted.MACHINE.fullmatch(machine) is None:
+            raise untrusted.Refused(path.parent, "not a machine name (letters, digits, '.', '_', '-')")
+        data = untrusted.parse(path, untrusted.read_bytes(path, untrusted.MAX_BYTES["record"]))
+        untrusted.check_record(path, data, machine)
+        untrusted.check_record_figures(path, data)
+    except untrusted.Refused as exc:
+        raise UsageError(f"refused: {exc}") from None
+    data["records"] = [Record(**r) for r in data["records"]]
+    return Sweep(**data), machine
+
+
+def stored_host(machine_dir: Path, commit: str) -> dict:
+    """``os``, ``arch`` and ``ram`` of ``machine_dir``'s stored result of ``commit``, else of its
+    ``machine.json`` ({} when neither says): the host a record without them measured on."""
+    for path in [*sorted(machine_dir.glob(f"{commit[:8]}-*.json")), machine_dir / "machine.json"]:
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        fields = data.get("params", data) if isinstance(data, dict) else {}
+        host = {k: fields[k] for k in ("os", "arch", "ram") if isinstance(fields.get(k), str)}
+        if host:
+            return host
+    return {}
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench store`` with the parsed options; returns the exit status."""
+    from fusebench.history import runrecord, store, transaction, untrusted
+    from fusebench.ops import configured
+
+    suite = tuple(configured(args.config).values())
+    todo: dict[Path, list] = {}
+    for path in args.records:
+        record, machine = checked(path)
+        results = args.results or results_for(path)
+        todo.setdefault(results, []).append((path, record, machine))
+    for results, runs in todo.items():
+        with transaction.locked(results, "store", (runrecord.records_dir(results),)):
+            txn = transaction.Transaction(results)
+            try:
+                lines = []
+                for path, record, machine in runs:
+                    commit = record.environment["git_commit"]
+                    host = stored_host(results / machine, commit)
+                    entry = store.machine_info(machine, record.environment, host)
+                    try:  # the fields the site shows as selectors and tooltips: plain text
+                        untrusted.check_machine(path, {**entry, "version": 1}, machine)
+                    except untrusted.Refused as exc:
+                        raise UsageError(f"refused: {exc}") from None
+                    staged = store.stage(record, machine, commit, results, txn, suite, host=host)
+                    lines += [f"store: warning: {path}: op {op} is not in the case file's suite; its "
+                              "cases were not written" for op in staged.unknown_ops]
+                    ops = sorted({r.op for r in record.records} - set(staged.unknown_ops))
+                    lines.append(f"store: {path} -> {staged.files[0]} ({', '.join(ops) or 'no op'})"
+                                 + "".join(f"; {f.name} carried into it and removed" for f in staged.carried))
+                txn.commit()
+            finally:
+                txn.abort()  # nothing once committed
+        for line in lines:
+            print(line, file=sys.stderr)
+    return 0

@@ -1,0 +1,142 @@
+"""``fusebench store RECORD``: asv's results written again from committed run records, each
+record checked as untrusted input first; bad input is one line, exit 2, nothing written."""
+
+import hashlib
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fusebench.commands import main
+from fusebench.history import transaction
+from fusebench.paths import PROJECT_ROOT
+
+SHA8 = "0a5fc94f"  # GELU and softmax, with energy per call in its record
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """records/ and results/ holding the committed H200 record, result and machine of one commit."""
+    (tmp_path / "records" / "h200").mkdir(parents=True)
+    (tmp_path / "results" / "h200").mkdir(parents=True)
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json",
+                    tmp_path / "records" / "h200" / f"{SHA8}.json")
+    for name in ("machine.json", f"{SHA8}-existing-py3.12.json"):
+        shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, tmp_path / "results" / "h200" / name)
+    shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
+    return tmp_path
+
+
+def _run(capsys, *argv) -> tuple[int, list[str]]:
+    with pytest.raises(SystemExit) as end:
+        main(["store", *map(str, argv)])
+    return end.value.code, capsys.readouterr().err.splitlines()
+
+
+def _hashes(folder: Path) -> dict:
+    return {str(p): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_a_committed_record_rebuilds_its_result_with_the_metrics_added_since(checkout, capsys):
+    result = checkout / "results" / "h200" / f"{SHA8}-existing-py3.12.json"
+    before = json.loads(result.read_text())
+    code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json")
+    assert code == 0, err
+    assert err == [f"store: {checkout}/records/h200/{SHA8}.json -> {result} (gelu, softmax)"]
+    after = json.loads(result.read_text())
+    col = after["result_columns"].index("result")
+    for name, row in before["results"].items():  # every stored value as it was
+        assert json.dumps(after["results"][name][col]) == json.dumps(row[col]), name
+    assert after["params"] == before["params"] and after["date"] == before["date"]
+    energy = after["results"]["suite.Gelu.track_energy"][col]
+    assert "suite.Gelu.track_energy" not in before["results"]
+    assert sum(v is not None and not math.isnan(v) for v in energy) == 120  # GELU's timed cases
+    machine = checkout / "results" / "h200" / "machine.json"
+    assert machine.read_bytes() == (PROJECT_ROOT / "results" / "h200" / "machine.json").read_bytes()
+    assert "suite.Gelu.track_energy" in json.loads((checkout / "results" / "benchmarks.json").read_text())
+
+
+def _edit(checkout: Path, change) -> Path:
+    path = checkout / "records" / "h200" / f"{SHA8}.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+    return path
+
+
+@pytest.mark.parametrize("change, why", [
+    (lambda d: d["environment"].update(gpu="<script>alert(1)</script>"),
+     "machine.json.gpu '<script>alert(1)</script>' is not plain text"),
+    (lambda d: d["records"][0].update(device_time_ms="0.01"), "records[0].device_time_ms '0.01' is not a "
+     "finite number or null"),
+    (lambda d: d["records"][0].update(status="great"), "records[0].status 'great' is not one of ok, failed"),
+    (lambda d: d["records"].append(dict(d["records"][0])),
+     "records[408]: case gelu/eager/1024/float32 is in the record twice"),
+    (lambda d: d["records"][0].update(backend="eager<b>"),
+     "records[0].backend 'eager<b>' is not an identifier"),
+    (lambda d: d["environment"].update(git_commit="0" * 40),
+     "git_commit 000000000000 disagrees with the file"),
+    (lambda d: d["environment"].update(python="3.12; rm"), "environment.python '3.12; rm' is not a Python "
+     "version"),
+])
+def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(checkout, capsys, change, why):
+    path = _edit(checkout, change)
+    before = _hashes(checkout / "results")
+    code, err = _run(capsys, path)
+    assert code == 2 and len(err) == 1 and why in err[0], err
+    assert err[0].startswith("store: error: ")
+    assert _hashes(checkout / "results") == before
+
+
+def test_nan_in_a_record_is_refused(checkout, capsys):
+    path = checkout / "records" / "h200" / f"{SHA8}.json"
+    text = path.read_text()
+    path.write_text(text.replace('"device_time_ms": 0.017856000499291855', '"device_time_ms": NaN', 1))
+    code, err = _run(capsys, path)
+    assert code == 2 and err == [f"store: error: refused: {path}: records[0].device_time_ms 'nan' is not a "
+                                 "finite number or null"]
+
+
+def test_a_symlink_a_missing_file_and_a_file_outside_records_are_one_line(checkout, capsys, tmp_path):
+    record = checkout / "records" / "h200" / f"{SHA8}.json"
+    link = checkout / "records" / "h200" / "1f091eb7.json"
+    link.symlink_to(record)
+    code, err = _run(capsys, link)
+    assert code == 2 and err == [f"store: error: refused: {link}: a symlink; files from another host must "
+                                 "be regular files"]
+    code, err = _run(capsys, checkout / "records" / "h200" / "ffffffff.json")
+    assert code == 2 and len(err) == 1 and "cannot open: No such file" in err[0]
+    elsewhere = tmp_path / "loose" / "h200" / f"{SHA8}.json"
+    elsewhere.parent.mkdir(parents=True)
+    shutil.copyfile(record, elsewhere)
+    code, err = _run(capsys, elsewhere)
+    assert code == 2 and err == [f"store: error: {elsewhere}: not in a records folder "
+                                 "(records/<machine>/<sha8>.json); give --results DIR"]
+    code, err = _run(capsys, elsewhere, "--results", checkout / "other-results")
+    assert code == 0 and (checkout / "other-results" / "h200" / f"{SHA8}-existing-py3.12.json").is_file()
+
+
+def test_a_results_folder_in_use_is_refused(checkout, capsys):
+    results = checkout / "results"
+    before = _hashes(results)
+    with transaction.locked(results, "bench"):
+        code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json")
+    assert code == 2 and err == [
+        f"store: error: {results}/ is in use by another fusebench run (make bench or make collect into it); "
+        "store refused: run it again once that one has finished"]
+    assert _hashes(results) == before
+
+
+def test_the_command_runs_as_printed_from_the_shell(checkout):
+    out = subprocess.run([sys.executable, "-m", "fusebench", "store", f"records/h200/{SHA8}.json"],
+                         cwd=checkout, capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.strip().endswith(
+        f"-> {checkout}/results/h200/{SHA8}-existing-py3.12.json (gelu, softmax)")
