@@ -7,6 +7,7 @@ same thing."""
 import itertools
 import json
 import math
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -248,11 +249,36 @@ def test_a_file_stored_under_the_path_name_is_carried_into_the_stable_one(tmp_pa
 
 def test_a_path_named_file_of_another_python_is_kept_as_it_is(tmp_path):
     results = tmp_path / "results"
-    other = results / "testbox" / f"{COMMIT[:8]}-existing-py_gone_python.json"
+    python = tmp_path / "py27" / "python"
+    python.parent.mkdir()
+    python.write_text("#!/bin/sh\necho 2.7\n")
+    python.chmod(0o755)
+    other = results / "testbox" / f"{COMMIT[:8]}-existing-py{str(python).replace('/', '_')}.json"
     other.parent.mkdir(parents=True)
-    other.write_text(json.dumps({"commit_hash": COMMIT, "python": "/gone/python", "env_name": "x"}))
+    other.write_text(json.dumps({"commit_hash": COMMIT, "python": str(python), "env_name": "x"}))
     assert _store(_sweep(), results).carried == []
     assert other.exists()
+
+
+def test_a_path_named_file_of_an_interpreter_not_on_this_host_is_carried(tmp_path):
+    """Committed results of earlier versions name /opt/torch/.venv/bin/python3, a path of the GPU
+    host: the record of the commit says which Python measured."""
+    committed = PROJECT_ROOT / "results" / "h200" / "059c9961-existing-py_opt_torch_.venv_bin_python3.json"
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "059c9961.json")
+    results = tmp_path / "results"
+    (results / "h200").mkdir(parents=True)
+    shutil.copyfile(committed, results / "h200" / committed.name)
+    from fusebench.commands.store import stored_host
+
+    commit = record.environment["git_commit"]
+    staged = _store(record, results, "h200", commit, host=stored_host(results / "h200", commit))
+    assert staged.carried == [results / "h200" / committed.name]
+    assert sorted(p.name for p in (results / "h200").iterdir()) == ["059c9961-existing-py3.12.json",
+                                                                   "machine.json"]
+    new = json.loads((results / "h200" / "059c9961-existing-py3.12.json").read_text())
+    old = json.loads(committed.read_text())
+    assert new["params"]["os"] == old["params"]["os"]  # the host fields: the carried file's
+    assert set(old["results"]) < set(new["results"])
 
 
 # --- a real asv run of benchmarks/ ------------------------------------------------------------------

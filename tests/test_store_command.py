@@ -140,3 +140,24 @@ def test_the_command_runs_as_printed_from_the_shell(checkout):
     assert out.returncode == 0, out.stderr
     assert out.stderr.strip().endswith(
         f"-> {checkout}/results/h200/{SHA8}-existing-py3.12.json (gelu, softmax)")
+
+
+@pytest.mark.slow
+def test_asv_publish_builds_the_site_from_the_written_files(tmp_path, capsys):
+    """Results written from two committed records alone (no asv run, an empty results folder):
+    ``asv publish`` draws both commits, the metric added since included."""
+    from fusebench.history import store
+
+    records = tmp_path / "records" / "h200"
+    records.mkdir(parents=True)
+    for sha8 in ("0395b139", SHA8):
+        shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json", records / f"{sha8}.json")
+    code, err = _run(capsys, records / "0395b139.json", records / f"{SHA8}.json")
+    assert code == 0, err
+    assert store.publish(tmp_path / "results", tmp_path / "html") == 0
+    drawn = {}
+    for metric in ("track_device_time", "track_energy"):
+        (graph,) = (tmp_path / "html" / "graphs" / "branch-main").rglob(f"suite.Gelu.{metric}.json")
+        drawn[metric] = [sum(v is not None for v in values) for _, values in json.loads(graph.read_text())]
+    # a point per commit with GELU's 120 timed cases; energy only in the newer record
+    assert drawn == {"track_device_time": [120, 120], "track_energy": [120]}

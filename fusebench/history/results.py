@@ -350,7 +350,7 @@ def load_latest(results_dir: Path, machine: str, prefix: str = "") -> Run:
 
 
 def units(results_dir: Path) -> dict[str, str]:
-    """``{benchmark name: unit}`` from asv's ``results/benchmarks.json`` (written by ``asv run``).
+    """``{benchmark name: unit}`` from asv's ``results/benchmarks.json`` (written by ``store.stage``).
 
     Raises:
         UsageError: the file is missing or unreadable.

@@ -4,7 +4,7 @@ A Slurm array can split one machine's grid between its tasks (``deploy/slurm/fus
 ``FUSEBENCH_TASK_ARGS='--ops gelu;--ops softmax,rmsnorm'``). Each task then leaves an asv result
 file and a run record of the same name as the others' (same commit, machine and environment),
 each holding only its own ops' cases. ``make collect`` (``fusebench.history.collect``) merges
-them into one, as a run of some ops adds to what is stored (``store.run_asv``,
+them into one, as a run of some ops adds to what is stored (``store.stage``,
 ``runrecord.save``): only when the cases are disjoint; two files giving one case are never
 merged (the same case measured twice is a conflict, whatever its values).
 

@@ -243,9 +243,10 @@ def stage(record, machine: str, commit: str, results_dir: Path, txn: transaction
 
 def _carry(stored: Path, into: Path, commit: str, version: str, staged: Staged) -> bool:
     """When ``stored`` (a machine's folder) has no stable-named file of ``commit`` but a file of
-    it stored under asv's path name (``existing-py_<path>``) whose interpreter, run now, is Python
-    ``version``: that file, its ``env_name`` and ``python`` rewritten, copied into ``into`` under
-    the stable name (noted in ``staged.carried``). Returns whether one was."""
+    it stored under asv's path name (``existing-py_<path>``) whose interpreter is Python
+    ``version`` when run now, or is not on this host (the record of the same commit and machine
+    says which Python measured): that file, its ``env_name`` and ``python`` rewritten, copied into
+    ``into`` under the stable name (noted in ``staged.carried``). Returns whether one was."""
     if (stored / result_name(commit, version)).exists():
         return False
     for f in sorted(stored.glob(f"{commit[:8]}-existing-py_*.json")):
@@ -256,7 +257,7 @@ def _carry(stored: Path, into: Path, commit: str, version: str, staged: Staged) 
         if not (isinstance(data, dict) and data.get("commit_hash") == commit
                 and "/" in str(data.get("python", ""))):
             continue
-        if _interpreter_version(str(data["python"])) != version:
+        if _interpreter_version(str(data["python"])) not in (version, None):
             continue
         data["env_name"] = env_name(version)
         data["python"] = version
