@@ -173,6 +173,14 @@ def test_a_run_of_one_op_keeps_the_other_ops_stored_results(tmp_path):
     assert _combo(after["suite.Softmax.track_bandwidth"], ("torch", "16384x1024", "float32")) == 4.75
 
 
+def test_storing_the_same_record_again_changes_no_byte(tmp_path):
+    results = tmp_path / "results"
+    _store(_sweep(), results)
+    first = {p: p.read_bytes() for p in results.rglob("*.json")}
+    _store(_sweep(), results)
+    assert {p: p.read_bytes() for p in results.rglob("*.json")} == first
+
+
 def test_a_failed_write_leaves_the_stored_files_as_they_were(tmp_path, monkeypatch):
     import errno
 
