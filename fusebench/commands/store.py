@@ -34,8 +34,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench store``."""
     ap.add_argument("records", nargs="+", type=Path, metavar="RECORD",
                     help="run records, records/<machine>/<sha8>.json")
-    ap.add_argument("--results", type=Path, help="the results folder to write into (default: the one "
-                    "beside the records folder, records -> results)")
+    ap.add_argument("--results", type=Path, metavar="DIR", help="the results folder to write into "
+                    "(default: the one beside the records folder, records -> results)")
     add_config(ap)
 
 
