@@ -1,7 +1,7 @@
 """Storing a run with asv: its result files written from the run record, in this process, with
 asv's own classes; and publishing.
 
-The run record (``records/<machine>/<sha8>.json``, a :class:`~fusebench.measure.sweep.Sweep`) is
+The run record (``records/<machine>/<sha8>.json``, a :class:`~fusebench.record.Sweep`) is
 the source; :func:`stage` writes from it, through a transaction, the three files asv reads:
 
 * ``<machine>/<sha8>-existing-py<X.Y>.json``: an ``asv.results.Results`` of the commit, loaded
@@ -169,7 +169,7 @@ class Staged:
 
 def stage(record, machine: str, commit: str, results_dir: Path, txn: transaction.Transaction,
           suite_ops, ops: list[str] | None = None, host: dict | None = None) -> Staged:
-    """Hand ``txn`` asv's files of ``record`` (a :class:`~fusebench.measure.sweep.Sweep`) for
+    """Hand ``txn`` asv's files of ``record`` (a :class:`~fusebench.record.Sweep`) for
     ``machine`` and ``commit`` in ``results_dir``: the commit's result file, ``machine.json`` and
     ``benchmarks.json`` (module doc). Nothing is stored until ``txn`` commits.
 
