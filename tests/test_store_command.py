@@ -46,6 +46,9 @@ def _hashes(folder: Path) -> dict:
 def test_a_committed_record_rebuilds_its_result_with_the_metrics_added_since(checkout, capsys):
     result = checkout / "results" / "h200" / f"{SHA8}-existing-py3.12.json"
     before = json.loads(result.read_text())
+    # the result as asv stored it on the H200, before the metric table had track_energy
+    before["results"] = {k: v for k, v in before["results"].items() if not k.endswith(".track_energy")}
+    result.write_text(json.dumps(before))
     code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json")
     assert code == 0, err
     assert err == [f"store: {checkout}/records/h200/{SHA8}.json -> {result} (gelu, softmax)"]
