@@ -126,7 +126,7 @@ RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.ops.cuda_ext && nsys --
  && chmod -R a+rwX /opt/fusebench/torch_extensions
 
 # Caches that must outlive a container (Triton and Inductor compile caches) live on a volume at
-# /cache; HOME is writable by any uid (asv keeps ~/.asv-machine.json there). FUSEBENCH_IN_IMAGE
+# /cache; HOME is writable by any uid (for the tools that keep files under ~). FUSEBENCH_IN_IMAGE
 # makes the Makefile run everything locally inside (no engine in the engine). FUSEBENCH_IMAGE_DIGEST,
 # the image's own id, is only known after the build: `make bench` passes it to the engine's run.
 ENV TRITON_CACHE_DIR=/cache/triton \
