@@ -76,7 +76,7 @@ def test_help_lists_every_command():
         assert f"\n    {name} " in out.stdout, name
     assert set(commands.COMMANDS) == {"bench", "list", "compare", "publish", "preview", "plots", "collect",
                                       "nsys", "trace", "profile", "pitfalls", "mlp", "tune", "table",
-                                      "bisect"}
+                                      "bisect", "store"}
 
 
 MORE_HELP = [["nsys", "run", "--help"]]
