@@ -176,6 +176,7 @@ lock: ## regenerate requirements.lock and requirements-reference.lock (needs pip
 
 clean: ## remove caches and the unpublished quick results (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
+	    .asv/quick-records .asv/partial-records .asv/partial-quick-records .asv/dirty-records \
 	    .asv/sweeps .pytest_cache
 
 # --- Profiling: make nsys / make trace (fusebench nsys capture, fusebench trace; nsys/README.md) -

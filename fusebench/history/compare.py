@@ -406,7 +406,8 @@ def detectable_text(rows: list[Row]) -> str:
     gate on their graph time only (launch path), and the ones it cannot judge at 20 %, named."""
     counts, n, blind = detectable(rows)
     if not n:
-        return "compare: no case-metric measured on both sides"
+        return ("compare: no gated figure on both sides: the gate judges hot, cold and graph device "
+                "time, which a run without a GPU does not measure (host times are shown, never judged)")
     path = sum(r.status == LAUNCH_PATH for r in rows)
     parts = ", ".join(f"{counts[d]} ({100 * counts[d] / n:.0f} %) at {100 * (d - 1):.0f} %"
                       for d in DETECTABLE)
