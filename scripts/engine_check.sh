@@ -66,11 +66,11 @@ if [[ $mode == run ]]; then
             && ! command -v nvidia-ctk >/dev/null 2>&1; then
         missing "the NVIDIA container runtime (not among docker's runtimes; no nvidia-ctk)"
     fi
-    if [[ $kind == podman ]] && ! { nvidia-ctk cdi list 2>/dev/null | grep -q '^nvidia.com/gpu=' \
+    if [[ $kind == podman ]] && ! { nvidia-ctk cdi list 2>/dev/null | grep '^nvidia.com/gpu=' >/dev/null \
             || grep -qs 'nvidia.com/gpu' /etc/cdi/*.yaml /etc/cdi/*.json /var/run/cdi/*.yaml /var/run/cdi/*.json; }; then
         missing "the NVIDIA CDI spec for --device nvidia.com/gpu=all (nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml)"
     fi
-    if ! nvidia-smi -L 2>/dev/null | grep -q '^GPU '; then
+    if ! nvidia-smi -L 2>/dev/null | grep '^GPU ' >/dev/null; then
         missing "an NVIDIA GPU (nvidia-smi -L lists none)"
     fi
 fi
