@@ -109,7 +109,8 @@ def run_case(op: Op, backend: str, space: Space, shape, dtype, dev: torch.device
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench tune``."""
     ap.add_argument("backend", choices=BACKENDS, metavar="<backend>",
-                    help=f"one of {', '.join(BACKENDS)}: the ops with a tuning space for it are timed")
+                    help=f"one of {', '.join(BACKENDS)}: the ops with a tuning space for it are timed "
+                         "(fusebench/ops/<op>/tuning.py; no space for it: one line, exit 2)")
     ap.add_argument("--ops", help="comma-separated ops (default: each with a tuning space for the backend)")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)} (default: the spaces' own)")
     ap.add_argument("--shapes", help="comma-separated shapes (e.g. 65536x128,16777216); default all")
