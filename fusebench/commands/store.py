@@ -69,9 +69,10 @@ def checked(path: Path):
 
     machine = path.parent.name
     try:
+        raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])  # a missing file says so first
         if untrusted.MACHINE.fullmatch(machine) is None:
             raise untrusted.Refused(path.parent, "not a machine name (letters, digits, '.', '_', '-')")
-        data = untrusted.parse(path, untrusted.read_bytes(path, untrusted.MAX_BYTES["record"]))
+        data = untrusted.parse(path, raw)
         untrusted.check_record(path, data, machine)
         untrusted.check_record_figures(path, data)
     except untrusted.Refused as exc:
