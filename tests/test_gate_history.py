@@ -137,6 +137,9 @@ def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
         assert not noise.History([a, b2], nothing_changed).samples
     b3 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={"device_time_ms": 2})
     assert torch_key not in noise.History([a, b3], nothing_changed).samples
+    # a record stored before records named their method versions (loaded with methods {}): no pair
+    b4 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={})
+    assert not noise.History([a, b4], nothing_changed).samples
     assert not noise.History([a, b], lambda x, y: None).samples
 
 
@@ -217,3 +220,25 @@ def test_every_measured_op_and_backend_names_files_that_exist():
             for own in noise.BACKEND_PATHS.get(backend, noise.ANY_OP_PATHS):
                 if not own.startswith("kernels/"):
                     assert exists(own.format(op=op.name)), (op.name, backend, own)
+
+
+def test_a_few_drifting_cases_do_not_widen_their_quiet_neighbours():
+    """The class sigma is robust (1.4826 x median |d|): in a band where 2 cases of 12 drift 20 %
+    between runs and the others 0.3 %, a quiet case with no pair of its own is held near
+    exp(4 x 0.3 %), while each drifting case keeps a limit wider than its own drift."""
+    rng = random.Random(3)
+    runs = []
+    for i in range(4):
+        cases = {}
+        for c in range(12):
+            sigma = 0.2 if c < 2 else 0.003
+            level = 0.01 * math.exp(rng.gauss(0, sigma))
+            cases[("triton", str(1024 + c))] = [level] * 3
+        runs.append(run(f"c{i:039d}", cases))
+    hist = noise.History(runs, nothing_changed)
+    quiet = hist.limit("device_time_ms", ("gelu", "triton", "9999", "float32"), per_launch_ms=0.01)
+    assert quiet.n == 0 and quiet.limit < 1.03
+    for c in range(2):
+        key = ("gelu", "triton", str(1024 + c), "float32")
+        worst = max(abs(s.d) for s in hist.samples[("device_time_ms", key)])
+        assert hist.limit("device_time_ms", key).limit > math.exp(worst)

@@ -174,13 +174,12 @@ def test_a_backend_has_one_colour_in_every_panel_and_doubtful_points_are_crossed
 
 def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path):
     """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for GELU and softmax;
-    each panel's lines are the record's pJ per byte by bytes moved, labelled never gated. The
-    newest RMSNorm and matmul records (1f091eb7) have none, and a CPU-like run draws none."""
+    each panel's lines are the record's pJ per byte by bytes moved, labelled never gated. RMSNorm
+    has energy from 0aaf0e8's run on, none in 1f091eb7's; matmul (compute-bound) and a CPU-like run draw none."""
     reader = results.Reader(H200)
     gelu = OPS["gelu"]
-    run = plots.newest_first(reader, "h200", gelu)[0]
-    record = runrecord.load(runrecord.records_dir(H200), "h200", run.commit)
-    assert run.commit[:8] == "0a5fc94f"
+    commits = {r.commit[:8]: r.commit for r in plots.newest_first(reader, "h200", gelu)}
+    record = runrecord.load(runrecord.records_dir(H200), "h200", commits["0a5fc94f"])
     fig = plots.energy_figure(record, gelu, "h200")
     assert plots.ENERGY_NOTE == "shown, never gated" and plots.ENERGY_NOTE in fig._suptitle.get_text()
     panels = [ax for ax in fig.axes if ax.get_title() in gelu.dtypes]
@@ -198,10 +197,12 @@ def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path)
     points = plots.energy_series(record, gelu, "float32")
     assert [round(y, 1) for _, y, s in points["cuda"] if s == "4194304"] == [99.6]
     assert [round(y) for _, y, s in points["eager"] if s == "16384x16384"] == [1431]
-    for name in ("rmsnorm", "matmul"):
-        newest = plots.newest_first(reader, "h200", OPS[name])[0]
-        assert plots.energy_figure(runrecord.load(runrecord.records_dir(H200), "h200", newest.commit),
-                                   OPS[name], "h200") is None
+    for name, expected in (("rmsnorm", {"1f091eb7": False, "0aaf0e8d": True}),
+                           ("matmul", {"1f091eb7": False, "0aaf0e8d": False})):  # compute-bound: none
+        by_commit = {r.commit[:8]: r.commit for r in plots.newest_first(reader, "h200", OPS[name])}
+        drawn = {c: plots.energy_figure(runrecord.load(runrecord.records_dir(H200), "h200", by_commit[c]),
+                                        OPS[name], "h200") is not None for c in expected}
+        assert drawn == expected, name
     for r in record.records:
         r.energy_mj_per_call = r.energy_pj_per_byte = None
     assert plots.energy_figure(record, gelu, "h200") is None

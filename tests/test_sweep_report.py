@@ -97,3 +97,11 @@ def test_compile_time_is_recorded_apart_from_run_time():
     rec = sweep.run_case(get_op("gelu"), "compile", (256,), "float32", CPU, 10.0, None)
     assert rec.status == "ok", rec.reason
     assert rec.compile_s is not None and rec.compile_s > rec.wall_time_ms * 1e-3
+
+
+def test_batch_sizes_come_from_the_smallest_estimate():
+    """One estimate stalled by the host (33 us for a 3.3 us call with its event pair) must not set
+    the batch: the hot and graph batches of 0.2 ms would be 6 calls instead of 61."""
+    seen = iter([0.033, 0.0033, 0.0034])
+    assert sweep.batch_estimate_ms(None, estimate=lambda: next(seen)) == 0.0033
+    assert timing.graph_calls(0.0033) == 61 and timing.graph_calls(0.033) == 7

@@ -9,12 +9,15 @@ the driver's state). That drift is read off the history:
   :func:`code`), measured in the same environment
   (:data:`ENVIRONMENT_KEYS`) with the same reference libraries loaded (:func:`loaded`), with the
   same method version of the metric
-  (``metrictable.Metric.method``), neither from a dirty tree, and, for a backend that picks its
-  kernel by timing (Inductor), with the same kernel on both sides.
+  (``metrictable.Metric.method``), neither from a dirty tree nor stored before records named
+  their method versions (their rounds were timed another way: no graph mode in the round), and,
+  for a backend that picks its kernel by timing (Inductor), with the same kernel on both sides.
 * **sample**: ``d = ln(median_a / median_b)`` of the clean rounds' figures of that pair.
-* **case sigma**: the root mean square of the case's samples, shrunk toward its class
-  (the same metric and time band of its figure per launch, :data:`BANDS_MS`) with the weight
-  of :data:`PRIOR_PAIRS` pairs:
+* **class sigma**: of the samples of every case of the same metric and time band of its figure
+  per launch (:data:`BANDS_MS`), the robust one, ``1.4826 × median |d|``: a few cases that drift
+  a lot keep their own wide limits (below) without widening every quiet neighbour's.
+* **case sigma**: the root mean square of the case's samples, shrunk toward its class sigma
+  with the weight of :data:`PRIOR_PAIRS` pairs:
   ``sigma² = (Σ d² + PRIOR_PAIRS · sigma_class²) / (n + PRIOR_PAIRS)``.
 * **limit** = ``exp(K · sigma)``: the slowdown beyond which a move is K sigmas of between-run
   drift. With no sample of its own and a class of fewer than :data:`MIN_CLASS` samples, a case
@@ -74,6 +77,8 @@ ENVIRONMENT_KEYS = ("gpu", "driver", "cuda_runtime", "torch", "triton", "python"
 BANDS_MS = (0.002, 0.005, 0.02, 0.1)
 #: The limit is K sigmas of between-run drift.
 K = 4.0
+#: A normal distribution's sigma per median absolute value (1 / 0.6745).
+ROBUST = 1.4826
 #: Weight of the class sigma, in pairs, in a case's sigma.
 PRIOR_PAIRS = 2.0
 #: Fewest samples a class needs to stand in for a case with none of its own.
@@ -201,8 +206,8 @@ class History:
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
         self._sums: dict | None = None
-        runs = [s for s in sweeps
-                if s.environment.get("git_commit") and not s.environment.get("git_dirty")]
+        runs = [s for s in sweeps if s.methods
+                and s.environment.get("git_commit") and not s.environment.get("git_dirty")]
         gated = [m.field for m in metrictable.GATED]
         for a, b in combinations(runs, 2):
             ca, cb = a.environment["git_commit"], b.environment["git_commit"]
@@ -236,25 +241,20 @@ class History:
                         self.samples[(field, ra.key)].append(Sample(pair, math.log(x / y)))
                         self.bands.setdefault((field, ra.key), band(x / (ra.launches or 1)))
 
-    def _class_sums(self) -> dict:
-        """Per (field, band): (sum of d², count) in all, and per pair (built once)."""
+    def _class_samples(self) -> dict:
+        """Per (field, band): every sample's (pair, |d|) (built once)."""
         if self._sums is None:
-            sums: dict = defaultdict(lambda: [0.0, 0, defaultdict(lambda: [0.0, 0])])
+            sums: dict = defaultdict(list)
             for (f, key), ss in self.samples.items():
-                entry = sums[(f, self.bands[(f, key)])]
-                for s in ss:
-                    entry[0] += s.d * s.d
-                    entry[1] += 1
-                    entry[2][s.pair][0] += s.d * s.d
-                    entry[2][s.pair][1] += 1
+                sums[(f, self.bands[(f, key)])].extend((s.pair, abs(s.d)) for s in ss)
             self._sums = sums
         return self._sums
 
     def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
-        total, n, by_pair = self._class_sums().get((field, band_index), (0.0, 0, {}))
-        if exclude in by_pair:
-            total, n = total - by_pair[exclude][0], n - by_pair[exclude][1]
-        return (math.sqrt(max(total, 0.0) / n) if n else math.nan), n
+        """The class's robust sigma (1.4826 × median |d|) without the pair ``exclude``, and its
+        number of samples."""
+        sizes = [a for p, a in self._class_samples().get((field, band_index), ()) if p != exclude]
+        return (ROBUST * statistics.median(sizes) if sizes else math.nan), len(sizes)
 
     def limit(self, field: str, key: Key, per_launch_ms: float | None = None,
               exclude: tuple[str, str] | None = None) -> Limit:

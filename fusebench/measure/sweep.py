@@ -140,13 +140,25 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
     try:
         timing.warm_up(built.fn, dev)
         if dev.type == "cuda":
-            one_call_ms = timing.device_time(built.fn, 5).median_ms
+            one_call_ms = batch_estimate_ms(built.fn)
             rec.hot_calls = timing.hot_calls(built.fn, one_call_ms)
             rec.graph_calls = timing.graph_calls(one_call_ms)
             prof = launches.profile_call(built.fn, dev)
             rec.launches, rec.kernels, rec.kernel_id = prof.launches, list(prof.kernels), prof.kernel_id
     except Exception as exc:
         rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
+
+
+#: Estimates of one call's device time the batch sizes are chosen from; the smallest is used.
+BATCH_ESTIMATES = 3
+
+
+def batch_estimate_ms(fn: Callable[[], object], estimate=None) -> float:
+    """Device time of one call (event pair per call), the smallest of :data:`BATCH_ESTIMATES`
+    medians of 5: the hot and graph batch sizes follow from it, and one estimate stalled by the
+    host (the queue ran dry) would shrink a batch tenfold and move a small kernel's figure."""
+    estimate = estimate or (lambda: timing.device_time(fn, 5).median_ms)
+    return min(estimate() for _ in range(BATCH_ESTIMATES))
 
 
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
