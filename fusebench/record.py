@@ -22,6 +22,13 @@ SEED = 20261129
 ROUND_FIELDS = ("device_time_ms", "device_time_iqr_ms", "device_time_cold_ms",
                 "device_time_cold_iqr_ms", "device_time_graph_ms", "device_time_graph_iqr_ms",
                 "wall_time_ms", "wall_time_iqr_ms")
+#: The batched figures: field -> (the record's calls per timed repeat, the ms a repeat is sized
+#: to fill, the most calls), ``fusebench.measure.timing``'s HOT_* and GRAPH_* (a test checks).
+BATCHES = {"device_time_ms": ("hot_calls", 0.2, 64), "device_time_graph_ms": ("graph_calls", 0.2, 256)}
+#: A batch is short when the one-call estimate it was sized from (at least fill / calls) exceeds
+#: both this many times the figure and the figure plus SHORT_BATCH_MS: a stalled estimate.
+SHORT_BATCH_RATIO = 3.0
+SHORT_BATCH_MS = 0.01
 
 
 @dataclass
@@ -113,6 +120,22 @@ class Record:
     def contaminated(self) -> bool:
         """True when some round was measured throttled or beside another process."""
         return bool(self.contamination)
+
+    def short_batch(self, field: str) -> str:
+        """Why ``field``'s batch is not the one its method asks for (empty: it is, or unbatched).
+
+        The batch is sized from one estimate of a call with its event pair; one stalled by the
+        host (the queue ran dry) makes the batch far shorter than its figure implies, and the
+        fixed cost of each repeat is then spread over too few calls (``BATCHES``)."""
+        calls_attr, fill_ms, most = BATCHES.get(field, (None, 0.0, 0))
+        calls, figure = getattr(self, calls_attr, None) if calls_attr else None, getattr(self, field, None)
+        if not calls or not figure or calls >= most:
+            return ""
+        estimate = fill_ms / calls
+        if estimate > SHORT_BATCH_RATIO * figure and estimate > figure + SHORT_BATCH_MS:
+            return (f"short batch: {calls} call{'s' if calls != 1 else ''} per repeat for a "
+                    f"{figure * 1e3:.3g} us call (sized from a stalled estimate)")
+        return ""
 
     def main_time_ms(self) -> float | None:
         """The time the figures come from: hot device time on a GPU, host time on the CPU."""

@@ -242,3 +242,44 @@ def test_a_few_drifting_cases_do_not_widen_their_quiet_neighbours():
         key = ("gelu", "triton", str(1024 + c), "float32")
         worst = max(abs(s.d) for s in hist.samples[("device_time_ms", key)])
         assert hist.limit("device_time_ms", key).limit > math.exp(worst)
+
+
+def test_a_batch_sized_from_a_stalled_estimate_is_contaminated_and_no_history():
+    """8f1a039's H200 run timed torch GELU 1024 bfloat16 in graphs of 8 calls (61 elsewhere): its
+    one-call estimate had read 25 us for a 3.3 us call. Such a figure is not judged (contaminated,
+    the reason named) and is not an A/A sample; a batch at its cap, or one its figure explains
+    (a 1 us kernel with a 3.4 us estimate: 58 calls), is neither."""
+    rec = Record("gelu", "torch", "1024", "bfloat16", hot_calls=8, graph_calls=8,
+                 device_time_ms=0.0023, device_time_graph_ms=0.00156)
+    assert rec.short_batch("device_time_graph_ms").startswith("short batch: 8 calls per repeat")
+    assert rec.short_batch("device_time_ms") and not rec.short_batch("device_time_cold_ms")
+    assert not Record("gelu", "triton", "1024", "float32", hot_calls=58, graph_calls=58,
+                      device_time_ms=0.00103, device_time_graph_ms=0.0009).short_batch("device_time_ms")
+    assert not Record("gelu", "eager", "1024", "float32", hot_calls=64,
+                      device_time_ms=0.0001).short_batch("device_time_ms")  # at the cap
+    one = Record("gelu", "compile", "16777216", "float16", hot_calls=1, device_time_ms=0.024)
+    assert one.short_batch("device_time_ms")  # 1 call: the estimate was over 0.2 ms
+    assert not Record("gelu", "compile", "16777216", "float16", hot_calls=1,
+                      device_time_ms=0.19).short_batch("device_time_ms")
+
+    def sweep(commit, calls, t):
+        s = run(commit, {("torch", "1024"): [t] * 3})
+        s.records[0].hot_calls = calls
+        return s
+    a, b = sweep("a" * 40, 61, 0.0021), sweep("b" * 40, 8, 0.0024)
+    assert ("device_time_ms", ("gelu", "torch", "1024", "float32")) not in \
+        noise.History([a, b], nothing_changed).samples
+    base = case_from(a)
+    head = compare.case_of(_FakeRun(b), b, "suite.Gelu.track_device_time", ("torch", "1024", "float32"))
+    status, *_, note = compare.judge(HOT, base, head, 1.04)
+    assert status == compare.CONTAMINATED and "short batch: 8 calls" in note
+
+
+class _FakeRun:
+    """The asv side of a run, for :func:`compare.case_of` (the record decides)."""
+
+    def __init__(self, sweep):
+        self.sweep = sweep
+
+    def value(self, benchmark, params):
+        return self.sweep.records[0].device_time_ms * 1e-3

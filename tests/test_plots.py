@@ -175,7 +175,8 @@ def test_a_backend_has_one_colour_in_every_panel_and_doubtful_points_are_crossed
 def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path):
     """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for GELU and softmax;
     each panel's lines are the record's pJ per byte by bytes moved, labelled never gated. RMSNorm
-    has energy from 0aaf0e8's run on, none in 1f091eb7's; matmul (compute-bound) and a CPU-like run draw none."""
+    has energy from 0aaf0e8's run on, none in 1f091eb7's; matmul (compute-bound) and a CPU-like
+    run draw none."""
     reader = results.Reader(H200)
     gelu = OPS["gelu"]
     commits = {r.commit[:8]: r.commit for r in plots.newest_first(reader, "h200", gelu)}

@@ -105,3 +105,11 @@ def test_batch_sizes_come_from_the_smallest_estimate():
     seen = iter([0.033, 0.0033, 0.0034])
     assert sweep.batch_estimate_ms(None, estimate=lambda: next(seen)) == 0.0033
     assert timing.graph_calls(0.0033) == 61 and timing.graph_calls(0.033) == 7
+
+
+def test_the_record_knows_the_batches_the_timing_sizes():
+    """record.BATCHES (read by the gate, which loads no torch) states timing's batch targets."""
+    from fusebench import record
+    assert record.BATCHES == {"device_time_ms": ("hot_calls", timing.HOT_BATCH_MS, timing.HOT_MAX_CALLS),
+                              "device_time_graph_ms": ("graph_calls", timing.GRAPH_BATCH_MS,
+                                                       timing.GRAPH_CALLS[1])}

@@ -33,7 +33,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
   share of it). Such a case gates on its graph device time; a case without a graph figure on both sides
   keeps gating on every metric;
 * **contaminated**: a case that would be a regression, improvement or within noise, but one of
-  the runs measured it throttled or beside another process: never a regression;
+  the runs measured it throttled or beside another process, or timed it in a batch far shorter
+  than its figure implies (``Record.short_batch``: sized from a stalled estimate): never a
+  regression;
 * **different kernel**: the same, but the backend picks its kernel by timing at first use
   (Inductor) and the two runs ran different kernels (``kernel_id``): the compiler's choice, not
   the code's; reported apart, never a regression;
@@ -306,6 +308,8 @@ def case_of(run: Run, record, benchmark: str, params: Params, index: dict | None
                 iqr_field = metric.field.replace("_ms", "_iqr_ms")
                 iqr = rounds[0].get(iqr_field)
                 noise = iqr * metric.scale / med if iqr is not None and med > 0 else 0.0
+            if short := rec.short_batch(metric.field):  # not measured the way the method asks
+                contamination = [*contamination, short]
             return Case(values, False, noise, rec.time_per_launch_ms(), tuple(contamination),
                         rec.kernel_id, rec.kernel_by_timing, graph_ms, rec.launches,
                         tuple(i for i, _ in used))

@@ -10,8 +10,9 @@ the driver's state). That drift is read off the history:
   (:data:`ENVIRONMENT_KEYS`) with the same reference libraries loaded (:func:`loaded`), with the
   same method version of the metric
   (``metrictable.Metric.method``), neither from a dirty tree nor stored before records named
-  their method versions (their rounds were timed another way: no graph mode in the round), and,
-  for a backend that picks its kernel by timing (Inductor), with the same kernel on both sides.
+  their method versions (their rounds were timed another way: no graph mode in the round), the
+  figure timed in the batch its method asks for (``Record.short_batch``), and, for a backend
+  that picks its kernel by timing (Inductor), with the same kernel on both sides.
 * **sample**: ``d = ln(median_a / median_b)`` of the clean rounds' figures of that pair.
 * **class sigma**: of the samples of every case of the same metric and time band of its figure
   per launch (:data:`BANDS_MS`), the robust one, ``1.4826 × median |d|``: a few cases that drift
@@ -234,7 +235,8 @@ class History:
                 if (ra.kernel_by_timing or other.kernel_by_timing) and ra.kernel_id != other.kernel_id:
                     continue
                 for field in gated:
-                    if a.methods.get(field, 1) != b.methods.get(field, 1):
+                    if a.methods.get(field, 1) != b.methods.get(field, 1) \
+                            or ra.short_batch(field) or other.short_batch(field):
                         continue
                     x, y = case_median(ra, field), case_median(other, field)
                     if x and y and x > 0 and y > 0:
