@@ -117,24 +117,6 @@ def test_check_fails_on_real_spill_and_compile_error(tmp_path):
     assert cuda_check.main(["-q", str(spilly)]) == 0  # without the register cap it fits
 
 
-def test_coop_chunk_mirrors_agree():
-    """kCoopChunkElems / kCoopDefaultChunkElems (fusebench_cuda.h) against their mirrors: the
-    Python constants, binding.cpp's error message and coop()'s cases in softmax.cu."""
-    pytest.importorskip("torch")
-    from fusebench.ops import cuda_ext
-
-    header = (cuda_check.CUDA_DIR / "fusebench_cuda.h").read_text()
-    chunks = tuple(int(c) for c in re.search(r"kCoopChunkElems\[\] = \{([^}]*)\}", header)[1].split(","))
-    default = int(re.search(r"kCoopDefaultChunkElems = (\d+);", header)[1])
-    assert chunks == cuda_ext.COOP_CHUNKS and default == cuda_ext.COOP_DEFAULT_CHUNK
-    assert default in chunks
-    binding = (cuda_check.CUDA_DIR / "binding.cpp").read_text()
-    assert f'") or one of {", ".join(map(str, chunks))}, got "' in binding
-    assert f"(default {default})" in binding
-    coop = re.search(r"cudaError_t coop\(.*?\n}\n", SRC["softmax.cu"].read_text(), re.S)[0]
-    assert tuple(int(c) for c in re.findall(r"case (\d+): return coop_cfg", coop)) == chunks
-
-
 def test_cluster_chunk_mirrors_agree():
     """kClusterChunkElems (fusebench_cuda.h) against its mirrors: the Python constant, the refusal's
     and the binding's messages and cluster_dispatch's cases in softmax_cluster.cu."""

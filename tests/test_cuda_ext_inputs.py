@@ -18,8 +18,6 @@ ENTRY_POINTS = {
     "softmax": lambda x: cuda_ext.softmax(x),
     "softmax_online": lambda x: cuda_ext.softmax_variant(x, "online"),
     "softmax_tma": lambda x: cuda_ext.softmax_tma(x),
-    "softmax_tma_grid": lambda x: cuda_ext.softmax_tma_grid(x),
-    "softmax_coop": lambda x: cuda_ext.softmax_coop(x),
     "softmax_cluster": lambda x: cuda_ext.softmax_cluster(x),
     "softmax_split_row": lambda x: cuda_ext.softmax_split(x),
     "softmax_warp": lambda x: cuda_ext.softmax_warp(x, 1),

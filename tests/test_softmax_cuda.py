@@ -1,8 +1,6 @@
 """The hand-written CUDA softmax (fusebench.ops.cuda_ext): every variant through the correctness gate,
-coop, cluster, tma and tma_grid at every configuration, their refusals, and the automatic pick.
+cluster and tma at every configuration, their refusals, and the automatic pick.
 Marked ``gpu`` (skipped without one; run on the H200)."""
-
-import time
 
 import pytest
 import torch
@@ -21,12 +19,7 @@ pytestmark = pytest.mark.gpu
     ("warp_per_row", (1001, 128)), ("warp_per_row", (77, 8)), ("warp_per_row", (333, 256)),
     ("warp_per_row", (50, 100)), ("split_row", (1, 1 << 20)), ("split_row", (2, 70000)),
     ("online_l2", (1000, 4096)), ("online_l2", (3, 65536)), ("online_l2", (400, 1001)),
-    # coop (default chunk 8192): 32 and 128 blocks per row; ragged (scalar path); rows > groups
-    # (blocks loop over rows, groups of unequal row counts); a single chunk per row.
-    ("coop", (256, 262144)), ("coop", (1, 1 << 20)), ("coop", (3, 100003)), ("coop", (700, 40960)),
-    ("coop", (9, 5000)),
     ("tma", (256, 262144)), ("tma", (1024, 32768)), ("tma", (3, 100000)), ("tma", (50, 1000)),
-    ("tma_grid", (1, 1 << 20)), ("tma_grid", (5, 300000)),
 ])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
@@ -36,23 +29,6 @@ def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
     x = torch.randn(shape, device="cuda", dtype=dtype)
     r = correctness.check(get_op("softmax"), lambda: cuda_ext.softmax_variant(x, variant), x)
     assert r.passed, r.reason
-
-
-
-# ---- coop (variant 6): a row split over co-resident blocks that wait for each other --------------
-
-
-
-def _finish(what: str, seconds: float = 30.0) -> None:
-    """Wait for the current stream, failing (instead of hanging) when it does not finish in time:
-    coop blocks spin on counters, so counters left non-zero by a launch hang the next one."""
-    done = torch.cuda.Event()
-    done.record()
-    deadline = time.monotonic() + seconds
-    while not done.query():
-        if time.monotonic() > deadline:
-            pytest.fail(f"{what}: not finished after {seconds:.0f} s (coop counters not reset?)")
-        time.sleep(0.01)
 
 
 def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> None:
@@ -66,79 +42,7 @@ def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> No
     assert err <= tol, f"{what}: normwise relative error {err:.3g} > {tol:.3g}"
 
 
-@pytest.mark.parametrize("chunk", [0, 2048, 4096, 8192, 16384, 32768])
-@pytest.mark.parametrize("shape", [(300, 100000), (2, 1 << 20), (7, 65537)], ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_coop_every_chunk_matches_the_reference(chunk, shape, dtype):
-    from fusebench.ops import cuda_ext
-
-    assert cuda_ext.unavailable_reason() is None
-    x = torch.randn(shape, device="cuda", dtype=dtype)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    if -(-shape[1] // (chunk or cuda_ext.COOP_DEFAULT_CHUNK)) > sms:  # refused before the launch
-        with pytest.raises(ValueError, match="co-resident"):
-            cuda_ext.softmax_coop(x, chunk)
-        return
-    y = cuda_ext.softmax_coop(x, chunk)
-    _finish(f"coop:{chunk} {shape}")
-    _assert_matches_reference(y, x, f"coop:{chunk} {shape} {dtype}")
-
-
-@pytest.mark.parametrize("first", [0, 395], ids=["first_step", "later_step"])
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_coop_special_rows(dtype, first):
-    """Equal values, all -inf (NaN like torch), -inf over whole chunks (their partial is
-    (-FLT_MAX, 0)), one dominant value; in rows 0..3 (each group's first row) or 395..398 (a
-    later row of its group: 8 blocks of 8192 per row, so at most capacity // 8 < 395 groups)."""
-    from fusebench.ops import cuda_ext
-
-    x = torch.randn(400, 65536, device="cuda", dtype=dtype)
-    r = first
-    x[r] = 3.0
-    x[r + 1] = float("-inf")
-    x[r + 2, :40000] = float("-inf")  # blocks 0..3 of 8192 hold -inf only
-    x[r + 3, 12345] = 60.0
-    y = cuda_ext.softmax_variant(x, "coop")
-    _finish("coop special rows")
-    _assert_matches_reference(y, x, f"coop special rows {dtype} from row {r}")
-    assert torch.allclose(y[r].double(), torch.full_like(y[r], 1 / 65536, dtype=torch.float64))
-    assert (y[r + 2, :40000] == 0).all()
-
-
-def test_coop_counters_are_reset_between_calls():
-    """Back-to-back calls of other shapes, chunks and dtypes reuse the counters of the stream
-    (each launch must leave them zero, or the next one spins forever), also on a second stream."""
-    from fusebench.ops import cuda_ext
-
-    calls = [((700, 40960), torch.float32, 0), ((64, 65536), torch.bfloat16, 4096),
-             ((700, 40960), torch.float32, 0), ((1, 1 << 20), torch.float16, 32768),
-             ((1500, 33000), torch.float32, 8192), ((64, 65536), torch.bfloat16, 4096)]
-    for stream in (torch.cuda.current_stream(), torch.cuda.Stream()):
-        with torch.cuda.stream(stream):
-            for shape, dtype, chunk in calls:
-                x = torch.randn(shape, device="cuda", dtype=dtype)
-                y = cuda_ext.softmax_coop(x, chunk)
-                _finish(f"coop:{chunk} {shape} {dtype}")
-                _assert_matches_reference(y, x, f"coop:{chunk} {shape} {dtype}")
-
-
-def test_coop_refusals_are_clear_and_leave_no_error_behind():
-    from fusebench.ops import cuda_ext
-
-    x = torch.randn(4, 1000, device="cuda")
-    with pytest.raises(ValueError, match="chunk must be 0"):
-        cuda_ext.softmax_coop(x, 1000)
-    long_row = torch.randn(1, 1 << 25, device="cuda", dtype=torch.bfloat16)  # 4096 blocks of 8192
-    with pytest.raises(ValueError, match="co-resident"):
-        cuda_ext.softmax_variant(long_row, "coop")
-    # The refusal is not reported by the next, unrelated launches (they check cudaGetLastError).
-    y = cuda_ext.softmax_variant(x, "coop")
-    cuda_ext.gelu(x)
-    _finish("coop after a refusal")
-    _assert_matches_reference(y, x, "coop after a refusal")
-
-
-def test_auto_picks_cluster_for_long_rows_and_never_coop():
+def test_auto_picks_cluster_for_long_rows():
     from fusebench.ops import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
@@ -147,7 +51,6 @@ def test_auto_picks_cluster_for_long_rows_and_never_coop():
              for r, c, e in [(256, 262144, 4), (4096, 65536, 4), (4096, 65536, 2), (256, 262144, 2),
                              (1, 1 << 20, 4), (1, 1 << 20, 2), (200, 32769, 2), (4096, 32768, 4),
                              (8192, 16384, 2), (8192, 16384, 4), (1024, 32768, 2), (4, 65536, 4)]}
-    assert v["coop"] not in picks.values() and v["tma_grid"] not in picks.values()
     long_rows = [(256, 262144, 4), (4096, 65536, 4), (4096, 32768, 4), (4096, 65536, 2),
                  (256, 262144, 2), (1024, 32768, 2), (200, 32769, 2)]
     assert {picks[k] for k in long_rows} == {v["cluster"]}  # (200, 32769, 2) falls back at run time
@@ -209,7 +112,7 @@ def test_cluster_refuses_what_it_cannot_run():
     assert torch.allclose(y, torch.full_like(y, 1 / 65536))  # the next launch still runs
 
 
-# ---- tma (variant 8) and tma_grid (9): row chunks staged in shared memory by bulk copies (sm_90) --
+# ---- tma (variant 8): row chunks staged in shared memory by bulk copies (sm_90) -----------------
 
 
 def _special_rows(shape, dtype):
@@ -233,9 +136,8 @@ def test_tma_every_config_matches_the_reference(name, shape, dtype):
 
     kb, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
     x = _special_rows(shape, dtype)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    why = cuda_ext.refusal(shape[0], shape[1], x.element_size(), "tma", sm_count=sms, cc_major=9,
-                           chunk_kb=kb, threads=threads, pieces=pieces, bulk_store=bulk)
+    why = cuda_ext.refusal(shape[0], shape[1], x.element_size(), "tma", cc_major=9, chunk_kb=kb,
+                           threads=threads, pieces=pieces, bulk_store=bulk)
     if why is not None:
         assert "at most 16" in why, why  # the only refusal of these aligned shapes
         with pytest.raises(ValueError, match="softmax_tma: .*at most 16"):
@@ -247,22 +149,6 @@ def test_tma_every_config_matches_the_reference(name, shape, dtype):
     fn = lambda: cuda_ext.softmax_tma(xg, kb, threads, pieces, bool(bulk))  # noqa: E731
     r = correctness.check(get_op("softmax"), fn, xg)
     assert r.passed, r.reason
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, id=n) for n in (
-    "tma_grid:1:256:1:0", "tma_grid:1:512:2:0", "tma_grid:2:256:4:0", "tma_grid:1:128:8:1",
-    "tma_grid:0:0:0:0")])
-@pytest.mark.parametrize("shape", [(1, 1 << 20), (3, 300000), (1, 4096), (2, 1000000), (7, 65536)], ids=str)
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
-def test_tma_grid_every_config_matches_the_reference_and_resets_counters(name, shape, dtype):
-    from fusebench.ops import cuda_ext
-
-    k, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
-    x = _special_rows(shape, dtype)
-    for _ in range(3):  # counters left non-zero would hang the next call
-        y = cuda_ext.softmax_tma_grid(x, k, threads, pieces, bool(bulk))
-        _finish(f"{name} {shape}")
-    _assert_matches_reference(y, x, f"{name} {shape} {dtype}")
 
 
 def test_tma_refusals_are_clear_and_fall_back_in_auto():
@@ -278,8 +164,6 @@ def test_tma_refusals_are_clear_and_fall_back_in_auto():
         cuda_ext.softmax_tma(torch.randn(4, 40000, device="cuda"), chunk_kb=40)
     with pytest.raises(ValueError, match="softmax_tma: tma: needs 64 CTAs"):
         cuda_ext.softmax_tma(torch.randn(1, 1 << 20, device="cuda"), chunk_kb=64)
-    with pytest.raises(ValueError, match="softmax_tma_grid: .*shared memory"):
-        cuda_ext.softmax_tma_grid(torch.randn(1, 1 << 26, device="cuda"))
     misaligned = torch.randn(4 * 40000 + 1, device="cuda")[1:].view(4, 40000)
     with pytest.raises(ValueError, match="16-byte aligned"):
         cuda_ext.softmax_variant(misaligned, "tma")

@@ -51,24 +51,20 @@ CUDA_CFLAGS = [
 ]  # fmt: skip
 
 # softmax_variant(x, variant) codes (SoftmaxVariant in fusebench/ops/cuda/fusebench_cuda.h).
+# 6 is unused (a removed variant): the other codes stay as the run records name them.
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
-    "coop": 6, "cluster": 7, "tma": 8, "tma_grid": 9,
+    "cluster": 7, "tma": 8,
 }  # fmt: skip
 WARP_PER_ROW_MAX_COLS = 1024
 BLOCK_PER_ROW_MAX_COLS = 32768
-# softmax_coop(x, chunk) chunk lengths in elements (kCoopChunkElems, kCoopDefaultChunkElems in
-# fusebench/ops/cuda/fusebench_cuda.h); the block size of each: 256, 256, 256, 512, 1024 threads.
-COOP_CHUNKS = (2048, 4096, 8192, 16384, 32768)
-COOP_DEFAULT_CHUNK = 8192
 #: Chunks (elements of a row per CTA) softmax_cluster accepts, and the default (chunk 0;
 #: softmax_cluster_chunk in softmax_cluster.cu).
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
-#: Knobs of softmax_tma / softmax_tma_grid (TmaConfig, kTmaChunkBytes, kTmaThreads in
-#: fusebench/ops/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA (tma), CTAs per SM
-#: (tma_grid), threads per CTA, bulk copies (pieces) per CTA's chunk.
+#: Knobs of softmax_tma (TmaConfig, kTmaChunkBytes, kTmaThreads in
+#: fusebench/ops/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA, threads per
+#: CTA, bulk copies (pieces) per CTA's chunk.
 TMA_CHUNK_KB = (16, 32, 48, 64, 96, 128, 192)
-TMA_CTAS_PER_SM = (1, 2, 3, 4)
 TMA_THREADS = (128, 256, 512)
 TMA_PIECES = (1, 2, 4, 8)
 
@@ -258,7 +254,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     numerics but for those subnormal results.
     Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
-    when it fits; Coop and Cluster read it from DRAM once). The variant comes from
+    when it fits; Cluster and Tma read it from DRAM once). The variant comes from
     ``pick_variant``; see ``softmax_variant`` for each variant's launch geometry.
 
     Returns a new tensor of x's shape and dtype. Raises RuntimeError when the extension cannot be
@@ -293,23 +289,8 @@ def softmax_variant(x: torch.Tensor, variant: int | str) -> torch.Tensor:
     - 5 online_l2: as online, but 1024-thread blocks, one per SM, each
       looping over rows, so only sm_count rows are in flight and the second
       pass re-reads from L2; grid = min(rows, sm_count).
-    - 6 coop: long rows, x read from DRAM once. A row is split into
-      chunks = ceil(cols / 8192) chunks (``softmax_coop`` picks another
-      length), one per 256-thread block (32 elements per thread); the blocks
-      of a row exchange (max, sum) partials through global memory and wait
-      for each other, which a cooperative launch makes safe (every block
-      co-resident). grid = groups * chunks with groups = min(rows,
-      capacity // chunks), capacity = blocks per SM * SMs; each group loops
-      over rows, lagged by one: a block loads its chunk of the next row into
-      registers, then waits for the partials of the previous row and writes
-      it, re-reading that chunk from L2, then publishes the new row's
-      partial without waiting. Needs chunks <= capacity (always true for
-      cols <= sm_count * 8192). Keeps rows * chunks * 8 bytes of workspace
-      and a persistent, per-stream buffer of 2 * rows int32 counters (zeroed
-      once; every launch leaves it zero).
     - 7 cluster: see ``softmax_cluster`` (default chunk).
     - 8 tma: see ``softmax_tma`` (default knobs).
-    - 9 tma_grid: see ``softmax_tma_grid`` (default knobs).
     Raises ValueError when the variant is unknown or cannot take x, x included (checked here,
     before the extension); RuntimeError when the extension cannot be used or a launch fails.
     """
@@ -324,12 +305,12 @@ def _cols(x: torch.Tensor) -> int:
     return x.shape[-1] if x.dim() else 1
 
 
-def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_count: int, cc_major: int,
+def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, cc_major: int,
             aligned: bool = True, chunk: int = 0, **tma: int) -> str | None:
     """Why softmax ``variant`` (a ``VARIANTS`` name or code) cannot take a (rows, cols) problem of
-    ``elem_size``-byte elements on a GPU of ``sm_count`` SMs and compute capability ``cc_major``
-    (rows 16-byte aligned or not); None when it can. ``chunk``: coop's or cluster's chunk;
-    ``tma``: chunk_kb, ctas_per_sm, threads, pieces, bulk_store of tma / tma_grid (0 = default).
+    ``elem_size``-byte elements on a GPU of compute capability ``cc_major`` (rows 16-byte aligned
+    or not); None when it can. ``chunk``: cluster's chunk; ``tma``: chunk_kb, threads, pieces,
+    bulk_store of tma (0 = default).
 
     The rules live in the extension (``softmax_refusal`` in fusebench/ops/softmax/softmax_tma.cu, the one
     source; the launchers refuse with the same function), so this needs it built (RuntimeError
@@ -338,8 +319,8 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, sm_coun
     code = VARIANTS[variant] if isinstance(variant, str) and variant in VARIANTS else variant
     if code not in VARIANTS.values():
         raise ValueError(f"softmax_variant: unknown variant {variant!r}; valid: {', '.join(VARIANTS)}")
-    why = _module().softmax_refusal(rows, cols, elem_size, int(code), sm_count, cc_major, aligned,
-                                    int(chunk), **{k: int(v) for k, v in tma.items()})
+    why = _module().softmax_refusal(rows, cols, elem_size, int(code), cc_major, aligned, int(chunk),
+                                    **{k: int(v) for k, v in tma.items()})
     return why or None
 
 
@@ -354,8 +335,8 @@ def _refuse(x: torch.Tensor, code: int, chunk: int, **tma: int) -> None:
         return  # empty input is fine: nothing is launched
     cols = _cols(x)
     props = torch.cuda.get_device_properties(x.device)
-    why = refusal(x.numel() // cols, cols, x.element_size(), code, sm_count=props.multi_processor_count,
-                  cc_major=props.major, aligned=x.contiguous().data_ptr() % 16 == 0, chunk=chunk, **tma)
+    why = refusal(x.numel() // cols, cols, x.element_size(), code, cc_major=props.major,
+                  aligned=x.contiguous().data_ptr() % 16 == 0, chunk=chunk, **tma)
     if why is not None:
         raise ValueError(f"softmax_{name}: {why}")
 
@@ -378,40 +359,7 @@ def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: in
     """
     _refuse(x, VARIANTS["tma"], 0, chunk_kb=chunk_kb, threads=threads, pieces=pieces,
             bulk_store=int(bulk_store))
-    return _value(_module().softmax_tma(x, False, int(chunk_kb), 0, int(threads), int(pieces),
-                                        int(bulk_store)))
-
-
-def softmax_tma_grid(x: torch.Tensor, ctas_per_sm: int = 0, threads: int = 0, pieces: int = 0,
-                     bulk_store: bool = False) -> torch.Tensor:
-    """``softmax_variant(x, "tma_grid")`` with explicit knobs (0: the default): the tuning entry
-    point, ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]`` in ``fusebench tune cuda``. sm_90+.
-
-    For few, long rows (one row of 1048576): a row is split over ``floor(ctas_per_sm * SMs /
-    rows)`` CTAs, each staging its share in shared memory as ``softmax_tma`` does; the CTAs of a
-    row exchange their (max, sum) through a global workspace and a per-row arrival counter (a
-    cooperative launch: every CTA co-resident), then write y from shared memory. ctas_per_sm: one
-    of ``TMA_CTAS_PER_SM`` (default 1). Raises ValueError as ``softmax_tma`` does, and when a CTA's
-    share exceeds shared memory or the CTAs cannot all be co-resident.
-    """
-    _refuse(x, VARIANTS["tma_grid"], 0, ctas_per_sm=ctas_per_sm, threads=threads, pieces=pieces,
-            bulk_store=int(bulk_store))
-    return _value(_module().softmax_tma(x, True, 0, int(ctas_per_sm), int(threads), int(pieces),
-                                        int(bulk_store)))
-
-
-def softmax_coop(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:
-    """``softmax_variant(x, "coop")`` with ``chunk`` elements of a row per block (the tuning
-    entry point; ``fusebench tune cuda`` names it ``coop:<chunk>``).
-
-    chunk: one of ``COOP_CHUNKS`` (2048, 4096, 8192, 16384, 32768: blocks of 256, 256, 256, 512,
-    1024 threads, 8, 16, 32, 32, 32 elements per thread), or 0 for ``COOP_DEFAULT_CHUNK``
-    (8192). Every dtype takes every chunk; 16-byte vectors when x is aligned and cols is a
-    multiple of 16 / itemsize, else scalar accesses with the same geometry.
-    Raises ValueError for another chunk, or when ceil(cols / chunk) exceeds the SM count.
-    """
-    _refuse(x, VARIANTS["coop"], int(chunk))
-    return _value(_module().softmax_coop(x, int(chunk)))
+    return _value(_module().softmax_tma(x, int(chunk_kb), int(threads), int(pieces), int(bulk_store)))
 
 
 def softmax_cluster(x: torch.Tensor, chunk: int = 0) -> torch.Tensor:

@@ -14,8 +14,6 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include <atomic>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -131,30 +129,12 @@ Result gelu(const at::Tensor& x, int64_t pdl, int64_t threads) {
                  op);
 }
 
-// Coop's counters (fc::softmax_counter_ints): at least `ints` zeroed int32s on the device of
-// `stream`, for launches on `stream`. One buffer per (device, stream), zeroed once by at::zeros
-// (on `stream`, so ordered before the launch) and grown the same way when a call needs more;
-// every completed Coop launch leaves it all zero, so no call clears it. Per stream is enough:
-// calls on one stream are serialized by the stream, so two launches never use one buffer at
-// once; calls on other streams get other buffers. The buffers are kept (never freed) until the
-// process ends, so no CUDA memory is released during static destruction. Thread-safe.
-int* coop_counters(int64_t ints, const c10::cuda::CUDAStream& stream) {
-  static std::mutex mutex;
-  static auto* buffers = new std::map<std::pair<int64_t, int64_t>, at::Tensor>();
-  const std::lock_guard<std::mutex> lock(mutex);
-  at::Tensor& buf = (*buffers)[{static_cast<int64_t>(stream.device_index()), stream.id()}];
-  if (!buf.defined() || buf.numel() < ints)
-    buf = at::zeros({ints}, at::TensorOptions().device(stream.device()).dtype(at::kInt));
-  return buf.mutable_data_ptr<int>();
-}
+// Whether `variant` is a SoftmaxVariant code (6 is unused: a removed variant).
+bool known_variant(int64_t variant) { return variant >= 0 && variant <= 8 && variant != 6; }
 
-// Softmax over the last dimension (a 0-d tensor is one row of one element). coop_chunk: Coop's
-// chunk (0 = default), ignored by the other variants.
-Result softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, const char* op) {
-  if (variant < 0 || variant > 9) return fail(op, ": variant must be 0..9, got ", variant);
-  if (coop_chunk != 0 && !fc::softmax_coop_chunk_supported(coop_chunk))
-    return fail(op, ": chunk_elems must be 0 (the default, ", fc::kCoopDefaultChunkElems,
-                ") or one of 2048, 4096, 8192, 16384, 32768, got ", coop_chunk);
+// Softmax over the last dimension (a 0-d tensor is one row of one element).
+Result softmax_impl(const at::Tensor& x, int64_t variant, const char* op) {
+  if (!known_variant(variant)) return fail(op, ": variant must be 0..5, 7 or 8, got ", variant);
   if (std::string why = input_error(x, op); !why.empty()) return fail(why);
   const OpIO io(x);
   const int64_t cols = io.cols, rows = io.rows;
@@ -168,33 +148,18 @@ Result softmax_impl(const at::Tensor& x, int64_t variant, int64_t coop_chunk, co
   if (io.empty()) return {io.y, ""};
   int sms = 0;
   if (std::string why = sm_count(x.device().index(), &sms, op); !why.empty()) return fail(why);
-  const int cc = static_cast<int>(coop_chunk);
-  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v, cc);
+  const int64_t ws_bytes = fc::softmax_workspace_bytes(rows, cols, io.dtype, sms, v);
   at::Tensor ws;
   if (ws_bytes > 0) ws = at::empty({ws_bytes}, io.x.options().dtype(at::kByte));
-  const int64_t counter_ints = fc::softmax_counter_ints(rows, cols, io.dtype, sms, v);
-  int* counters = counter_ints > 0 ? coop_counters(counter_ints, io.stream) : nullptr;
-  const cudaError_t err =
-      fc::softmax(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols, io.dtype, v, sms,
-                  ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, counters, io.stream, cc);
-  if (err != cudaSuccess && counter_ints > 0 && v == fc::SoftmaxVariant::Coop) {
-    const int64_t chunk = cc > 0 ? cc : fc::kCoopDefaultChunkElems;
-    return fail(op, ": variant 6 (coop) failed: ", cudaGetErrorString(err), " (needs ",
-                (cols + chunk - 1) / chunk, " co-resident CTAs of ", chunk,
-                " elements, at most CTAs per SM x ", sms, " SMs)");
-  }
-  return io.done(err, op);
+  return io.done(fc::softmax(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols, io.dtype,
+                             v, sms, ws_bytes > 0 ? ws.mutable_data_ptr() : nullptr, io.stream),
+                 op);
 }
 
-Result softmax(const at::Tensor& x) { return softmax_impl(x, 0, 0, "softmax"); }
+Result softmax(const at::Tensor& x) { return softmax_impl(x, 0, "softmax"); }
 
 Result softmax_variant(const at::Tensor& x, int64_t variant) {
-  return softmax_impl(x, variant, 0, "softmax_variant");
-}
-
-Result softmax_coop(const at::Tensor& x, int64_t chunk_elems) {
-  return softmax_impl(x, static_cast<int64_t>(fc::SoftmaxVariant::Coop), chunk_elems,
-                      "softmax_coop");
+  return softmax_impl(x, variant, "softmax_variant");
 }
 
 // Tuning: split_row with chunk `param` and PDL `flag`, or warp_per_row with `param` vectors per
@@ -236,55 +201,38 @@ Result softmax_cluster(const at::Tensor& x, int64_t chunk_elems) {
               io.cols, ", chunk_elems ", chunk_elems, ")");
 }
 
-fc::TmaConfig tma_config(int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
-                         int64_t bulk_store) {
+fc::TmaConfig tma_config(int64_t chunk_kb, int64_t threads, int64_t pieces, int64_t bulk_store) {
   fc::TmaConfig cfg;
   cfg.chunk_bytes = static_cast<int>(chunk_kb * 1024);
-  cfg.ctas_per_sm = static_cast<int>(ctas_per_sm);
   cfg.threads = static_cast<int>(threads);
   cfg.pieces = static_cast<int>(pieces);
   cfg.bulk_store = static_cast<int>(bulk_store);
   return cfg;
 }
 
-// Variants 8 (tma) and 9 (tma_grid, when `grid`) with explicit knobs (0: default), for tuning;
-// the Python wrapper asks softmax_refusal first.
-Result softmax_tma(const at::Tensor& x, bool grid, int64_t chunk_kb, int64_t ctas_per_sm,
-                   int64_t threads, int64_t pieces, int64_t bulk_store) {
+// Variant 8 (tma) with explicit knobs (0: default), for tuning; the Python wrapper asks
+// softmax_refusal first.
+Result softmax_tma(const at::Tensor& x, int64_t chunk_kb, int64_t threads, int64_t pieces,
+                   int64_t bulk_store) {
   const char* op = "softmax_tma";
   if (std::string why = input_error(x, op); !why.empty()) return fail(why);
   const OpIO io(x);
   if (io.empty()) return {io.y, ""};
-  const int64_t cols = io.cols, rows = io.rows;
-  int sms = 0;
-  if (std::string why = sm_count(x.device().index(), &sms, op); !why.empty()) return fail(why);
-  const fc::TmaConfig cfg = tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store);
-  at::Tensor ws;
-  int* counters = nullptr;
-  if (grid) {
-    const int groups =
-        fc::softmax_tma_groups(rows, cols, static_cast<int>(io.x.element_size()), cfg, true, sms);
-    ws = at::empty({rows * groups * 8}, io.x.options().dtype(at::kByte));
-    counters = coop_counters(2 * rows, io.stream);
-  }
-  return io.done(fc::softmax_tma(io.x.const_data_ptr(), io.y.mutable_data_ptr(), rows, cols,
-                                 io.dtype, grid, cfg, sms,
-                                 ws.defined() ? ws.mutable_data_ptr() : nullptr, counters,
+  return io.done(fc::softmax_tma(io.x.const_data_ptr(), io.y.mutable_data_ptr(), io.rows, io.cols,
+                                 io.dtype, tma_config(chunk_kb, threads, pieces, bulk_store),
                                  io.stream),
                  op);
 }
 
 // fc::softmax_refusal: "" when the variant accepts the problem, else why (one line, no prefix).
 std::string softmax_refusal(int64_t rows, int64_t cols, int64_t elem_size, int64_t variant,
-                            int64_t sm_count, int64_t cc_major, bool aligned, int64_t chunk_elems,
-                            int64_t chunk_kb, int64_t ctas_per_sm, int64_t threads, int64_t pieces,
-                            int64_t bulk_store) {
-  if (variant < 0 || variant > 9) return "unknown variant " + std::to_string(variant);
+                            int64_t cc_major, bool aligned, int64_t chunk_elems, int64_t chunk_kb,
+                            int64_t threads, int64_t pieces, int64_t bulk_store) {
+  if (!known_variant(variant)) return "unknown variant " + std::to_string(variant);
   char why[256];
   const int refused = fc::softmax_refusal(
       rows, cols, static_cast<int>(elem_size), static_cast<fc::SoftmaxVariant>(variant),
-      static_cast<int>(sm_count), static_cast<int>(cc_major), aligned,
-      tma_config(chunk_kb, ctas_per_sm, threads, pieces, bulk_store),
+      static_cast<int>(cc_major), aligned, tma_config(chunk_kb, threads, pieces, bulk_store),
       static_cast<int>(chunk_elems), why, sizeof(why));
   return refused ? std::string(why) : std::string();
 }
@@ -311,10 +259,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("softmax", &softmax, "Softmax over the last dimension", py::arg("x"));
   m.def("softmax_variant", &softmax_variant,
         "Softmax with a forced variant: 0 auto, 1 warp/row, 2 block/row, 3 online, 4 split-row, "
-        "5 online, one block per SM, 6 coop (row split over co-resident blocks, x read once from "
-        "DRAM), 7 cluster (row split over a thread-block cluster, one pass; sm_90+), 8 tma (row "
-        "chunks in shared memory by bulk copies over a cluster; sm_90+), 9 tma_grid (the same over "
-        "co-resident CTAs of the grid; sm_90+)",
+        "5 online, one block per SM, 7 cluster (row split over a thread-block cluster, one pass; "
+        "sm_90+), 8 tma (row chunks in shared memory by bulk copies over a cluster; sm_90+)",
         py::arg("x"), py::arg("variant"));
   m.def("softmax_tuned", &softmax_tuned,
         "Tuning: variant 4 (split_row) with chunk `param` (0 default) and PDL `flag`, or variant 1 "
@@ -324,24 +270,17 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
         "Softmax, variant 7 (cluster) with a given chunk per CTA: chunk_elems 0 (default), 4096, "
         "8192, 16384 or 32768 elements; (None, why) where the variant cannot run",
         py::arg("x"), py::arg("chunk_elems") = 0);
-  m.def("softmax_coop", &softmax_coop,
-        "Softmax, variant 6 (coop) with a given chunk per block: chunk_elems 0 (default 8192), "
-        "2048, 4096, 8192, 16384 or 32768 elements; (None, why) for another chunk or rows too "
-        "long for it",
-        py::arg("x"), py::arg("chunk_elems") = 0);
   m.def("softmax_tma", &softmax_tma,
-        "Softmax, variant 8 (tma: a row over a cluster) or 9 (tma_grid: a row over co-resident "
-        "CTAs) with knobs (0 = default): chunk_kb (tma: KB of a row per CTA), ctas_per_sm "
-        "(tma_grid), threads, pieces, bulk_store; ask softmax_refusal first",
-        py::arg("x"), py::arg("grid"), py::arg("chunk_kb") = 0, py::arg("ctas_per_sm") = 0,
-        py::arg("threads") = 0, py::arg("pieces") = 0, py::arg("bulk_store") = 0);
+        "Softmax, variant 8 (tma: a row over a cluster) with knobs (0 = default): chunk_kb (KB of "
+        "a row per CTA), threads, pieces, bulk_store; ask softmax_refusal first",
+        py::arg("x"), py::arg("chunk_kb") = 0, py::arg("threads") = 0, py::arg("pieces") = 0,
+        py::arg("bulk_store") = 0);
   m.def("softmax_refusal", &softmax_refusal,
         "Why softmax variant `variant` cannot take a (rows, cols) problem ('' when it can): the "
         "one source of the variant rules",
         py::arg("rows"), py::arg("cols"), py::arg("elem_size"), py::arg("variant"),
-        py::arg("sm_count"), py::arg("cc_major"), py::arg("aligned"), py::arg("chunk_elems") = 0,
-        py::arg("chunk_kb") = 0, py::arg("ctas_per_sm") = 0, py::arg("threads") = 0,
-        py::arg("pieces") = 0, py::arg("bulk_store") = 0);
+        py::arg("cc_major"), py::arg("aligned"), py::arg("chunk_elems") = 0, py::arg("chunk_kb") = 0,
+        py::arg("threads") = 0, py::arg("pieces") = 0, py::arg("bulk_store") = 0);
   m.def("softmax_pick_variant", &softmax_pick_variant,
         "Variant softmax picks for (rows, cols, elem_size, sm_count)", py::arg("rows"),
         py::arg("cols"), py::arg("elem_size"), py::arg("sm_count"));

@@ -69,9 +69,9 @@ constexpr int kMaxCluster = 16;
 
 // The launch attribute of one cudaLaunchKernelEx launch (CUDA Runtime API, "cudaLaunchAttributeID";
 // CUDA C++ Programming Guide, "Programmatic Dependent Launch and Synchronization", "Thread Block
-// Clusters", "Grid Synchronization"); a launch sets at most one.
+// Clusters"); a launch sets at most one.
 struct LaunchAttr {
-  enum class Kind { Plain, Pdl, Cooperative, Cluster };
+  enum class Kind { Plain, Pdl, Cluster };
   Kind kind = Kind::Plain;
   int cluster = 1;  // Cluster: CTAs per cluster along x
 
@@ -80,15 +80,12 @@ struct LaunchAttr {
   // Programmatic dependent launch (cudaLaunchAttributeProgrammaticStreamSerialization) when `on`
   // and the current device is sm_90+ (queried per launch); a plain launch otherwise.
   static LaunchAttr pdl(bool on) { return {on ? Kind::Pdl : Kind::Plain, 1}; }
-  // Cooperative launch (cudaLaunchAttributeCooperative): every CTA co-resident, or the launch
-  // fails (cudaErrorCooperativeLaunchTooLarge).
-  static LaunchAttr cooperative() { return {Kind::Cooperative, 1}; }
   // Thread-block clusters of `ctas` CTAs along x (cudaLaunchAttributeClusterDimension); above
   // kMaxPortableCluster the kernel is first allowed non-portable sizes (sm_90: up to kMaxCluster).
   static LaunchAttr clusters(int ctas) { return {Kind::Cluster, ctas}; }
 };
 
-// Max devices of the per-device caches the launchers keep (occupancy, shared-memory opt-in);
+// Max devices of the per-device caches the launchers keep (the shared-memory opt-in);
 // a device index beyond it is served uncached.
 constexpr int kMaxDevices = 64;
 
@@ -124,11 +121,6 @@ cudaError_t launch(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem
       }
       break;
     }
-    case LaunchAttr::Kind::Cooperative:
-      a[0].id = cudaLaunchAttributeCooperative;
-      a[0].val.cooperative = 1;
-      cfg.numAttrs = 1;
-      break;
     case LaunchAttr::Kind::Cluster:
       if (attr.cluster > kMaxPortableCluster) {
         err = cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);

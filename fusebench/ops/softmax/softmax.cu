@@ -4,7 +4,7 @@
 // flags), 16-bit types converted on load/store.
 //
 // Memory-bound: the ideal is one read and one write, 2 * itemsize bytes per
-// element. Six variants here (see SoftmaxVariant in fusebench_cuda.h):
+// element. Five variants here (see SoftmaxVariant in fusebench_cuda.h):
 //  - WarpPerRow (cols <= 1024): a warp (or, for rows of < 32 16-byte
 //    vectors, a sub-warp group) per row, the row in registers, shuffles
 //    only; short rows pack several rows per group so each thread keeps
@@ -27,26 +27,10 @@
 //    partial; kernel 2 (a programmatic dependent launch on sm_90+) loads its
 //    chunk while kernel 1 finishes, then merges its row's partials and
 //    normalizes the chunk (re-read from L2 when rows * cols * itemsize fits).
-//  - Coop (cols <= CTAs per SM * SMs * chunk): x read from DRAM once for long
-//    rows. A row is split into chunks of kCoopChunkElems (THREADS x ITEMS
-//    elements), one per CTA; the `chunks` CTAs of a row (a group) publish
-//    their chunk's (max, sum) partial to global memory and count arrivals.
-//    Grid = groups * chunks <= capacity; a group loops over rows, lagged by
-//    one: a CTA issues the loads of its chunk of the next row into registers,
-//    then waits (spins) until the whole group published the previous row,
-//    merges its partials (Milakov & Gimelshein 2018), re-reads its chunk of
-//    it from L2 and writes y, then reduces the new row's registers and
-//    publishes their partial without waiting. A cooperative launch makes
-//    every CTA co-resident, which is what makes the spin-wait safe. Forced
-//    only: softmax_pick_variant never picks it (slower than Cluster and
-//    SplitRow, unlagged and lagged: docs/tuning/softmax.md).
-// A seventh, Cluster (a row split over a thread-block cluster, partials through
-// distributed shared memory), is in softmax_cluster.cu; softmax() dispatches it.
+// Cluster (a row split over a thread-block cluster, partials through distributed
+// shared memory) is in softmax_cluster.cu and Tma in softmax_tma.cu; softmax() dispatches them.
 // All variants load 16-byte vectors when both base pointers are 16-byte
 // aligned and cols is a multiple of the vector width, else scalars.
-#include <atomic>
-#include <cfloat>
-#include <cstring>
 #include <type_traits>
 
 #include "common.cuh"
@@ -316,235 +300,6 @@ __global__ void __launch_bounds__(kSplitThreads)
   if (begin + step < end) normalize<T, VEC>(xr, yr, begin + step, end, st.m, r, /*reverse=*/false);
 }
 
-// --------------------------------------------------------------------- Coop
-// Acquire load at GPU scope (PTX ISA "Memory Consistency Model"; sm_70+):
-// later loads of this thread see every write that was visible to a thread
-// before it released the value read here.
-__device__ __forceinline__ int load_acquire_gpu(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// The bits of a Vec<T, N> (16, 4 or 2 bytes) as one register-sized type: the coop kernel keeps
-// its loads unconverted until after its wait, so no conversion waits on them early, and 16-bit
-// values take half the registers.
-template <int BYTES> struct RawBits;
-template <> struct RawBits<16> { using type = uint4; };
-template <> struct RawBits<4> { using type = unsigned; };
-template <> struct RawBits<2> { using type = unsigned short; };
-template <typename T, int N> using Raw = typename RawBits<static_cast<int>(sizeof(T)) * N>::type;
-
-// First read of x (from DRAM), a plain ld.global. volatile: it stays where it is written, before
-// the wait it is meant to overlap (a non-volatile asm could be sunk to its first use).
-__device__ __forceinline__ void ld_first(const void* p, uint4& r) {
-  asm volatile("ld.global.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p));
-}
-__device__ __forceinline__ void ld_first(const void* p, unsigned& r) {
-  asm volatile("ld.global.u32 %0, [%1];" : "=r"(r) : "l"(p));
-}
-__device__ __forceinline__ void ld_first(const void* p, unsigned short& r) {
-  asm volatile("ld.global.u16 %0, [%1];" : "=h"(r) : "l"(p));
-}
-
-// An L2 eviction policy: evict-first for every access that carries it (createpolicy, PTX ISA 7.4,
-// sm_80+; on sm_90 a constant, folded into the access's memory descriptor).
-__device__ __forceinline__ uint64_t l2_evict_first_policy() {
-  uint64_t p;
-  asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-
-// Re-read of x (most likely an L2 hit: this CTA read the same bytes one step earlier), its last
-// use: not allocated in L1, and marked evict-first in L2 so that it is the first to make room
-// for the lines other CTAs have yet to re-read.
-__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, uint4& r) {
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w) : "l"(p), "l"(pol));
-}
-__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, unsigned& r) {
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u32 %0, [%1], %2;"
-               : "=r"(r) : "l"(p), "l"(pol));
-}
-__device__ __forceinline__ void ld_last(const void* p, uint64_t pol, unsigned short& r) {
-  asm volatile("ld.global.L1::no_allocate.L2::cache_hint.u16 %0, [%1], %2;"
-               : "=h"(r) : "l"(p), "l"(pol));
-}
-
-template <typename T, int N>
-__device__ __forceinline__ void raw_to_float(const Raw<T, N>& r, float (&out)[N]) {
-  Vec<T, N> v;
-  static_assert(sizeof(v) == sizeof(r), "Raw<T, N> holds one Vec<T, N>");
-  memcpy(&v, &r, sizeof(v));
-#pragma unroll
-  for (int i = 0; i < N; ++i) out[i] = to_float(v.v[i]);
-}
-
-// Streaming store (st.global.cs: evict-first in L1 and L2), so y does not push x out of L2.
-template <typename T, int N>
-__device__ __forceinline__ void store_vec_cs(T* p, const float (&in)[N]) {
-  Vec<T, N> v;
-#pragma unroll
-  for (int i = 0; i < N; ++i) v.v[i] = from_float<T>(in[i]);
-  Raw<T, N> r;
-  memcpy(&r, &v, sizeof(r));
-  __stcs(reinterpret_cast<Raw<T, N>*>(p), r);
-}
-
-// Grid = groups * chunks CTAs; CTA b is chunk c = b % chunks of group g = b / chunks and handles
-// chunk c of rows g, g + groups, g + 2 * groups, ... (steps k = 0, 1, ..., steps - 1). Its chunk
-// covers columns [c * CHUNK, (c + 1) * CHUNK), CHUNK = THREADS * ITEMS; thread t handles vectors
-// t, t + THREADS, ... (NV = ITEMS / VEC of them), skipping those past the row's end.
-// counters = {arrive[0], depart[0], arrive[1], ...}; partial[row * chunks + j] is chunk j's
-// (max, sum) of `row`. Lagged by one step: iteration k = 0 .. steps (one more than the rows)
-//  1. issues the loads of its chunk of row_new = g + k * groups (if k < steps) into registers
-//     (DRAM), without waiting for them;
-//  2. if k >= 1, finishes row_old = g + (k - 1) * groups while those loads are in flight:
-//     thread 0 spins on an acquire load until arrive[row_old] == chunks, and __syncthreads()
-//     passes that on to the CTA; the row's partials (ld.cg, L1 bypassed) are merged into (M, L)
-//     with combine() (Milakov & Gimelshein 2018, arXiv:1805.02867, eq. (4)); thread 0 counts
-//     itself out (atomicAdd(depart[row_old], 1)), and the last CTA out (every other one has
-//     seen arrive == chunks by then) resets arrive and depart to 0, so the counters are all
-//     zero when the launch ends; then every thread re-reads its part of row_old's chunk, which
-//     this CTA read one step earlier, so most likely from L2 (ld_last: evict-first), and writes
-//     y = exp_approx(x - M) * (1 / L) (streaming stores). ptxas 13.0 (sm_90) tracks these re-reads
-//     on the scoreboard of step 1's loads, so the first use of a re-read also waits for those:
-//     they overlap the spin, the merge and one L2 round trip, not the whole of step 2;
-//  3. if k < steps, reduces the registers of step 1 to m_c = block max (an all -inf chunk is
-//     clamped to -FLT_MAX, so its partial is (-FLT_MAX, 0) and no exp(-inf + inf) arises) and
-//     l_c = block sum of exp_approx(x - m_c); thread 0 stores (m_c, l_c) to
-//     partial[row_new * chunks + c] (L2, st.cg), __threadfence() (release),
-//     atomicAdd(arrive[row_new], 1), and goes on without waiting.
-// So x is read from DRAM once, and re-read from L2 once; across the wait only the loads of step
-// 1 are held in registers. No deadlock: all CTAs of a group have the same rows, hence the same
-// number of iterations, and the wait of iteration k needs only the partials that the group's
-// CTAs publish in step 3 of iteration k - 1. Iteration 0 waits for nothing, so every CTA that
-// runs completes it; if every CTA of the group completes iteration k - 1, the wait of iteration k
-// ends, so by induction every CTA completes every iteration, provided every CTA of the grid is
-// running at once. The cooperative launch (cudaLaunchAttributeCooperative) guarantees that: the
-// driver runs every CTA of the grid at once or fails the launch (CUDA C++ Programming Guide,
-// "Cooperative Groups", grid synchronization / cooperative launch). Each row is handled by one
-// group once per launch, so its partials and counters are not reused within a launch.
-template <typename T, int THREADS, int ITEMS, int VEC, int MIN_BLOCKS>
-__global__ void __launch_bounds__(THREADS, MIN_BLOCKS)
-    softmax_coop_kernel(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
-                        int64_t cols, int chunks, int groups) {
-  static_assert(ITEMS % VEC == 0, "ITEMS must be a multiple of VEC");
-  constexpr int NV = ITEMS / VEC;
-  constexpr int CHUNK = THREADS * ITEMS;
-  constexpr int STRIDE = THREADS * VEC;  // elements between a thread's vectors
-  // Re-read batch (vectors whose L2 loads are in flight together in step 2): the most that
-  // compiled without spills under coop()'s MIN_BLOCKS register caps (nvcc 13.0): 2 16-byte
-  // vectors (1 for 32 items per thread below sm_90), or 8 scalars (4 for 32 items per thread; the
-  // scalar path of those configurations still spills a few registers below sm_90).
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-  constexpr int RB_VEC = ITEMS >= 32 ? 1 : 2;
-#else
-  constexpr int RB_VEC = 2;
-#endif
-  constexpr int RB_WANT = VEC > 1 ? RB_VEC : ITEMS >= 32 ? 4 : 8;
-  constexpr int RB = RB_WANT < NV ? RB_WANT : NV;
-  static_assert(NV % RB == 0, "re-read batches split the vectors evenly");
-  __shared__ float red_max[kWarpSize], red_sum[kWarpSize];
-  __shared__ MaxSum red[kWarpSize];
-  const int c = static_cast<int>(blockIdx.x) % chunks;
-  const int g = static_cast<int>(blockIdx.x) / chunks;  // < groups <= rows
-  const int64_t steps = (rows - g + groups - 1) / groups;  // rows of this group, >= 1
-  // This thread's first column, and the columns left from there (may be <= 0): vector k is at
-  // offset k * STRIDE, a constant, and in the row when that is < left.
-  const int64_t first = static_cast<int64_t>(c) * CHUNK + static_cast<int64_t>(threadIdx.x) * VEC;
-  const int left = static_cast<int>(cols - first);  // > -CHUNK, as first < chunks * CHUNK
-  const uint64_t evict_first = l2_evict_first_policy();
-  for (int64_t k = 0; k <= steps; ++k) {
-    const int64_t row_new = g + k * groups;  // a row of this group when k < steps
-    Raw<T, VEC> v[NV];
-    // 1. The loads of row_new, in flight during step 2.
-    if (k < steps) {
-      // A vector past the row's end loads the row's first one instead (ignored in step 3): every
-      // v[j] is written, so none is live across iterations.
-      const T* xr = x + row_new * cols;
-#pragma unroll
-      for (int j = 0; j < NV; ++j) ld_first(j * STRIDE < left ? xr + first + j * STRIDE : xr, v[j]);
-    }
-    // 2. Wait for row_old's partials, merge them, re-read the chunk (L2) and write y.
-    if (k > 0) {
-      const int64_t row_old = row_new - groups;
-      int* arrive = counters + 2 * row_old;
-      int* depart = arrive + 1;
-      const MaxSum* part = partial + row_old * chunks;
-      if (threadIdx.x == 0) {
-        while (load_acquire_gpu(arrive) != chunks) {
-        }
-      }
-      __syncthreads();
-      MaxSum st{kNegInf, 0.f};
-      for (int j = static_cast<int>(threadIdx.x); j < chunks; j += THREADS) {
-        const float2 p = __ldcg(reinterpret_cast<const float2*>(part + j));
-        st = combine(st, MaxSum{p.x, p.y});
-      }
-      st = block_reduce(st, red);  // its __syncthreads: every thread has read its partials
-      if (threadIdx.x == 0 && atomicAdd(depart, 1) == chunks - 1) {
-        atomicExch(arrive, 0);
-        atomicExch(depart, 0);
-      }
-      const float r = 1.f / st.s;
-      const T* xt = x + row_old * cols + first;
-      T* yt = y + row_old * cols + first;
-      // RB vectors at a time: their L2 re-reads are in flight together (ld_last and the
-      // streaming stores are kept in program order).
-#pragma unroll
-      for (int j0 = 0; j0 < NV; j0 += RB) {
-        Raw<T, VEC> w[RB];
-#pragma unroll
-        for (int j = j0; j < j0 + RB; ++j)
-          if (j * STRIDE < left) ld_last(xt + j * STRIDE, evict_first, w[j - j0]);
-#pragma unroll
-        for (int j = j0; j < j0 + RB; ++j) {
-          if (j * STRIDE < left) {
-            float f[VEC];
-            raw_to_float<T, VEC>(w[j - j0], f);
-#pragma unroll
-            for (int i = 0; i < VEC; ++i) f[i] = exp_approx(f[i] - st.m) * r;
-            store_vec_cs<T, VEC>(yt + j * STRIDE, f);
-          }
-        }
-      }
-    }
-    // 3. Reduce row_new's registers to this chunk's partial and publish it; no wait.
-    if (k < steps) {
-      float m = kNegInf;
-#pragma unroll
-      for (int j = 0; j < NV; ++j) {
-        if (j * STRIDE < left) {
-          float f[VEC];
-          raw_to_float<T, VEC>(v[j], f);
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) m = fmaxf(m, f[i]);
-        }
-      }
-      m = block_reduce<MaxOp>(m, red_max);
-      if (m == kNegInf) m = -FLT_MAX;
-      float s = 0.f;
-#pragma unroll
-      for (int j = 0; j < NV; ++j) {
-        if (j * STRIDE < left) {
-          float f[VEC];
-          raw_to_float<T, VEC>(v[j], f);
-#pragma unroll
-          for (int i = 0; i < VEC; ++i) s += exp_approx(f[i] - m);
-        }
-      }
-      s = block_reduce<SumOp>(s, red_sum);
-      if (threadIdx.x == 0) {
-        __stcg(reinterpret_cast<float2*>(partial + row_new * chunks + c), make_float2(m, s));
-        __threadfence();
-        atomicAdd(counters + 2 * row_new, 1);
-      }
-    }
-  }
-}
-
 // ------------------------------------------------------------------- host side
 
 // SplitRow chunk length in elements (a multiple of kSplitChunkQuantum, so of
@@ -708,75 +463,9 @@ cudaError_t warp_tuned(const T* x, T* y, int64_t rows, int cols, int vecs, cudaS
   }
 }
 
-// Coop with THREADS x ITEMS chunks, at least MIN_BLOCKS CTAs per SM (the register cap):
-// capacity = CTAs per SM (occupancy, cached per device) * sm_count; chunks = ceil(cols / CHUNK)
-// must be <= capacity (else cudaErrorInvalidValue); groups = min(rows, capacity / chunks).
-template <typename T, int THREADS, int ITEMS, int MIN_BLOCKS, int VEC>
-cudaError_t launch_coop(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows,
-                        int64_t cols, int sm_count, cudaStream_t s) {
-  static std::atomic<int> per_sm_cache[kMaxDevices] = {};
-  const auto kernel = softmax_coop_kernel<T, THREADS, ITEMS, VEC, MIN_BLOCKS>;
-  int device = 0;
-  cudaError_t err = cudaGetDevice(&device);
-  if (err != cudaSuccess) return err;
-  int per_sm = device < kMaxDevices ? per_sm_cache[device].load(std::memory_order_relaxed) : 0;
-  if (per_sm == 0) {
-    err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, THREADS, 0);
-    if (err != cudaSuccess) return err;
-    if (device < kMaxDevices) per_sm_cache[device].store(per_sm, std::memory_order_relaxed);
-  }
-  if (sm_count <= 0) {
-    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
-    if (err != cudaSuccess) return err;
-  }
-  const int64_t capacity = static_cast<int64_t>(per_sm) * sm_count;
-  const int64_t chunks = ceil_div(cols, int64_t{THREADS} * ITEMS);
-  if (chunks > capacity || capacity > 0x7fffffff) return cudaErrorInvalidValue;
-  const int64_t groups = capacity / chunks < rows ? capacity / chunks : rows;
-  const int nchunks = static_cast<int>(chunks), ngroups = static_cast<int>(groups);
-  return launch(kernel, dim3(static_cast<unsigned>(groups * chunks)), dim3(THREADS), 0, s,
-                LaunchAttr::cooperative(), x, y, partial, counters, rows, cols, nchunks, ngroups);
-}
-
-template <typename T, int THREADS, int ITEMS, int MIN_BLOCKS>
-cudaError_t coop_cfg(const T* x, T* y, MaxSum* partial, int* counters, int64_t rows, int64_t cols,
-                     int sm_count, cudaStream_t s) {
-  if (pick_vec<T>(x, y, cols, vec16<T>()) > 1)
-    return launch_coop<T, THREADS, ITEMS, MIN_BLOCKS, vec16<T>()>(x, y, partial, counters, rows,
-                                                                  cols, sm_count, s);
-  return launch_coop<T, THREADS, ITEMS, MIN_BLOCKS, 1>(x, y, partial, counters, rows, cols,
-                                                       sm_count, s);
-}
-
-// The chunk configurations of kCoopChunkElems (THREADS x ITEMS, MIN_BLOCKS). Only the x loads of
-// one row are held across a CTA's wait, so what a CTA keeps in flight is its chunk, and what an
-// SM keeps is CTAs per SM x chunk: MIN_BLOCKS caps the registers at 48 (2048: 5 CTAs of 256
-// threads) or 64 (the others: 1024 threads per SM), so that per SM at least 40 KB (2048), 64 KB
-// (4096) or 128 KB (8192, 16384, 32768) of float32 are in flight (half that for 16-bit types).
-// 2048, 4096 and 8192 vary the elements per thread, 8192, 16384 and 32768 the CTA size
-// (kCoopDefaultChunkElems: the default among them).
-static_assert(sizeof(kCoopChunkElems) == 5 * sizeof(int) && kCoopChunkElems[0] == 2048 &&
-                  kCoopChunkElems[1] == 4096 && kCoopChunkElems[2] == 8192 &&
-                  kCoopChunkElems[3] == 16384 && kCoopChunkElems[4] == 32768,
-              "coop() has a case for each of kCoopChunkElems");
-template <typename T>
-cudaError_t coop(const T* x, T* y, int64_t rows, int64_t cols, int chunk, int sm_count, void* ws,
-                 int* counters, cudaStream_t s) {
-  if (ws == nullptr || counters == nullptr) return cudaErrorInvalidValue;
-  MaxSum* partial = static_cast<MaxSum*>(ws);
-  switch (chunk == 0 ? kCoopDefaultChunkElems : chunk) {
-    case 2048: return coop_cfg<T, 256, 8, 5>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 4096: return coop_cfg<T, 256, 16, 4>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 8192: return coop_cfg<T, 256, 32, 4>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 16384: return coop_cfg<T, 512, 32, 2>(x, y, partial, counters, rows, cols, sm_count, s);
-    case 32768: return coop_cfg<T, 1024, 32, 1>(x, y, partial, counters, rows, cols, sm_count, s);
-    default: return cudaErrorInvalidValue;
-  }
-}
-
 template <typename T>
 cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVariant variant,
-                int sm_count, void* ws, int* counters, int coop_chunk, cudaStream_t s) {
+                int sm_count, void* ws, cudaStream_t s) {
   const T* x = static_cast<const T*>(xv);
   T* y = static_cast<T*>(yv);
   switch (variant) {
@@ -786,11 +475,8 @@ cudaError_t run(const void* xv, void* yv, int64_t rows, int64_t cols, SoftmaxVar
     case SoftmaxVariant::Online: return online<T>(x, y, rows, cols, s);
     case SoftmaxVariant::SplitRow: return split_row<T>(x, y, rows, cols, sm_count, ws, s);
     case SoftmaxVariant::OnlineL2: return online_l2<T>(x, y, rows, cols, sm_count, s);
-    case SoftmaxVariant::Coop:
-      return coop<T>(x, y, rows, cols, coop_chunk, sm_count, ws, counters, s);
     case SoftmaxVariant::Cluster:  // dispatched by softmax() (softmax_cluster.cu)
     case SoftmaxVariant::Tma:      // dispatched by softmax() (softmax_tma.cu)
-    case SoftmaxVariant::TmaGrid:
     case SoftmaxVariant::Auto: break;
   }
   return cudaErrorInvalidValue;
@@ -804,9 +490,8 @@ namespace {
 // The pick without the Tma variants: what softmax() falls back to where they cannot run.
 SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   if (cols <= kWarpPerRowMaxCols) return SoftmaxVariant::WarpPerRow;
-  // Coop (co-resident CTAs waiting on global counters) is never picked: slower than Cluster on
-  // every case measured (docs/tuning/softmax.md). Cluster is chosen, where it is, by
-  // softmax_pick_variant; this is also the fallback where it cannot run.
+  // Cluster is chosen, where it is, by softmax_pick_variant; this is also the fallback where it
+  // cannot run.
   // Fewer rows than SMs: a block per row would leave SMs idle; splitting pays
   // a second launch and a re-read (from L2 if it fits), so only for long rows.
   if (rows < sm_count && cols * elem_size >= kSplitMinRowBytes) return SoftmaxVariant::SplitRow;
@@ -824,19 +509,17 @@ SoftmaxVariant pick_classic(int64_t rows, int64_t cols, int elem_size, int sm_co
 }
 }  // namespace
 
-// Tma / TmaGrid, from reasoning (fusebench tune cuda times every config beside the classic
-// variants): they read x once from DRAM with the whole chunk in flight, where
-// the classic variants either hold the row in registers (block_per_row: few bytes in flight per
-// SM at 16 bits) or re-read it. Short rows (<= 8192 float32, <= 4096 16-bit: a few KB per CTA)
-// keep their register variants, which match QuACK there. A problem whose rows would leave
-// most SMs idle (rows * CTAs per row < sm_count / 2) and whose rows are long (>= 256 KB) goes to
-// TmaGrid, the row spread over every SM.
+// Tma, from reasoning (fusebench tune cuda times every config beside the classic variants): it
+// reads x once from DRAM with the whole chunk in flight, where the classic variants either hold
+// the row in registers (block_per_row: few bytes in flight per SM at 16 bits) or re-read it.
+// Short rows (<= 8192 float32, <= 4096 16-bit: a few KB per CTA) keep their register variants,
+// which match QuACK there.
 SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, int sm_count) {
   // Cluster (softmax_cluster.cu) for rows longer than 16384 that 16 CTAs of the default chunk
   // hold, where the row's CTAs fill at least half the SMs: ahead of tma and block_per_row there.
   // Rows of 16384 stay as they were, cluster being within a point. Rows whose CTAs would fill
   // fewer than half the SMs go to split_row (through the classic pick), which spreads a row over
-  // more CTAs. TmaGrid is never picked: slower than split_row (docs/tuning/softmax.md).
+  // more CTAs.
   if (elem_size != 2 && elem_size != 4) return pick_classic(rows, cols, elem_size, sm_count);
   if (cols > 16384) {
     const int chunk = softmax_cluster_chunk(cols, elem_size);
@@ -844,7 +527,7 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
   }
   const int64_t min_cols = elem_size == 4 ? 32769 : 16384;
   if (cols >= min_cols) {
-    const int groups = softmax_tma_groups(rows, cols, elem_size, TmaConfig{}, false, sm_count);
+    const int groups = softmax_tma_groups(rows, cols, elem_size, TmaConfig{});
     const bool few_rows = rows * groups < sm_count / 2;  // one long row: split_row spreads it wider
     if (groups > 0 && groups <= 16 && !few_rows) return SoftmaxVariant::Tma;
   }
@@ -852,65 +535,36 @@ SoftmaxVariant softmax_pick_variant(int64_t rows, int64_t cols, int elem_size, i
 }
 
 namespace {
-int64_t workspace_of(int64_t rows, int64_t cols, DType dtype, int sm_count, SoftmaxVariant variant,
-                     int coop_chunk_elems) {
+int64_t workspace_of(int64_t rows, int64_t cols, int sm_count, SoftmaxVariant variant) {
   if (rows <= 0 || cols <= 0) return 0;
   if (variant == SoftmaxVariant::SplitRow)
     return rows * ceil_div(cols, split_chunk_elems(rows, cols, sm_count)) *
            static_cast<int64_t>(sizeof(MaxSum));
-  if (variant == SoftmaxVariant::TmaGrid)
-    return rows * softmax_tma_groups(rows, cols, elem_size(dtype), TmaConfig{}, true, sm_count) *
-           static_cast<int64_t>(sizeof(MaxSum));
-  if (variant == SoftmaxVariant::Coop) {
-    const int64_t chunk = coop_chunk_elems > 0 ? coop_chunk_elems : kCoopDefaultChunkElems;
-    return rows * ceil_div(cols, chunk) * static_cast<int64_t>(sizeof(MaxSum));
-  }
   return 0;
-}
-int64_t counters_of(int64_t rows, int64_t cols, SoftmaxVariant variant) {
-  const bool counted = variant == SoftmaxVariant::Coop || variant == SoftmaxVariant::TmaGrid;
-  return counted && rows > 0 && cols > 0 ? 2 * rows : 0;
 }
 int64_t max64(int64_t a, int64_t b) { return a > b ? a : b; }
 }  // namespace
 
-// Auto: enough for the pick and for the classic pick softmax() falls back to when a Tma variant
+// Auto: enough for the pick and for the classic pick softmax() falls back to when Tma or Cluster
 // is refused at run time.
 int64_t softmax_workspace_bytes(int64_t rows, int64_t cols, DType dtype, int sm_count,
-                                SoftmaxVariant variant, int coop_chunk_elems) {
-  if (variant != SoftmaxVariant::Auto)
-    return workspace_of(rows, cols, dtype, sm_count, variant, coop_chunk_elems);
+                                SoftmaxVariant variant) {
+  if (variant != SoftmaxVariant::Auto) return workspace_of(rows, cols, sm_count, variant);
   const int es = elem_size(dtype);
-  return max64(workspace_of(rows, cols, dtype, sm_count,
-                            softmax_pick_variant(rows, cols, es, sm_count), coop_chunk_elems),
-               workspace_of(rows, cols, dtype, sm_count, pick_classic(rows, cols, es, sm_count),
-                            coop_chunk_elems));
-}
-
-int64_t softmax_counter_ints(int64_t rows, int64_t cols, DType dtype, int sm_count,
-                             SoftmaxVariant variant) {
-  if (variant != SoftmaxVariant::Auto) return counters_of(rows, cols, variant);
-  const int es = elem_size(dtype);
-  return max64(counters_of(rows, cols, softmax_pick_variant(rows, cols, es, sm_count)),
-               counters_of(rows, cols, pick_classic(rows, cols, es, sm_count)));
+  return max64(workspace_of(rows, cols, sm_count, softmax_pick_variant(rows, cols, es, sm_count)),
+               workspace_of(rows, cols, sm_count, pick_classic(rows, cols, es, sm_count)));
 }
 
 cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
-                    SoftmaxVariant variant, int sm_count, void* workspace, int* counters,
-                    cudaStream_t stream, int coop_chunk_elems) {
+                    SoftmaxVariant variant, int sm_count, void* workspace, cudaStream_t stream) {
   if (rows < 0 || cols < 0 || cols > 0x7fffffff) return cudaErrorInvalidValue;
-  if (coop_chunk_elems != 0 && !softmax_coop_chunk_supported(coop_chunk_elems))
-    return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   const bool picked = variant == SoftmaxVariant::Auto;
   if (picked) variant = softmax_pick_variant(rows, cols, elem_size(dtype), sm_count);
-  if (variant == SoftmaxVariant::Tma || variant == SoftmaxVariant::TmaGrid) {
-    const bool grid = variant == SoftmaxVariant::TmaGrid;
-    const cudaError_t err = softmax_tma(x, y, rows, cols, dtype, grid, TmaConfig{}, sm_count,
-                                       workspace, counters, stream);
+  if (variant == SoftmaxVariant::Tma) {
+    const cudaError_t err = softmax_tma(x, y, rows, cols, dtype, TmaConfig{}, stream);
     // Refused before any launch (below sm_90, unaligned, cols not a multiple of the vector): an
-    // automatic pick falls back to the classic pick (softmax_workspace_bytes and
-    // softmax_counter_ints of Auto cover both).
+    // automatic pick falls back to the classic pick (covered by softmax_workspace_bytes of Auto).
     if (!picked || (err != cudaErrorNotSupported && err != cudaErrorInvalidValue)) return err;
     variant = pick_classic(rows, cols, elem_size(dtype), sm_count);
   }
@@ -921,15 +575,11 @@ cudaError_t softmax(const void* x, void* y, int64_t rows, int64_t cols, DType dt
     if (!picked || (err != cudaErrorNotSupported && err != cudaErrorInvalidValue)) return err;
     variant = pick_classic(rows, cols, elem_size(dtype), sm_count);
   }
-  const int cc = coop_chunk_elems;
   switch (dtype) {
-    case DType::Float32:
-      return run<float>(x, y, rows, cols, variant, sm_count, workspace, counters, cc, stream);
+    case DType::Float32: return run<float>(x, y, rows, cols, variant, sm_count, workspace, stream);
     case DType::BFloat16:
-      return run<__nv_bfloat16>(x, y, rows, cols, variant, sm_count, workspace, counters, cc,
-                                stream);
-    case DType::Float16:
-      return run<__half>(x, y, rows, cols, variant, sm_count, workspace, counters, cc, stream);
+      return run<__nv_bfloat16>(x, y, rows, cols, variant, sm_count, workspace, stream);
+    case DType::Float16: return run<__half>(x, y, rows, cols, variant, sm_count, workspace, stream);
   }
   return cudaErrorInvalidValue;
 }

@@ -1,6 +1,6 @@
 // Softmax with the row (or a CTA's share of it) staged in SHARED memory by Hopper bulk copies
-// (sm_90+): variants Tma (a row split over a thread-block cluster) and TmaGrid (a row split over
-// co-resident CTAs of the whole grid). One read and one write of every element.
+// (sm_90+): variant Tma, a row split over a thread-block cluster. One read and one write of every
+// element.
 //
 // Method (the shape of QuACK's softmax, Dao-AILab/quack quack/softmax.py and
 // quack/reduction_base.py: row in shared memory, loads all in flight at once, cluster size from
@@ -20,17 +20,12 @@
 //     (Milakov & Gimelshein 2018, "Online normalizer calculation for softmax", arXiv:1805.02867),
 //     so piece 0 is reduced while the last pieces are still arriving. A block reduction gives the
 //     CTA's (m_r, l_r); an all -inf chunk gives (-FLT_MAX, 0), never exp(-inf + inf).
-//  3. Tma: the CTAs of a row form a thread-block cluster (dimension `groups` <= 16; above 8 the
+//  3. The CTAs of a row form a thread-block cluster (dimension `groups` <= 16; above 8 the
 //     non-portable size attribute); each publishes (m_r, l_r) in its shared memory, a cluster
 //     barrier orders that, and every CTA reads the `groups` pairs through distributed shared
 //     memory (CUDA C++ Programming Guide, "Thread Block Clusters", "Distributed Shared Memory";
 //     cooperative_groups::cluster_group::map_shared_rank). A second barrier (arrive after the
 //     reads, wait before exit) keeps a CTA's shared memory alive while others read it.
-//     TmaGrid: the CTAs of a row publish their pair to a global workspace and count arrivals on
-//     a per-row counter; thread 0 spins (acquire loads) until all `groups` arrived, then every
-//     thread merges the pairs. A cooperative launch (every CTA co-resident, or the launch fails)
-//     makes the spin safe (the mechanism of the Coop variant in softmax.cu, same counters: the
-//     last CTA to depart resets them to zero).
 //  4. y = exp(x - M) / L from shared memory, piece by piece: 16-byte global stores, or
 //     (bulk_store) written back in place, fence.proxy.async.shared::cta, and one bulk copy
 //     shared -> global per piece (cp.async.bulk.global.shared::cta.bulk_group, waited for with
@@ -55,9 +50,6 @@ constexpr int kTmaMaxPieces = 8;
 // Dynamic shared memory a CTA may take: an H100/H200 allows 227 KB per block (opt-in); the
 // static part (mbarriers, reduction scratch) stays below 1 KB.
 constexpr int kTmaMaxChunkBytes = 226 * 1024;
-constexpr int kSmemPerSm = 228 * 1024;     // H100/H200 shared memory per SM
-constexpr int kSmemReservedPerCta = 1024;  // the driver's reservation per resident CTA
-constexpr int kMaxThreadsPerSm = 2048;
 
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
 constexpr int kTmaUnroll = 4;  // smem vectors per thread per step of the reduction and the write
@@ -91,21 +83,16 @@ __device__ __forceinline__ Span piece_span(int nvec, int pieces, int p) {
   const int b = p * per < nvec ? p * per : nvec;
   return {b, b + per < nvec ? b + per : nvec};
 }
-
-__device__ __forceinline__ int tma_load_acquire(const int* p) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
 #endif
 
-// Grid = rows * groups CTAs; CTA b handles chunk b % groups of row b / groups (in Tma a cluster of
-// `groups` CTAs, whose rank is b % groups). chunk: elements per CTA (multiple of VEC); partial
-// and counters: TmaGrid only (rows * groups pairs; 2 ints per row, zero at launch).
-template <typename T, int THREADS, bool GRID>
+// Grid = rows * groups CTAs; CTA b handles chunk b % groups of row b / groups (a cluster of
+// `groups` CTAs, whose rank is b % groups). chunk: elements per CTA (multiple of VEC).
+// Unused (false, null, null): the bool and last two parameters keep the kernel's name, which run
+// records' kernel ids hash, unchanged since the variant that used them was removed.
+template <typename T, int THREADS, bool>
 __global__ void __launch_bounds__(THREADS)
     softmax_tma_kernel(const T* x, T* y, int64_t cols, int chunk, int groups, int pieces,
-                       int bulk_stores, MaxSum* partial, int* counters) {
+                       int bulk_stores, MaxSum*, int*) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   constexpr int VEC = 16 / static_cast<int>(sizeof(T));
   constexpr float kNegInf = -__builtin_huge_valf();
@@ -113,8 +100,7 @@ __global__ void __launch_bounds__(THREADS)
   extern __shared__ __align__(128) unsigned char tma_smem[];
   T* buf = reinterpret_cast<T*>(tma_smem);
   __shared__ uint64_t bars[kTmaMaxPieces];
-  __shared__ MaxSum red[kWarpSize];
-  __shared__ MaxSum part;  // Tma: this CTA's (m_r, l_r), read by the cluster
+  __shared__ MaxSum part;  // this CTA's (m_r, l_r), read by the cluster
   const int rank = static_cast<int>(blockIdx.x % static_cast<unsigned>(groups));
   const int64_t row = blockIdx.x / static_cast<unsigned>(groups);
   const int64_t base = static_cast<int64_t>(rank) * chunk;
@@ -184,30 +170,7 @@ __global__ void __launch_bounds__(THREADS)
 
   // 3. Combine the row's partials.
   MaxSum tot = st;
-  if constexpr (GRID) {
-    int* arrive = counters + 2 * row;
-    int* depart = arrive + 1;
-    MaxSum* prow = partial + row * groups;
-    if (threadIdx.x == 0) {
-      __stcg(reinterpret_cast<float2*>(prow + rank), make_float2(st.m, st.s));
-      __threadfence();  // release the partial before counting in
-      atomicAdd(arrive, 1);
-      while (tma_load_acquire(arrive) != groups) {
-      }
-    }
-    __syncthreads();  // passes thread 0's acquire on to the CTA
-    MaxSum acc{-kFltMax, 0.f};
-    for (int j = static_cast<int>(threadIdx.x); j < groups; j += THREADS) {
-      const float2 q = __ldcg(reinterpret_cast<const float2*>(prow + j));
-      acc = combine(acc, MaxSum{q.x, q.y});
-    }
-    tot = block_reduce(acc, red);
-    if (threadIdx.x == 0 && atomicAdd(depart, 1) == groups - 1) {
-      // Every other CTA of the row has seen arrive == groups before departing: reset both.
-      atomicExch(arrive, 0);
-      atomicExch(depart, 0);
-    }
-  } else if (groups > 1) {
+  if (groups > 1) {
     cg::cluster_group cluster = cg::this_cluster();
     if (threadIdx.x == 0) part = st;
     cluster.sync();  // every CTA's pair is published
@@ -248,9 +211,7 @@ __global__ void __launch_bounds__(THREADS)
     }
   }
   if (bulk_stores && threadIdx.x == 0) bulk_store_drain();  // smem is read before the CTA exits
-  if constexpr (!GRID) {
-    if (groups > 1) cg::this_cluster().barrier_wait();  // keep `part` alive for the others
-  }
+  if (groups > 1) cg::this_cluster().barrier_wait();  // keep `part` alive for the others
 #else
   __trap();  // launched only on sm_90+ (softmax_tma refuses below)
 #endif
@@ -261,20 +222,12 @@ struct TmaPlan {
   int chunk = 0;   // elements per CTA
 };
 
-// The split of a row: Tma groups = ceil(cols / (chunk_bytes / elem)), TmaGrid groups =
-// floor(ctas_per_sm * sm_count / rows) (at least 1); both then balance the chunk over the
-// groups, rounded up to whole 16-byte vectors, and drop groups left empty.
-TmaPlan tma_plan(int64_t rows, int64_t cols, int elem_size, const TmaConfig& cfg, bool grid,
-                 int sm_count) {
+// The split of a row: groups = ceil(cols / (chunk_bytes / elem)), then the chunk balanced over
+// the groups, rounded up to whole 16-byte vectors, and groups left empty dropped.
+TmaPlan tma_plan(int64_t cols, int elem_size, const TmaConfig& cfg) {
   const int vec = 16 / elem_size;
   TmaPlan plan;
-  int64_t groups;
-  if (grid) {
-    const int64_t total = static_cast<int64_t>(cfg.ctas_per_sm) * sm_count;
-    groups = rows > 0 && total / rows > 0 ? total / rows : 1;
-  } else {
-    groups = ceil_div(cols, cfg.chunk_bytes / elem_size);
-  }
+  int64_t groups = ceil_div(cols, cfg.chunk_bytes / elem_size);
   if (groups > 0x7fffffff) return plan;
   int64_t chunk = ceil_div(ceil_div(cols, groups), vec) * vec;
   groups = ceil_div(cols, chunk);
@@ -284,46 +237,38 @@ TmaPlan tma_plan(int64_t rows, int64_t cols, int elem_size, const TmaConfig& cfg
   return plan;
 }
 
-template <typename T, int THREADS, bool GRID>
+template <typename T, int THREADS>
 cudaError_t tma_launch(const T* x, T* y, int64_t rows, int64_t cols, const TmaPlan& plan,
-                       const TmaConfig& cfg, void* ws, int* counters, cudaStream_t s) {
-  constexpr auto kernel = softmax_tma_kernel<T, THREADS, GRID>;
+                       const TmaConfig& cfg, cudaStream_t s) {
+  constexpr auto kernel = softmax_tma_kernel<T, THREADS, false>;
   const int smem = plan.chunk * static_cast<int>(sizeof(T));
   const cudaError_t err = allow_dynamic_smem<kernel>(smem);
   if (err != cudaSuccess) return err;
-  const LaunchAttr attr = GRID              ? LaunchAttr::cooperative()
-                          : plan.groups > 1 ? LaunchAttr::clusters(plan.groups)
-                                            : LaunchAttr::plain();
-  MaxSum* partial = static_cast<MaxSum*>(ws);
+  const LaunchAttr attr = plan.groups > 1 ? LaunchAttr::clusters(plan.groups) : LaunchAttr::plain();
   return launch(kernel, dim3(static_cast<unsigned>(rows * plan.groups)), dim3(THREADS),
                 static_cast<size_t>(smem), s, attr, x, y, cols, plan.chunk, plan.groups,
-                cfg.pieces, cfg.bulk_store, partial, counters);
+                cfg.pieces, cfg.bulk_store, static_cast<MaxSum*>(nullptr), static_cast<int*>(nullptr));
 }
 
-template <typename T, bool GRID>
+template <typename T>
 cudaError_t tma_threads(const void* x, void* y, int64_t rows, int64_t cols, const TmaPlan& plan,
-                        const TmaConfig& cfg, void* ws, int* counters, cudaStream_t s) {
+                        const TmaConfig& cfg, cudaStream_t s) {
   const T* xt = static_cast<const T*>(x);
   T* yt = static_cast<T*>(y);
   switch (cfg.threads) {
-    case 128: return tma_launch<T, 128, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
-    case 256: return tma_launch<T, 256, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
-    case 512: return tma_launch<T, 512, GRID>(xt, yt, rows, cols, plan, cfg, ws, counters, s);
+    case 128: return tma_launch<T, 128>(xt, yt, rows, cols, plan, cfg, s);
+    case 256: return tma_launch<T, 256>(xt, yt, rows, cols, plan, cfg, s);
+    case 512: return tma_launch<T, 512>(xt, yt, rows, cols, plan, cfg, s);
     default: return cudaErrorInvalidValue;
   }
 }
 
-template <bool GRID>
 cudaError_t tma_dtype(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
-                      const TmaPlan& plan, const TmaConfig& cfg, void* ws, int* counters,
-                      cudaStream_t s) {
+                      const TmaPlan& plan, const TmaConfig& cfg, cudaStream_t s) {
   switch (dtype) {
-    case DType::Float32:
-      return tma_threads<float, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
-    case DType::BFloat16:
-      return tma_threads<__nv_bfloat16, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
-    case DType::Float16:
-      return tma_threads<__half, GRID>(x, y, rows, cols, plan, cfg, ws, counters, s);
+    case DType::Float32: return tma_threads<float>(x, y, rows, cols, plan, cfg, s);
+    case DType::BFloat16: return tma_threads<__nv_bfloat16>(x, y, rows, cols, plan, cfg, s);
+    case DType::Float16: return tma_threads<__half>(x, y, rows, cols, plan, cfg, s);
   }
   return cudaErrorInvalidValue;
 }
@@ -338,22 +283,19 @@ bool in_list(int v, const int* list, int n) {
 
 TmaConfig softmax_tma_resolve(TmaConfig cfg, int elem_size) {
   if (cfg.chunk_bytes == 0) cfg.chunk_bytes = elem_size == 4 ? kTmaDefaultChunkBytes32 : kTmaDefaultChunkBytes16;
-  if (cfg.ctas_per_sm == 0) cfg.ctas_per_sm = kTmaDefaultCtasPerSm;
   if (cfg.threads == 0) cfg.threads = kTmaDefaultThreads;
   if (cfg.pieces == 0) cfg.pieces = kTmaDefaultPieces;
   return cfg;
 }
 
-int softmax_tma_groups(int64_t rows, int64_t cols, int elem_size, TmaConfig cfg, bool grid,
-                       int sm_count) {
+int softmax_tma_groups(int64_t rows, int64_t cols, int elem_size, TmaConfig cfg) {
   if (rows <= 0 || cols <= 0 || (elem_size != 2 && elem_size != 4)) return 0;
-  return tma_plan(rows, cols, elem_size, softmax_tma_resolve(cfg, elem_size), grid, sm_count)
-      .groups;
+  return tma_plan(cols, elem_size, softmax_tma_resolve(cfg, elem_size)).groups;
 }
 
 int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant variant,
-                    int sm_count, int cc_major, bool aligned, const TmaConfig& tma,
-                    int chunk_elems, char* why, int why_len) {
+                    int cc_major, bool aligned, const TmaConfig& tma, int chunk_elems, char* why,
+                    int why_len) {
   // A macro, not a lambda: the format stays a string literal at every call (-Wformat-security).
 #define FB_REFUSE(...) \
   ((why != nullptr && why_len > 0 ? std::snprintf(why, static_cast<size_t>(why_len), __VA_ARGS__) : 0), 1)
@@ -379,15 +321,6 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
     case SoftmaxVariant::SplitRow:
       if (rows > 65535) return FB_REFUSE("split_row needs rows <= 65535, got %lld", r);
       return 0;
-    case SoftmaxVariant::Coop: {
-      const int ch = chunk_elems == 0 ? kCoopDefaultChunkElems : chunk_elems;
-      if (!softmax_coop_chunk_supported(ch))
-        return FB_REFUSE("chunk must be 0 or one of (2048, 4096, 8192, 16384, 32768), got %d", chunk_elems);
-      // One CTA per SM is always co-resident; more is checked by the cooperative launch.
-      if (sm_count > 0 && ceil_div(cols, ch) > sm_count)
-        return FB_REFUSE("%lld co-resident blocks of %d needed, %d SMs", (long long)ceil_div(cols, ch), ch, sm_count);
-      return 0;
-    }
     case SoftmaxVariant::Cluster: {
       const int ch = chunk_elems == 0 ? softmax_cluster_chunk(cols, elem_size) : chunk_elems;
       const int n_chunks = static_cast<int>(std::size(kClusterChunkElems));
@@ -399,10 +332,8 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
                       "per row, got cols %lld", vec, ch == 0 ? 32768 : ch, c);
       return 0;
     }
-    case SoftmaxVariant::Tma:
-    case SoftmaxVariant::TmaGrid: {
-      const bool grid = variant == SoftmaxVariant::TmaGrid;
-      const char* name = grid ? "tma_grid" : "tma";
+    case SoftmaxVariant::Tma: {
+      const char* name = "tma";
       const TmaConfig cfg = softmax_tma_resolve(tma, elem_size);
       if (!in_list(cfg.chunk_bytes, kTmaChunkBytes, kTmaNumChunkBytes))
         return FB_REFUSE("%s: chunk_kb must be 0 or one of (16, 32, 48, 64, 96, 128, 192), got %d",
@@ -411,8 +342,6 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
         return FB_REFUSE("%s: threads must be 0, 128, 256 or 512, got %d", name, tma.threads);
       if (cfg.pieces < 1 || cfg.pieces > kTmaMaxPieces || (cfg.pieces & (cfg.pieces - 1)))
         return FB_REFUSE("%s: pieces must be 0, 1, 2, 4 or 8, got %d", name, tma.pieces);
-      if (cfg.ctas_per_sm < 1 || cfg.ctas_per_sm > 4)
-        return FB_REFUSE("%s: ctas_per_sm must be 0..4, got %d", name, tma.ctas_per_sm);
       if (cfg.bulk_store != 0 && cfg.bulk_store != 1)
         return FB_REFUSE("%s: bulk_store must be 0 or 1, got %d", name, tma.bulk_store);
       if (cc_major < 9) return FB_REFUSE("%s: bulk copies and clusters need sm_90 or newer", name);
@@ -420,25 +349,16 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
         return FB_REFUSE("%s: needs 16-byte aligned rows and cols a multiple of %d, got cols %lld", name,
                       vec, c);
       if (rows == 0 || cols == 0) return 0;
-      if (sm_count <= 0) return FB_REFUSE("%s: needs the SM count", name);
-      const TmaPlan plan = tma_plan(rows, cols, elem_size, cfg, grid, sm_count);
+      const TmaPlan plan = tma_plan(cols, elem_size, cfg);
       const long long bytes = static_cast<long long>(plan.chunk) * elem_size;
       if (plan.groups == 0 || bytes > kTmaMaxChunkBytes)
         return FB_REFUSE("%s: a CTA's share of a row is %lld bytes, at most %d fit in shared memory",
                       name, bytes, kTmaMaxChunkBytes);
-      if (!grid && plan.groups > kMaxCluster)
-        return FB_REFUSE("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use tma_grid or "
-                      "a larger chunk_kb", name, plan.groups, cfg.chunk_bytes / 1024);
+      if (plan.groups > kMaxCluster)
+        return FB_REFUSE("%s: needs %d CTAs of %d KB per row, at most 16 (a cluster); use a larger "
+                      "chunk_kb", name, plan.groups, cfg.chunk_bytes / 1024);
       if (rows * static_cast<int64_t>(plan.groups) > 0x7fffffff)
         return FB_REFUSE("%s: %lld x %d CTAs exceed the grid", name, r, plan.groups);
-      if (grid) {
-        const int per_sm_smem = kSmemPerSm / (static_cast<int>(bytes) + kSmemReservedPerCta + 1024);
-        const int per_sm_threads = kMaxThreadsPerSm / cfg.threads;
-        const int per_sm = per_sm_smem < per_sm_threads ? per_sm_smem : per_sm_threads;
-        if (rows * plan.groups > static_cast<int64_t>(per_sm) * sm_count)
-          return FB_REFUSE("%s: %lld co-resident CTAs needed (%lld rows x %d), at most %d per SM x %d SMs",
-                        name, r * plan.groups, r, plan.groups, per_sm, sm_count);
-      }
       return 0;
     }
   }
@@ -447,29 +367,20 @@ int softmax_refusal(int64_t rows, int64_t cols, int elem_size, SoftmaxVariant va
 }
 
 cudaError_t softmax_tma(const void* x, void* y, int64_t rows, int64_t cols, DType dtype,
-                        bool grid, TmaConfig cfg, int sm_count, void* workspace, int* counters,
-                        cudaStream_t stream) {
+                        TmaConfig cfg, cudaStream_t stream) {
   const int esize = dtype == DType::Float32 ? 4 : 2;
   int device = 0, major = 0;
   cudaError_t err = cudaGetDevice(&device);
   if (err == cudaSuccess)
     err = cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device);
-  if (err == cudaSuccess && sm_count <= 0)
-    err = cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device);
   if (err != cudaSuccess) return err;
   if (major < 9) return cudaErrorNotSupported;
   const bool aligned = aligned16(x) && aligned16(y);
-  const SoftmaxVariant v = grid ? SoftmaxVariant::TmaGrid : SoftmaxVariant::Tma;
-  if (softmax_refusal(rows, cols, esize, v, sm_count, major, aligned, cfg, 0, nullptr, 0))
+  if (softmax_refusal(rows, cols, esize, SoftmaxVariant::Tma, major, aligned, cfg, 0, nullptr, 0))
     return cudaErrorInvalidValue;
   if (rows == 0 || cols == 0) return cudaSuccess;
   cfg = softmax_tma_resolve(cfg, esize);
-  const TmaPlan plan = tma_plan(rows, cols, esize, cfg, grid, sm_count);
-  if (grid) {
-    if (workspace == nullptr || counters == nullptr) return cudaErrorInvalidValue;
-    return tma_dtype<true>(x, y, rows, cols, dtype, plan, cfg, workspace, counters, stream);
-  }
-  return tma_dtype<false>(x, y, rows, cols, dtype, plan, cfg, nullptr, nullptr, stream);
+  return tma_dtype(x, y, rows, cols, dtype, tma_plan(cols, esize, cfg), cfg, stream);
 }
 
 }  // namespace cuda

@@ -1,11 +1,11 @@
 """Softmax's tuning space (``fusebench tune triton``, ``fusebench tune cuda``; ``fusebench/ops/tuning.py``).
 
 Triton: plans of the kind each shape needs around the default (:func:`triton_plans`); CUDA: every
-forced variant of ``cuda_ext.VARIANTS`` and every tuned configuration (``coop:<chunk>``,
-``cluster:<chunk>``, ``split:<chunk>[:nopdl]``, ``warp:<vecs>``, ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]``,
-``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]``) that the extension accepts for the shape
-(``cuda_ext.refusal``: the one source of the variant rules), limited to the shapes each is meant for
-(:func:`tuned_scope`). Cases: every shape of the op's default grid in each dtype.
+forced variant of ``cuda_ext.VARIANTS`` and every tuned configuration (``cluster:<chunk>``,
+``split:<chunk>[:nopdl]``, ``warp:<vecs>``, ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]``) that the
+extension accepts for the shape (``cuda_ext.refusal``: the one source of the variant rules), limited
+to the shapes each is meant for (:func:`tuned_scope`). Cases: every shape of the op's default grid
+in each dtype.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import dataclasses
 
 import torch
 
-from fusebench.errors import SkipCase
 from fusebench.ops import cuda_ext
 from fusebench.ops.tuning import Candidate, Space
 from fusebench.registry import DTYPES
@@ -168,11 +167,10 @@ def triton_candidates(x: torch.Tensor) -> list[Candidate]:
     return [Candidate(label, _forced_plan(p)) for label, p in triton_plans(x)]
 
 
-# tma configurations timed: (chunk_kb, threads, pieces, bulk_store) and tma_grid (ctas_per_sm, ...).
+# tma configurations timed: (chunk_kb, threads, pieces, bulk_store).
 TMA_CONFIGS = [(kb, t, p, 0) for kb in (16, 32, 64, 128) for t in (128, 256, 512) for p in (1, 4)] + [
     (kb, 256, 4, 1) for kb in (32, 64, 128)
 ]
-TMA_GRID_CONFIGS = [(k, t, p, 0) for k in (1, 2) for t in (256, 512) for p in (1, 2)] + [(1, 512, 2, 1)]
 
 
 def _knobs(cfg: tuple[int, int, int, int]) -> str:
@@ -180,79 +178,68 @@ def _knobs(cfg: tuple[int, int, int, int]) -> str:
 
 
 def tuned_names() -> list[str]:
-    """The tuned configurations: ``coop:<chunk>``, ``cluster:<chunk>``, ``split:<chunk>[:nopdl]``,
-    ``warp:<vecs>``, ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` and
-    ``tma_grid:<ctas_per_sm>:<threads>:<pieces>[:bulk]``."""
+    """The tuned configurations: ``cluster:<chunk>``, ``split:<chunk>[:nopdl]``, ``warp:<vecs>``
+    and ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]``."""
     return (
-        [f"coop:{c}" for c in cuda_ext.COOP_CHUNKS]
-        + [f"cluster:{c}" for c in cuda_ext.CLUSTER_CHUNKS]
+        [f"cluster:{c}" for c in cuda_ext.CLUSTER_CHUNKS]
         + [f"split:{c}{p}" for c in (1024, 2048, 4096, 8192, 16384) for p in ("", ":nopdl")]
         + [f"warp:{v}" for v in (1, 2, 8)]
         + [f"tma:{_knobs(c)}" for c in TMA_CONFIGS]
-        + [f"tma_grid:{_knobs(c)}" for c in TMA_GRID_CONFIGS]
     )
 
 
 def parse_tma(name: str) -> dict[str, int]:
-    """Knobs of ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` or ``tma_grid:<ctas_per_sm>:...``
-    as keyword arguments of ``cuda_ext.refusal`` (ValueError for another form)."""
+    """Knobs of ``tma:<chunk_kb>:<threads>:<pieces>[:bulk]`` as keyword arguments of
+    ``cuda_ext.refusal`` (ValueError for another form)."""
     parts = name.split(":")
-    if parts[0] not in ("tma", "tma_grid") or len(parts) not in (4, 5) or parts[4:] not in ([], ["bulk"]):
+    if parts[0] != "tma" or len(parts) not in (4, 5) or parts[4:] not in ([], ["bulk"]):
         raise ValueError(f"not a tma configuration: {name!r}")
-    first = "chunk_kb" if parts[0] == "tma" else "ctas_per_sm"
-    return {first: int(parts[1]), "threads": int(parts[2]), "pieces": int(parts[3]),
+    return {"chunk_kb": int(parts[1]), "threads": int(parts[2]), "pieces": int(parts[3]),
             "bulk_store": int(len(parts) == 5)}
 
 
-def tuned_scope(name: str, rows: int, cols: int, sm_count: int, itemsize: int) -> bool:
-    """Whether a tuned configuration is timed on a (rows, cols) problem at all (where it is
-    meant to matter; whether it can run is ``cuda_ext.refusal``'s to say): coop, cluster and split
-    configurations on rows longer than 32768, warp configurations up to 256 columns, tma
-    configurations from 4096 columns, tma_grid on fewer rows than SMs."""
-    if name.startswith(("coop:", "split:")):
+def tuned_scope(name: str, cols: int) -> bool:
+    """Whether a tuned configuration is timed on rows of ``cols`` elements at all (where it is
+    meant to matter; whether it can run is ``cuda_ext.refusal``'s to say): split configurations
+    on rows longer than 32768, cluster configurations on rows longer than 4096, warp
+    configurations up to 256 columns, tma configurations from 4096 columns."""
+    if name.startswith("split:"):
         return cols > 32768
     if name.startswith("cluster:"):
         return cols > 4096
     if name.startswith("warp:"):
         return cols <= 256
-    if name.startswith("tma_grid:"):
-        return rows < sm_count
     if name.startswith("tma:"):
         return cols >= 4096
     return True
 
 
-def applicable(name: str, rows: int, cols: int, sm_count: int, itemsize: int = 4, cc_major: int = 9) -> bool:
+def applicable(name: str, rows: int, cols: int, itemsize: int = 4, cc_major: int = 9) -> bool:
     """Whether ``name`` (a ``VARIANTS`` name or a tuned configuration) is timed on a (rows, cols)
     problem of ``itemsize``-byte elements (16-byte aligned, as ``make_input`` allocates them) on a
-    GPU of ``sm_count`` SMs and compute capability ``cc_major``: in ``tuned_scope`` and accepted
-    by ``cuda_ext.refusal`` (needs the extension)."""
-    if not tuned_scope(name, rows, cols, sm_count, itemsize):
+    GPU of compute capability ``cc_major``: in ``tuned_scope`` and accepted by
+    ``cuda_ext.refusal`` (needs the extension)."""
+    if not tuned_scope(name, cols):
         return False
     base, _, rest = name.partition(":")
     kwargs: dict[str, int] = {}
     chunk = 0
-    if base in ("tma", "tma_grid") and rest:
+    if base == "tma" and rest:
         kwargs = parse_tma(name)
-    elif base in ("coop", "cluster") and rest:
+    elif base == "cluster" and rest:
         chunk = int(rest)
     elif base == "split":
         base = "split_row"
     elif base == "warp":
         base = "warp_per_row"
-    return cuda_ext.refusal(rows, cols, itemsize, base, sm_count=sm_count, cc_major=cc_major,
-                            chunk=chunk, **kwargs) is None
+    return cuda_ext.refusal(rows, cols, itemsize, base, cc_major=cc_major, chunk=chunk, **kwargs) is None
 
 
 def variant_fn(name: str, x: torch.Tensor):
     """The callable timing forced variant or tuned configuration ``name`` on x."""
-    if name.startswith(("tma:", "tma_grid:")):
+    if name.startswith("tma:"):
         k = parse_tma(name)
-        fn = cuda_ext.softmax_tma if name.startswith("tma:") else cuda_ext.softmax_tma_grid
-        return lambda: fn(x, *k.values())
-    if name.startswith("coop:"):
-        chunk = int(name.split(":", 1)[1])
-        return lambda: cuda_ext.softmax_coop(x, chunk)
+        return lambda: cuda_ext.softmax_tma(x, *k.values())
     if name.startswith("cluster:"):
         chunk = int(name.split(":", 1)[1])
         return lambda: cuda_ext.softmax_cluster(x, chunk)
@@ -266,25 +253,10 @@ def variant_fn(name: str, x: torch.Tensor):
     return lambda: cuda_ext.softmax_variant(x, name)
 
 
-def coop_refusal(fn) -> str | None:
-    """The error of a coop call whose blocks cannot all be co-resident (None when it runs): a
-    co-residency ``cuda_ext.refusal`` cannot know (more than one block per SM)."""
-    try:
-        fn()
-    except (RuntimeError, ValueError) as exc:
-        if "co-resident" in str(exc):
-            return str(exc).splitlines()[0]
-        raise
-    return None
-
-
 def _forced(name: str):
     def make(x: torch.Tensor):
         cuda_ext.require(x)
-        fn = variant_fn(name, x)
-        if name.startswith("coop") and (why := coop_refusal(fn)) is not None:
-            raise SkipCase(why)
-        return fn
+        return variant_fn(name, x)
 
     return make
 
@@ -298,7 +270,7 @@ def cuda_candidates(x: torch.Tensor) -> list[Candidate]:
     code = cuda_ext.pick_variant(rows, cols, x.element_size(), sms)
     picked = next(name for name, c in cuda_ext.VARIANTS.items() if c == code)
     names = [n for n in [*cuda_ext.VARIANTS, *tuned_names()]
-             if n != "auto" and applicable(n, rows, cols, sms, x.element_size(), cc)]
+             if n != "auto" and applicable(n, rows, cols, x.element_size(), cc)]
     return [Candidate(f"auto (picks {picked})", _forced("auto")), *(Candidate(n, _forced(n)) for n in names)]
 
 
