@@ -352,9 +352,9 @@ def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: in
     reduces (max, sum of exp) from shared memory as the pieces land, combines the cluster's
     partials through distributed shared memory, and writes y = exp(x - max) / sum from shared
     memory with 16-byte stores (``bulk_store``: written back into shared memory and stored with
-    bulk copies). One read and one write of x. chunk_kb: one of ``TMA_CHUNK_KB`` (default 64 for
-    float32, 32 for 16-bit types); threads: one of ``TMA_THREADS`` (default 256); pieces: one of
-    ``TMA_PIECES`` (default 4). Raises ValueError below sm_90, for unaligned rows, cols not a
+    bulk copies). One read and one write of x. chunk_kb: one of ``TMA_CHUNK_KB`` (default 64 in
+    every dtype); threads: one of ``TMA_THREADS`` (default 256); pieces: one of ``TMA_PIECES``
+    (default 1; the defaults are ``kTmaDefault*`` in ``fusebench_cuda.h``). Raises ValueError below sm_90, for unaligned rows, cols not a
     multiple of 16 / itemsize, another knob, or a row needing more than 16 CTAs.
     """
     _refuse(x, VARIANTS["tma"], 0, chunk_kb=chunk_kb, threads=threads, pieces=pieces,
