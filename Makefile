@@ -238,9 +238,7 @@ preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make pu
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir] [FORMAT=json]
 	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
-	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) \
-	    $(if $(BASE_RESULTS),--base-results $(BASE_RESULTS)) $(if $(HEAD_RESULTS),--head-results $(HEAD_RESULTS)) \
-	    $(if $(FORMAT),--format $(FORMAT))
+	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its
