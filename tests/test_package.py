@@ -2,6 +2,7 @@
 case file and the `fusebench` command; every command answers --help; bad input is one line
 (issue 16, items 1 and 3)."""
 
+import argparse
 import csv
 import io
 import os
@@ -211,3 +212,13 @@ def test_pip_install_gives_a_fusebench_command_that_works_outside_the_checkout(t
     old = subprocess.run([str(venv / "bin" / "python"), "-c", "import kernels"], cwd=tmp_path,
                          capture_output=True, text=True, env=env)
     assert old.returncode == 1 and "No module named 'kernels'" in old.stderr, old.stderr
+
+
+def test_help_shows_literals_as_a_terminal_does():
+    """The command docstrings are reST (``x``); `fusebench --help` and each command's help show `x`."""
+    from fusebench import commands
+    top = commands.parser().format_help()
+    assert "``" not in top and "The `fusebench` command" in top
+    sub = commands.parser("store")
+    store_help = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices["store"]
+    assert "``" not in store_help.format_help()

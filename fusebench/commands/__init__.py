@@ -69,13 +69,19 @@ def _doc(name: str) -> str:
     (``fusebench --help`` must not import torch: fast, and it works in any Python)."""
     spec = importlib.util.find_spec(f"fusebench.commands.{COMMANDS[name]}")
     tree = ast.parse(Path(spec.origin).read_text(encoding="utf-8"))
-    return ast.get_docstring(tree) or ""
+    return plain(ast.get_docstring(tree) or "")
+
+
+def plain(text: str) -> str:
+    """``text`` as a terminal shows it: reST's double backquotes around literals become single
+    ones (the docstrings are written for the API docs, the help for a terminal)."""
+    return text.replace("``", "`")
 
 
 def parser(command: str | None = None) -> Parser:
     """The ``fusebench`` parser: every subcommand with its one-line help; the options of
     ``command`` only (its module is imported; the others' are not)."""
-    ap = Parser(prog="fusebench", description=__doc__.splitlines()[0],
+    ap = Parser(prog="fusebench", description=plain(__doc__.splitlines()[0]),
                 epilog="`fusebench <command> --help` says what a command does and its options.")
     from fusebench import __version__
 

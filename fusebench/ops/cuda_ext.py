@@ -354,8 +354,9 @@ def softmax_tma(x: torch.Tensor, chunk_kb: int = 0, threads: int = 0, pieces: in
     memory with 16-byte stores (``bulk_store``: written back into shared memory and stored with
     bulk copies). One read and one write of x. chunk_kb: one of ``TMA_CHUNK_KB`` (default 64 in
     every dtype); threads: one of ``TMA_THREADS`` (default 256); pieces: one of ``TMA_PIECES``
-    (default 1; the defaults are ``kTmaDefault*`` in ``fusebench_cuda.h``). Raises ValueError below sm_90, for unaligned rows, cols not a
-    multiple of 16 / itemsize, another knob, or a row needing more than 16 CTAs.
+    (default 1; the defaults are ``kTmaDefault*`` in ``fusebench_cuda.h``). Raises ValueError
+    below sm_90, for unaligned rows, cols not a multiple of 16 / itemsize, another knob, or a row
+    needing more than 16 CTAs.
     """
     _refuse(x, VARIANTS["tma"], 0, chunk_kb=chunk_kb, threads=threads, pieces=pieces,
             bulk_store=int(bulk_store))
