@@ -66,4 +66,5 @@ def require_triton(x: torch.Tensor) -> None:
     if importlib.util.find_spec("triton") is None:
         raise SkipCase("triton is not installed")
     if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
-        raise SkipCase("triton needs a CUDA GPU (TRITON_INTERPRET=1 runs it on the CPU, for tests)")
+        raise SkipCase("triton needs a CUDA GPU (TRITON_INTERPRET=1 emulates it on the CPU for the "
+                       "tests only; a run refuses emulated figures)")
