@@ -124,7 +124,7 @@ class Record:
     def short_batch(self, field: str) -> str:
         """Why ``field``'s batch is not the one its method asks for (empty: it is, or unbatched).
 
-        The batch is sized from one estimate of a call with its event pair; one stalled by the
+        The batch is sized from an estimate of one call with its event pair; one stalled by the
         host (the queue ran dry) makes the batch far shorter than its figure implies, and the
         fixed cost of each repeat is then spread over too few calls (``BATCHES``)."""
         calls_attr, fill_ms, most = BATCHES.get(field, (None, 0.0, 0))

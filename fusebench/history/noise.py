@@ -206,7 +206,7 @@ class History:
         self.samples: dict[tuple[str, Key], list[Sample]] = defaultdict(list)
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
-        self._sums: dict | None = None
+        self._classes: dict | None = None
         runs = [s for s in sweeps if s.methods
                 and s.environment.get("git_commit") and not s.environment.get("git_dirty")]
         gated = [m.field for m in metrictable.GATED]
@@ -245,12 +245,12 @@ class History:
 
     def _class_samples(self) -> dict:
         """Per (field, band): every sample's (pair, |d|) (built once)."""
-        if self._sums is None:
+        if self._classes is None:
             sums: dict = defaultdict(list)
             for (f, key), ss in self.samples.items():
                 sums[(f, self.bands[(f, key)])].extend((s.pair, abs(s.d)) for s in ss)
-            self._sums = sums
-        return self._sums
+            self._classes = sums
+        return self._classes
 
     def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
         """The class's robust sigma (1.4826 × median |d|) without the pair ``exclude``, and its
