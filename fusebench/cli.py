@@ -12,7 +12,8 @@ from fusebench.names import pick  # noqa: F401  (the commands' import)
 
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:
-    """Run ``main`` and exit: 0 on success, 2 on :class:`UsageError`, 130 on Ctrl-C, 1 otherwise.
+    """Run ``main`` and exit: 0 on success, 2 on :class:`UsageError`, 130 on Ctrl-C, 141 when the
+    output's reader closed it early (``| head``), 1 otherwise.
 
     Errors print as ``<prog>: error: <one line>`` on stderr. SIGTERM and SIGHUP end the command
     as Ctrl-C does, so that scratch and staging folders are removed on the way out.
@@ -26,6 +27,14 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
         signal.signal(sig, _terminated)
     try:
         code = main()
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+    except BrokenPipeError:
+        # The reader stopped early (`| head`): quiet, with the status of a tool ended by SIGPIPE,
+        # never 1, which compare reserves for a regression.
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)
     except UsageError as exc:
         print(f"{prog}: error: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -77,3 +77,15 @@ def test_only_a_full_default_run_stores_into_results():
     # A narrowed quick run must not replace a full quick run's values with n/a either.
     assert bench.results_folder(quick=True, partial=True) == ".asv/partial-quick-results"
     assert bench.results_folder(quick=False, partial=True) == ".asv/partial-results"
+
+
+def test_a_reader_that_stops_early_is_not_a_regression():
+    """`compare --all | head -1`: the closed pipe ends compare quietly with 141 (a tool ended by
+    SIGPIPE), never 1, the status of a regression."""
+    proc = subprocess.Popen([sys.executable, "-m", "fusebench", "compare", "--machine", "h200", "--base",
+                             "8f1a039", "--head", "9cefc15", "--all"], cwd=PROJECT_ROOT,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert "benchmark" in proc.stdout.readline()  # ~300 KB of rows follow: more than a pipe holds
+    proc.stdout.close()
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 141 and "error" not in err
