@@ -236,7 +236,7 @@ publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 i
 preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
 	$(FUSEBENCH) preview --port $(PORT)
 
-compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=h200] [HEAD_RESULTS=dir] [FORMAT=json]
+compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=<name>, default this host] [HEAD_RESULTS=dir] [FORMAT=json|markdown]
 	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
 	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
 

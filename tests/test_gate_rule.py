@@ -151,7 +151,7 @@ def test_failures():
     ok, failed, absent = case((1.0, 1.0, 1.0)), Case(failed=True), Case()
     assert status(ok, failed) == compare.NEW_FAILURE and status(absent, failed) == compare.NEW_FAILURE
     assert status(failed, failed) == compare.SAME and status(failed, ok) == compare.FIXED
-    assert status(ok, absent) == compare.SAME
+    assert status(ok, absent) == compare.NOT_BOTH and status(absent, ok) == compare.NOT_BOTH
 
 
 def test_only_gated_metrics_are_device_times_and_asv_conf_follows_the_table():
@@ -280,3 +280,16 @@ def test_rounds_in_the_same_order_are_paired_so_the_order_effect_cancels():
     mixed = (base[0] * 0.99, base[1] * 1.12, base[2] * 1.12)
     assert compare.judge(HOT, case(base, rounds=order), case(mixed, rounds=order), 1.04)[0] == \
         compare.WITHIN_NOISE
+
+
+def test_a_limit_set_by_the_rounds_says_so():
+    """The limit printed must trace to something shown: when 1 + 2 x spread sets it, the note
+    names the spread (paired when both runs kept every round in order)."""
+    base = case((1.0, 1.1, 1.0), rounds=(0, 1, 2))
+    head = case((1.0, 1.0, 1.0), rounds=(0, 1, 2))
+    _, _, limit, _, note = compare.judge(HOT, base, head, 1.04)
+    ratios = (1.0, 1 / 1.1, 1.0)
+    assert limit == pytest.approx(1 + 2 * (1 - 1 / 1.1))
+    assert note == f"rounds: paired spread {100 * (max(ratios) - min(ratios)):.1f} %"
+    _, _, limit, _, note = compare.judge(HOT, case((1.0, 1.0, 1.0)), case((1.0, 1.0, 1.0)), 1.04)
+    assert limit == 1.04 and note == ""

@@ -2,13 +2,15 @@
 
     fusebench compare --base REV [--head REV] [--factor 1.04] [--machine NAME]
                       [--results DIR] [--base-results DIR] [--head-results DIR] [--all]
+                      [--format text|json|markdown] [--config FILE]
 
 Judges the gated metrics (hot, cold and graph device time) of every case, from each run's record
 (``records/<machine>/<sha8>.json``: every round's figures) where there is one, else from asv's
 stored value. Prints the cases that changed (``+`` regression, ``!`` new failure, ``c``
-contaminated, ``k`` different kernel chosen by the compiler, ``~`` slower or faster within
-noise, ``*`` fixed, ``-`` improvement; ``--all`` prints every case) with the limit each case was
-held to, and a summary line. Exit status: 0 when nothing regressed, 1 when a case regressed or
+contaminated, ``d`` different reference libraries loaded, ``k`` different kernel chosen by the
+compiler, ``~`` slower or faster within noise, ``*`` fixed, ``-`` improvement; ``--all`` prints
+every case, with ``l`` launch path, ``.`` not on both sides and blank same) with the limit each
+case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit status: 0 when nothing regressed, 1 when a case regressed or
 newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine) or
 when a stored result file of either commit could not be read (named; the rest is compared).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of

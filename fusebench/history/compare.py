@@ -42,7 +42,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 * **different libraries**: the same, but the two runs loaded different reference libraries
   (liger, quack, flaggems measured in one run's process and not in the other's), which moves
   other backends' figures: not a like-for-like pair; reported apart, never a regression;
-* **new failure**: failed at head, not at base; **fixed**: the other way.
+* **new failure**: failed at head, not at base; **fixed**: the other way;
+* **not on both sides**: measured in one run only or in neither (a run of other ops, a backend
+  skipped there): nothing to judge; shown with ``--all``.
 
 Regressions and new failures fail the gate (exit 1); nothing else does. NOISE_K = 2: the range
 of 3 rounds is about 1.7 standard deviations of one round, and the difference of two medians of
@@ -76,12 +78,12 @@ NOISE_K = 2.0
 ALPHA = 0.05
 
 (REGRESSION, NEW_FAILURE, IMPROVEMENT, WITHIN_NOISE, FIXED, SAME, CONTAMINATED,
- DIFFERENT_KERNEL, LAUNCH_PATH, DIFFERENT_LIBRARIES) = (
+ DIFFERENT_KERNEL, LAUNCH_PATH, DIFFERENT_LIBRARIES, NOT_BOTH) = (
     "regression", "new failure", "improvement", "within noise", "fixed", "same", "contaminated",
-    "different kernel", "launch path", "different libraries")
+    "different kernel", "launch path", "different libraries", "not on both sides")
 #: Marks in the table's first column (asv compare's ``+`` slower / ``-`` faster / ``~`` noise).
 MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", FIXED: "*", SAME: " ",
-        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d"}
+        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d", NOT_BOTH: "."}
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
 
@@ -221,7 +223,7 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
     if head.failed:
         return (SAME if base.failed else NEW_FAILURE), math.nan, math.nan, None, ""
     if not (base.measured and head.measured):
-        return (FIXED if base.failed and head.measured else SAME), math.nan, math.nan, None, ""
+        return (FIXED if base.failed and head.measured else NOT_BOTH), math.nan, math.nan, None, ""
     before, after = base.median, head.median
     worse, better = (after, before) if metric.sign < 0 else (before, after)
     ratio = (1.0 if worse == 0 else math.inf) if better == 0 else worse / better
@@ -236,6 +238,8 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
     notes = []
     if history is not None and history.limit is not None:
         limit = max(limit, history.limit)
+    if limit == 1.0 + NOISE_K * noise and limit > factor:  # the rounds set it: say whose spread
+        notes.append(f"rounds: {'paired ' if paired else ''}spread {100 * noise:.1f} %")
     if history is not None and history.n == 0 and history.source == "no history":
         notes.append("no history: " + (f"fallback {history.limit:.2f}x" if history.limit else "rounds only"))
     elif history is not None and history.limit is not None and history.limit > factor:
@@ -443,7 +447,7 @@ def human(value: float | None, unit: str) -> str:
 
 
 ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
-         FIXED, IMPROVEMENT, LAUNCH_PATH, SAME)
+         FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
 
 
 def table(rows: list[Row], show_all: bool = False) -> str:
@@ -453,7 +457,7 @@ def table(rows: list[Row], show_all: bool = False) -> str:
     and a note (launch-bound, kernel change, contamination).
     """
     order = {s: i for i, s in enumerate(ORDER)}
-    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH)]
+    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH, NOT_BOTH)]
     shown.sort(key=lambda r: (order[r.status], -(r.slowdown if math.isfinite(r.slowdown) else 0.0)))
     header = ("", "before", "after", "slowdown", "noise", "limit", "p", "benchmark (backend, shape, dtype)")
     lines = [header]
@@ -496,7 +500,7 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "") -> str:
     """The comparison as a markdown table (a PR comment): the rows :func:`table` shows, worst first,
     under ``title``, then the counts and what the gate could see."""
     order = {s: i for i, s in enumerate(ORDER)}
-    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH)]
+    shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH, NOT_BOTH)]
     shown.sort(key=lambda r: (order[r.status], -(r.slowdown if math.isfinite(r.slowdown) else 0.0)))
     out = [f"**{title}**" if title else "", ""]
     if shown:
