@@ -222,3 +222,19 @@ def test_help_shows_literals_as_a_terminal_does():
     sub = commands.parser("store")
     store_help = next(a for a in sub._actions if isinstance(a, argparse._SubParsersAction)).choices["store"]
     assert "``" not in store_help.format_help()
+
+
+def test_list_says_how_many_of_its_count_it_does_not_list(capsys):
+    """A backend an op does not register is counted (the run records it skipped) but not listed:
+    the count line says so, with the numbers."""
+    from fusebench import commands
+    with pytest.raises(SystemExit) as done:
+        commands.main(["list", "--ops", "gelu,matmul", "--backends", "torch,triton", "--dtypes",
+                       "float32", "--quick"])
+    assert done.value.code == 0
+    out = capsys.readouterr()
+    listed = len(out.out.splitlines()) - 1
+    total = int(out.err.split(" case(s)")[0].split()[-1])
+    assert total > listed > 0
+    assert out.err.rstrip().endswith(f"; {listed} listed above (not the {total - listed} of an op "
+                                      "without such a backend)")

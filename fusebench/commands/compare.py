@@ -10,9 +10,11 @@ stored value. Prints the cases that changed (``+`` regression, ``!`` new failure
 contaminated, ``d`` different reference libraries loaded, ``k`` different kernel chosen by the
 compiler, ``~`` slower or faster within noise, ``*`` fixed, ``-`` improvement; ``--all`` prints
 every case, with ``l`` launch path, ``.`` not on both sides and blank same) with the limit each
-case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit status: 0 when nothing regressed, 1 when a case regressed or
-newly fails, 2 on bad input (unknown revision, no stored results for a commit or machine) or
-when a stored result file of either commit could not be read (named; the rest is compared).
+case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit
+status: 0 when nothing regressed, 1 when a case regressed or newly fails, 2 on bad input
+(unknown revision, no stored results for a commit or machine) or when a stored result file of
+either commit could not be read (named; the rest is compared); 141 when the output's reader
+closed it early (``| head``).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of
 the machine (``records/<machine>/``, ``fusebench.history.noise``); the run ends with how many
 case-metrics the gate can see a 5, 10 and 20 % slowdown in, naming those it cannot see 20 % in.

@@ -34,5 +34,8 @@ def run(args: argparse.Namespace) -> int:
     widths = [max([len(h), *(len(r[i]) for r in rows)]) for i, h in enumerate(head)]
     for row in [head, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
-    print(f"list: {plan_line(planned, grid)}", file=sys.stderr)
+    unlisted = len(planned) - len(rows)
+    print(f"list: {plan_line(planned, grid)}"
+          + (f"; {len(rows)} listed above (not the {unlisted} of an op without such a backend)"
+             if unlisted else ""), file=sys.stderr)
     return 0
