@@ -236,5 +236,5 @@ def test_list_says_how_many_of_its_count_it_does_not_list(capsys):
     listed = len(out.out.splitlines()) - 1
     total = int(out.err.split(" case(s)")[0].split()[-1])
     assert total > listed > 0
-    assert out.err.rstrip().endswith(f"; {listed} listed above (not the {total - listed} of an op "
-                                      "without such a backend)")
+    assert out.err.splitlines()[1] == (f"list: {listed} listed above (not the {total - listed} of an op "
+                                       "without such a backend)")

@@ -35,7 +35,8 @@ def run(args: argparse.Namespace) -> int:
     for row in [head, *rows]:
         print("  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip())
     unlisted = len(planned) - len(rows)
-    print(f"list: {plan_line(planned, grid)}"
-          + (f"; {len(rows)} listed above (not the {unlisted} of an op without such a backend)"
-             if unlisted else ""), file=sys.stderr)
+    print(f"list: {plan_line(planned, grid)}", file=sys.stderr)  # the line bench prints too
+    if unlisted:
+        print(f"list: {len(rows)} listed above (not the {unlisted} of an op without such a backend)",
+              file=sys.stderr)
     return 0
