@@ -234,11 +234,12 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
         noise = (max(ratios) - min(ratios)) / statistics.median(ratios)
     else:
         noise = max(base.noise, head.noise)
-    limit = max(factor, 1.0 + NOISE_K * noise)
+    by_rounds = 1.0 + NOISE_K * noise
+    limit = max(factor, by_rounds)
     notes = []
     if history is not None and history.limit is not None:
         limit = max(limit, history.limit)
-    if limit == 1.0 + NOISE_K * noise and limit > factor:  # the rounds set it: say whose spread
+    if limit == by_rounds and limit > factor:  # the rounds set it: say whose spread
         notes.append(f"rounds: {'paired ' if paired else ''}spread {100 * noise:.1f} %")
     if history is not None and history.n == 0 and history.source == "no history":
         notes.append("no history: " + (f"fallback {history.limit:.2f}x" if history.limit else "rounds only"))

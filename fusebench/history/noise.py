@@ -246,10 +246,10 @@ class History:
     def _class_samples(self) -> dict:
         """Per (field, band): every sample's (pair, |d|) (built once)."""
         if self._classes is None:
-            sums: dict = defaultdict(list)
+            classes: dict = defaultdict(list)
             for (f, key), ss in self.samples.items():
-                sums[(f, self.bands[(f, key)])].extend((s.pair, abs(s.d)) for s in ss)
-            self._classes = sums
+                classes[(f, self.bands[(f, key)])].extend((s.pair, abs(s.d)) for s in ss)
+            self._classes = classes
         return self._classes
 
     def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
