@@ -156,7 +156,8 @@ class Sweep:
     ``peak_tflops`` is the matrix peak (``fusebench.measure.metrics.measure_matrix_peak``), measured
     only when an op of the run declares flops; None otherwise. ``ceiling_gbps`` is the median of the copy
     ceilings measured at the start of each round (``ceilings_gbps``, GB/s). ``phases`` holds
-    seconds per phase (``build``, ``gate``, ``profile``, ``round 1``, ...; ``make bench`` adds
+    seconds per phase (``build``, ``gate``, ``profile``, ``round 1``, ..., and ``rounds: hot`` and the other
+    parts of the rounds summed over them: ``sweep.ROUND_PARTS``; ``make bench`` adds
     ``asv`` and ``publish``); ``warnings`` what the run printed loudly (another process on the
     GPU at the start, contaminated cases).
     """

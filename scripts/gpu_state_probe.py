@@ -4,11 +4,15 @@ Triton GELU on 2^20 float32 (L2-resident), hot and graph device time back to bac
 SM and memory clocks, clock-event reasons (hex), power and temperature after each measurement,
 and idle pauses of 3 s before the 9th and 12th. Run on a GPU host from the project root:
 
-    PYTHONPATH=. python scripts/gpu_state_probe.py
+    PYTHONPATH=. python scripts/gpu_state_probe.py [settle seconds]
+
+With a number, the GPU first writes a 256 MiB buffer back to back for that many seconds (a
+sustained load before the first measurement).
 
 docs/gate.md gives what an H200 showed.
 """
 
+import sys
 import time
 
 import pynvml
@@ -37,6 +41,14 @@ def fn():
     return tg(x)
 
 
+settle_s = float(sys.argv[1]) if len(sys.argv) > 1 else 0.0
+if settle_s:
+    buf = torch.empty(256 << 20, dtype=torch.int8, device="cuda")
+    end = time.perf_counter() + settle_s
+    while time.perf_counter() < end:
+        for _ in range(20):
+            buf.zero_()
+        torch.cuda.synchronize()
 timing.warm_up(fn, torch.device("cuda"))
 t0 = time.perf_counter()
 for i in range(14):

@@ -194,3 +194,69 @@ def test_a_call_that_cannot_be_captured_says_why():
         timing.graph_device_time(lambda: (x * 2).sum().item(), 5, 2)  # .item() synchronizes
     assert str(err.value)
     assert float((x * 2).sum()) == pytest.approx(float(x.sum()) * 2, rel=1e-4)  # CUDA still usable
+
+
+def test_the_first_group_is_sized_from_the_callers_estimate():
+    g = timing.Groups(rate_ms=0.1)
+    n, block = g.next(500)
+    assert n == timing.FIRST_GROUP
+    assert block == pytest.approx(timing.FIRST_GROUP * 0.1 + timing.BLOCK_SLACK_MS)
+    assert g.next(2) == (2, pytest.approx(0.2 + timing.BLOCK_SLACK_MS))
+
+
+def test_later_groups_follow_the_measured_rate_with_the_margin():
+    g = timing.Groups(rate_ms=0.1)
+    assert g.enqueued(4, took_ms=0.08, block_ms=0.45)  # 20 us per repeat, inside its kernel
+    n, block = g.next(1000)
+    per = 0.02 * timing.BLOCK_MARGIN
+    assert n == 1000 and block == pytest.approx(1000 * per + timing.BLOCK_SLACK_MS)
+    # A slow host: groups shrink so that no blocking kernel exceeds BLOCK_MS_MAX (plus the slack).
+    assert g.enqueued(1000, took_ms=1000 * 1.0, block_ms=2000.0)
+    n, block = g.next(1000)
+    assert n == int(timing.BLOCK_MS_MAX / timing.BLOCK_MARGIN) and block <= timing.BLOCK_MS_MAX + timing.BLOCK_SLACK_MS
+
+
+def test_a_group_that_outlasted_its_kernel_runs_again_with_a_wider_margin():
+    g = timing.Groups(rate_ms=0.1)
+    g.enqueued(4, took_ms=0.08, block_ms=0.45)
+    _, block = g.next(10)
+    assert not g.enqueued(10, took_ms=block * 1.5, block_ms=block)  # the GPU may have waited: again
+    n, wider = g.next(10)
+    assert wider == pytest.approx(10 * (block * 1.5 / 10) * timing.BLOCK_MARGIN * 2 + timing.BLOCK_SLACK_MS)
+    for _ in range(timing.GROUP_RETRIES - 1):
+        assert not g.enqueued(10, took_ms=wider * 2, block_ms=wider)
+        _, wider = g.next(10)
+    assert g.enqueued(10, took_ms=wider * 2, block_ms=wider)  # tried enough: kept
+    assert g.retries == 0
+
+
+def test_the_blocking_kernels_clock_is_never_below_the_default():
+    class Props:
+        clock_rate = 1_980_000  # kHz, an H200
+
+    class Fast:
+        clock_rate = 2_520_000
+
+    real = torch.cuda.get_device_properties
+    try:
+        torch.cuda.get_device_properties = lambda _=None: Props()
+        assert timing.block_clock_ghz(0) == timing.BLOCK_CLOCK_GHZ
+        torch.cuda.get_device_properties = lambda _=None: Fast()
+        assert timing.block_clock_ghz(0) == pytest.approx(2.52)
+    finally:
+        torch.cuda.get_device_properties = real
+
+
+@pytest.mark.gpu
+def test_a_group_sized_from_a_wrong_estimate_is_run_again_not_kept():
+    # The caller claims 1 us of host per repeat; each takes over 1 ms (a slow host). The first
+    # group outlasts its blocking kernel and is run again: no sample may include the host's ms.
+    x = torch.ones(1024, device="cuda")
+
+    def slow_host_tiny_kernel():
+        time.sleep(0.001)
+        x.add_(0)
+
+    samples = timing.queued_samples(slow_host_tiny_kernel, 12, per_repeat_ms=0.001)
+    assert len(samples) == 12
+    assert max(samples) < 0.1

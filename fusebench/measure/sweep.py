@@ -161,25 +161,43 @@ def batch_estimate_ms(fn: Callable[[], object], estimate=None) -> float:
     return min(estimate() for _ in range(BATCH_ESTIMATES))
 
 
+#: The host seconds of a round's parts, summed over its cases (:func:`time_round`'s ``spent``).
+ROUND_PARTS = ("warm-up", "hot", "cold", "graph", "wall", "NVML")
+
+
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
-               budget_s: float = ROUND_BUDGET_S) -> dict:
+               budget_s: float = ROUND_BUDGET_S, spent: dict[str, float] | None = None) -> dict:
     """One round of one case: warm-up, hot, cold and graph device time (GPU), wall time, NVML
     around. Samples per mode fill ``budget_s`` at the estimated call time, at least
     :data:`MIN_ROUND_SAMPLES`.
 
     Appends the round's figures (ms) to ``rec.rounds`` and returns them, with the round's
     contamination (``environment.contamination`` of the readings; :func:`finish` decides what
-    it means for the case).
+    it means for the case). ``spent``, when given, gains the seconds each part took
+    (:data:`ROUND_PARTS`): where a run's time goes.
     """
+    spent = {} if spent is None else spent
+    clock = [time.perf_counter()]
+
+    def took(part: str) -> None:
+        now = time.perf_counter()
+        spent[part] = spent.get(part, 0.0) + now - clock[0]
+        clock[0] = now
+
     before = environment.gpu_sample(dev)
+    took("NVML")
     reps = timing.planned_repeats(fn, dev, budget_s, bounds=(MIN_ROUND_SAMPLES, timing.MAX_REPEATS))
+    took("warm-up")
     fig: dict = {"repeats": reps}
     samples = [before]
     if dev.type == "cuda":
         calls = rec.hot_calls or 1
         hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls)
+        took("hot")
         samples.append(environment.gpu_sample(dev))
+        took("NVML")
         cold = timing.device_time(fn, reps, flush)
+        took("cold")
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
                    device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)
         if rec.graph_calls and not rec.graph_reason:
@@ -189,8 +207,11 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
                 fig.update(device_time_graph_ms=graph.median_ms, device_time_graph_iqr_ms=graph.iqr_ms)
             except timing.CaptureError as exc:
                 rec.graph_reason = f"not captured in a CUDA graph: {exc}"
+            took("graph")
     wall = timing.wall_time(fn, min(reps, MAX_WALL_SAMPLES), dev)
+    took("wall")
     samples.append(environment.gpu_sample(dev))
+    took("NVML")
     fig.update(wall_time_ms=wall.median_ms, wall_time_iqr_ms=wall.iqr_ms, clock=wall.clock
                if dev.type != "cuda" else "cuda-events", before=before, after=samples[-1])
     fig["contamination"] = environment.contamination(samples)
@@ -401,16 +422,18 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
     ceilings = []
     bar = progress.rounds_bar(rounds * built_n)
+    spent: dict[str, float] = {}
     for r in range(rounds):
         t = time.perf_counter()
         ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
+        spent_before = dict(spent)
         unsaid = 0  # contaminated cases of this round beyond the first LOUD_PER_ROUND: counted
         for idx in round_order(len(records), r):
             fn, rec = fns[idx], records[idx]
             if fn is None or rec.status != "ok":
                 continue
             try:
-                fig = time_round(rec, fn, dev, flush)
+                fig = time_round(rec, fn, dev, flush, spent=spent)
             except Exception as exc:
                 rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
                 fns[idx] = None
@@ -429,9 +452,12 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             _loud(f"round {r + 1}: {unsaid} more case(s) contaminated (each case's reasons are in the "
                   "record and the summary)", out, warnings)
         phases[f"round {r + 1}"] = time.perf_counter() - t
-        print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s; "
-              f"copy ceiling {ceilings[-1]:.0f} GB/s", file=out, flush=True)
+        parts = ", ".join(f"{k} {spent[k] - spent_before.get(k, 0.0):.0f}" for k in ROUND_PARTS if k in spent)
+        print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s"
+              + (f" ({parts} s)" if parts else "") + f"; copy ceiling {ceilings[-1]:.0f} GB/s",
+              file=out, flush=True)
     bar.close()
+    phases.update((f"rounds: {k}", spent[k]) for k in ROUND_PARTS if k in spent)
     ceiling = statistics.median(ceilings)
     for rec in records:
         finish(rec, ceiling, peak_tflops)

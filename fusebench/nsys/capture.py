@@ -168,7 +168,7 @@ def run_window(prepared: list[Prepared], dev: torch.device,
         fn, calls = p.fn, p.case.calls
         graphs = compiled_graphs()
         if dev.type == "cuda":  # last host work before the range: the spin must outlast the launches
-            torch.cuda._sleep(int(block_ms(p) * 1e-3 * timing.BLOCK_CLOCK_GHZ * 1e9))
+            torch.cuda._sleep(int(block_ms(p) * timing.block_clock_ghz() * 1e6))
         try:
             with enter(p.case):
                 for _ in range(calls):
