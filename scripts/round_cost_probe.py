@@ -2,8 +2,8 @@
 
 The default grid of the ops named (default GELU), every backend, built once; then rounds that
 alternate the former rule (each group of repeats behind a blocking kernel of twice the slowest of
-five launches per call) with the current one (``timing.queued_samples``: sized from the host's
-measured rate, each group checked). Prints each round's time by part and, per metric, how the
+five launches per call) with the current one (``timing.queued_samples``: the same less the GPU
+time the repeats are known to take). Prints each round's time by part and, per metric, how the
 figures of the current rule compare with the former's, beside the same comparison of the former
 rule's two rounds with each other (the spread a figure has anyway). Run on a GPU host from the
 project root:
@@ -23,7 +23,7 @@ from fusebench.measure import environment, metrics, sweep, timing
 NEW = timing.queued_samples
 
 
-def former(body, repeats, per_repeat_ms, before=None):
+def former(body, repeats, per_repeat_ms, before=None, gpu_ms=0.0):
     group = max(1, min(repeats, int(timing.BLOCK_MS_MAX / per_repeat_ms)))
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
@@ -99,22 +99,6 @@ def main() -> None:
             except timing.CaptureError:
                 pass
     print(f"one capture of each case: {time.perf_counter() - t:.1f} s", flush=True)
-    import pynvml
-
-    pynvml.nvmlInit()
-    h = pynvml.nvmlDeviceGetHandleByIndex(0)
-    x = torch.empty(1 << 28, dtype=torch.int8, device=dev)
-    last, changes, end = pynvml.nvmlDeviceGetTotalEnergyConsumption(h), [], time.perf_counter() + 1.0
-    while time.perf_counter() < end:
-        x.zero_()
-        v = pynvml.nvmlDeviceGetTotalEnergyConsumption(h)
-        if v != last:
-            changes.append(time.perf_counter())
-            last = v
-    torch.cuda.synchronize()
-    gaps = [1e3 * (b - a) for a, b in zip(changes, changes[1:])]
-    print(f"energy counter: {len(changes)} updates in 1 s; gaps ms median "
-          f"{statistics.median(gaps) if gaps else float('nan'):.1f}, max {max(gaps, default=float('nan')):.1f}")
 
 
 if __name__ == "__main__":

@@ -196,38 +196,13 @@ def test_a_call_that_cannot_be_captured_says_why():
     assert float((x * 2).sum()) == pytest.approx(float(x.sum()) * 2, rel=1e-4)  # CUDA still usable
 
 
-def test_the_first_group_is_sized_from_the_callers_estimate():
-    g = timing.Groups(rate_ms=0.1)
-    n, block = g.next(500)
-    assert n == timing.FIRST_GROUP
-    assert block == pytest.approx(timing.FIRST_GROUP * 0.1 + timing.BLOCK_SLACK_MS)
-    assert g.next(2) == (2, pytest.approx(0.2 + timing.BLOCK_SLACK_MS))
-
-
-def test_later_groups_follow_the_measured_rate_with_the_margin():
-    g = timing.Groups(rate_ms=0.1)
-    assert g.enqueued(4, took_ms=0.08, block_ms=0.45)  # 20 us per repeat, inside its kernel
-    n, block = g.next(1000)
-    per = 0.02 * timing.BLOCK_MARGIN
-    assert n == 1000 and block == pytest.approx(1000 * per + timing.BLOCK_SLACK_MS)
-    # A slow host: groups shrink so that no blocking kernel exceeds BLOCK_MS_MAX (plus the slack).
-    assert g.enqueued(1000, took_ms=1000 * 1.0, block_ms=2000.0)
-    n, block = g.next(1000)
-    assert n == int(timing.BLOCK_MS_MAX / timing.BLOCK_MARGIN) and block <= timing.BLOCK_MS_MAX + timing.BLOCK_SLACK_MS
-
-
-def test_a_group_that_outlasted_its_kernel_runs_again_with_a_wider_margin():
-    g = timing.Groups(rate_ms=0.1)
-    g.enqueued(4, took_ms=0.08, block_ms=0.45)
-    _, block = g.next(10)
-    assert not g.enqueued(10, took_ms=block * 1.5, block_ms=block)  # the GPU may have waited: again
-    n, wider = g.next(10)
-    assert wider == pytest.approx(10 * (block * 1.5 / 10) * timing.BLOCK_MARGIN * 2 + timing.BLOCK_SLACK_MS)
-    for _ in range(timing.GROUP_RETRIES - 1):
-        assert not g.enqueued(10, took_ms=wider * 2, block_ms=wider)
-        _, wider = g.next(10)
-    assert g.enqueued(10, took_ms=wider * 2, block_ms=wider)  # tried enough: kept
-    assert g.retries == 0
+def test_the_blocking_kernel_covers_the_hosts_deficit_only():
+    # Host-bound repeats (20 us of host, 2 us of GPU): the kernel holds the group's deficit.
+    assert timing.block_ms(100, 0.020, 0.002) == pytest.approx(100 * 0.018 + timing.BLOCK_LEAD_MS)
+    # Unknown GPU time: the whole host time, as for a repeat that takes the GPU no time.
+    assert timing.block_ms(100, 0.020) == pytest.approx(2.0 + timing.BLOCK_LEAD_MS)
+    # A flush of 70 us per repeat outlasts 30 us of host: the GPU cannot catch up; only the lead.
+    assert timing.block_ms(500, 0.030, 0.070) == timing.BLOCK_LEAD_MS
 
 
 def test_the_blocking_kernels_clock_is_never_below_the_default():
@@ -248,15 +223,11 @@ def test_the_blocking_kernels_clock_is_never_below_the_default():
 
 
 @pytest.mark.gpu
-def test_a_group_sized_from_a_wrong_estimate_is_run_again_not_kept():
-    # The caller claims 1 us of host per repeat; each takes over 1 ms (a slow host). The first
-    # group outlasts its blocking kernel and is run again: no sample may include the host's ms.
-    x = torch.ones(1024, device="cuda")
-
-    def slow_host_tiny_kernel():
-        time.sleep(0.001)
-        x.add_(0)
-
-    samples = timing.queued_samples(slow_host_tiny_kernel, 12, per_repeat_ms=0.001)
-    assert len(samples) == 12
-    assert max(samples) < 0.1
+def test_a_repeat_longer_on_the_gpu_than_on_the_host_needs_no_long_block():
+    # 1 ms of spin per repeat, a few us of host: with gpu_ms the kernel is only the lead, and the
+    # samples are the spin's, as with the whole host time blocked.
+    cycles = int(1e-3 * timing.block_clock_ghz() * 1e9)
+    fn = lambda: torch.cuda._sleep(cycles)  # noqa: E731
+    led = timing.device_time(fn, 20, gpu_ms=0.9).median_ms
+    blocked = timing.device_time(fn, 20).median_ms
+    assert 0.9 < led < 1.2 and led == pytest.approx(blocked, rel=0.02)

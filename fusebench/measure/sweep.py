@@ -161,6 +161,10 @@ def batch_estimate_ms(fn: Callable[[], object], estimate=None) -> float:
     return min(estimate() for _ in range(BATCH_ESTIMATES))
 
 
+#: A repeat's GPU time that a blocking kernel may count on (``timing.device_time``'s ``gpu_ms``),
+#: as a fraction of the case's fastest hot figure so far (and, in cold mode, of the flush's time):
+#: a floor below what the repeat takes, so that the host stays ahead of the GPU.
+GPU_FLOOR = 0.8
 #: The host seconds of a round's parts, summed over its cases (:func:`time_round`'s ``spent``).
 ROUND_PARTS = ("warm-up", "hot", "cold", "graph", "wall", "NVML")
 
@@ -192,11 +196,14 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
     samples = [before]
     if dev.type == "cuda":
         calls = rec.hot_calls or 1
-        hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls)
+        earlier = [r["device_time_ms"] for r in rec.rounds if r.get("device_time_ms")]
+        hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls,
+                                 gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0))
         took("hot")
         samples.append(environment.gpu_sample(dev))
         took("NVML")
-        cold = timing.device_time(fn, reps, flush)
+        floor = GPU_FLOOR * (timing.flush_ms(flush) + hot.median_ms) if flush is not None else 0.0
+        cold = timing.device_time(fn, reps, flush, gpu_ms=floor)
         took("cold")
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
                    device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)

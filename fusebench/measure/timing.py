@@ -128,21 +128,25 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device=device)
 
 
+def flush_ms(flush: torch.Tensor) -> float:
+    """GPU time of one cold-mode flush (zeroing ``flush``), ms: the smallest of three medians of
+    five, measured once per buffer."""
+    key = (flush.data_ptr(), flush.numel())
+    if key not in _FLUSH_MS:
+        _FLUSH_MS[key] = min(device_time(flush.zero_, 5).median_ms for _ in range(3))
+    return _FLUSH_MS[key]
+
+
+_FLUSH_MS: dict[tuple[int, int], float] = {}
+
 #: Longest blocking kernel, ms (a group of repeats is at most what the host enqueues in that time).
 BLOCK_MS_MAX = 50.0
 #: The clock a blocking kernel's cycle count assumes, GHz, when the GPU does not report its own
 #: (a slower clock only makes the spin longer, which is harmless; a faster one shorter).
 BLOCK_CLOCK_GHZ = 2.0
-#: After the first group, a blocking kernel lasts BLOCK_MARGIN times the host time the group's
-#: repeats are expected to take to enqueue (the rate measured on the group before), plus
-#: BLOCK_SLACK_MS. A group whose enqueue outlasted its blocking kernel may have let the GPU wait
-#: on the host: it is run again (at most GROUP_RETRIES times, each with twice the margin).
-BLOCK_MARGIN = 1.25
-BLOCK_SLACK_MS = 0.05
-GROUP_RETRIES = 2
-#: Repeats of the first group, whose blocking kernel is sized from the caller's generous estimate:
-#: it measures the host's rate for the groups after it.
-FIRST_GROUP = 4
+#: The blocking kernel's lead, ms, beyond the host's deficit (:func:`queued_samples`): it covers
+#: the first repeat's launch and a host pause early in a group.
+BLOCK_LEAD_MS = 1.0
 
 
 def block_clock_ghz(device: torch.device | int | None = None) -> float:
@@ -166,7 +170,8 @@ def enqueue_ms(fn: Callable[[], object], calls: int = 5) -> float:
 
 
 def device_time(
-    fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None, calls: int = 1
+    fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None, calls: int = 1,
+    gpu_ms: float = 0.0,
 ) -> Timing:
     """Device time of one call of ``fn`` on the current CUDA stream, CUDA events around each repeat.
 
@@ -179,6 +184,8 @@ def device_time(
         repeats: number of timed repeats (samples).
         flush: when given (cold mode), zeroed before each repeat, outside the timed region.
         calls: calls per repeat, >= 1 (hot mode: see :func:`hot_calls`).
+        gpu_ms: GPU time one repeat takes at least (its calls, and the flush), ms, where the caller
+            knows it: the blocking kernel then covers only the host time beyond it.
 
     Returns:
         Median and interquartile range of the per-call samples, ms.
@@ -189,83 +196,47 @@ def device_time(
     """
     if calls < 1 or (calls > 1 and flush is not None):
         raise ValueError(f"device_time: calls must be 1 in cold mode and >= 1, got {calls}")
-    # The first group's estimate, generous: twice the slowest of five launches per call, plus
-    # two event records and maybe the flush per repeat.
+    # The host's time per repeat, generous: twice the slowest of five launches per call, plus
+    # two event records and maybe the flush.
     per_repeat_ms = 2.0 * calls * enqueue_ms(fn) + 0.02
 
     def body() -> None:
         for _ in range(calls):
             fn()
 
-    elapsed = queued_samples(body, repeats, per_repeat_ms, None if flush is None else flush.zero_)
+    elapsed = queued_samples(body, repeats, per_repeat_ms, None if flush is None else flush.zero_, gpu_ms)
     return Timing.from_samples([ms / calls for ms in elapsed], "cuda-events")
 
 
-@dataclass
-class Groups:
-    """How :func:`queued_samples` splits its repeats into groups and sizes each group's blocking
-    kernel; pure arithmetic, so that the rule is tested without a GPU.
-
-    ``rate_ms`` is the host time to enqueue one repeat: the caller's estimate until a group has
-    been enqueued, then the rate measured on the last group.
-    """
-
-    rate_ms: float
-    measured: bool = False
-    retries: int = 0
-
-    def next(self, remaining: int) -> tuple[int, float]:
-        """The next group's repeats (at most ``remaining``) and its blocking kernel's length, ms."""
-        if not self.measured:
-            n = min(remaining, FIRST_GROUP)
-            return n, n * self.rate_ms + BLOCK_SLACK_MS
-        per = self.rate_ms * BLOCK_MARGIN * 2 ** self.retries
-        n = max(1, min(remaining, int(BLOCK_MS_MAX / per)))
-        return n, n * per + BLOCK_SLACK_MS
-
-    def enqueued(self, n: int, took_ms: float, block_ms: float) -> bool:
-        """Learn from a group of ``n`` repeats the host enqueued in ``took_ms`` behind a blocking
-        kernel of ``block_ms``; True when the group stands (the kernel outlasted the enqueue, or
-        the group has been tried :data:`GROUP_RETRIES` times already), False to run it again."""
-        self.rate_ms, self.measured = took_ms / n, True
-        if took_ms <= block_ms or self.retries >= GROUP_RETRIES:
-            self.retries = 0
-            return True
-        self.retries += 1
-        return False
+def block_ms(n: int, per_repeat_ms: float, gpu_ms: float = 0.0) -> float:
+    """The blocking kernel's length, ms, ahead of ``n`` repeats that take the host ``per_repeat_ms``
+    each to enqueue and the GPU at least ``gpu_ms`` each to run: the host's deficit over the group
+    (the GPU, once started, can only catch up where a repeat takes the host longer than the GPU),
+    plus :data:`BLOCK_LEAD_MS`."""
+    return n * max(per_repeat_ms - gpu_ms, 0.0) + BLOCK_LEAD_MS
 
 
 def queued_samples(body: Callable[[], object], repeats: int, per_repeat_ms: float,
-                   before: Callable[[], object] | None = None) -> list[float]:
+                   before: Callable[[], object] | None = None, gpu_ms: float = 0.0) -> list[float]:
     """Elapsed ms of ``repeats`` runs of ``body``, each between one CUDA event pair, queued in
-    groups behind a blocking kernel (``torch.cuda._sleep``, the method of NVIDIA's nvbench), so
-    that no repeat waits on the host.
-
-    The first group's kernel is sized from ``per_repeat_ms`` (the caller's estimate of the host ms
-    to enqueue one repeat); each later one from the rate the host took on the group before
-    (:class:`Groups`). A group is kept only if the host finished enqueueing it before its blocking
-    kernel could have ended (measured on the host clock from the kernel's launch); otherwise it is
-    run again. ``before`` runs before each repeat, outside its event pair (cold mode's flush).
-    """
+    groups behind a blocking kernel (``torch.cuda._sleep``, the method of NVIDIA's nvbench) long
+    enough for the host to stay ahead of the GPU at ``per_repeat_ms`` host ms per repeat when a
+    repeat keeps the GPU busy for at least ``gpu_ms`` (:func:`block_ms`), so that no repeat waits
+    on the host. ``before`` runs before each repeat, outside its event pair (cold mode's flush)."""
+    group = max(1, min(repeats, int(BLOCK_MS_MAX / per_repeat_ms)))
     cycles_per_ms = block_clock_ghz() * 1e6
-    groups = Groups(per_repeat_ms)
-    samples: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    while len(samples) < repeats:
-        n, block_ms = groups.next(repeats - len(samples))
-        pairs = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                 for _ in range(n)]
-        start_s = time.perf_counter()
-        torch.cuda._sleep(int(block_ms * cycles_per_ms))
-        for start, end in pairs:
-            if before is not None:
-                before()
-            start.record()
-            body()
-            end.record()
-        if groups.enqueued(n, (time.perf_counter() - start_s) * 1e3, block_ms):
-            samples += pairs
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
+    for i, (start, end) in enumerate(zip(starts, ends)):
+        if i % group == 0:
+            torch.cuda._sleep(int(block_ms(min(group, repeats - i), per_repeat_ms, gpu_ms) * cycles_per_ms))
+        if before is not None:
+            before()
+        start.record()
+        body()
+        end.record()
     torch.cuda.synchronize()
-    return [start.elapsed_time(end) for start, end in samples]
+    return [start.elapsed_time(end) for start, end in zip(starts, ends)]
 
 
 #: Hot mode: a timed repeat lasts at least this long (ms), as a batch of back-to-back calls...
