@@ -43,7 +43,8 @@ class Record:
     the CPU; there ``bandwidth_gbps`` comes from the host clock (``clock`` says which).
 
     Times are medians over rounds; ``rounds`` keeps each round's figures (the fields of
-    :data:`ROUND_FIELDS`, ``repeats``, and the NVML readings ``before``/``after``). ``noise`` is
+    :data:`ROUND_FIELDS`, ``repeats`` (hot, graph and wall; ``cold_repeats`` for cold mode), and the
+    NVML readings ``before``/``after``). ``noise`` is
     the relative spread between rounds ((max - min) / median of the main time: hot device time on
     a GPU, host time on the CPU) when there are two rounds or more, else the IQR / median of the
     one round; ``noise_within`` is the median over rounds of the IQR / median of one batch.

@@ -190,7 +190,8 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
 
     before = environment.gpu_sample(dev)
     took("NVML")
-    reps = timing.planned_repeats(fn, dev, budget_s, bounds=(MIN_ROUND_SAMPLES, timing.MAX_REPEATS))
+    estimate_s = timing.warm_up(fn, dev)
+    reps = timing.repeats_for(estimate_s, budget_s, MIN_ROUND_SAMPLES, timing.MAX_REPEATS)
     took("warm-up")
     fig: dict = {"repeats": reps}
     samples = [before]
@@ -202,8 +203,12 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         took("hot")
         samples.append(environment.gpu_sample(dev))
         took("NVML")
-        floor = GPU_FLOOR * (timing.flush_ms(flush) + hot.median_ms) if flush is not None else 0.0
-        cold = timing.device_time(fn, reps, flush, gpu_ms=floor)
+        flush_ms = timing.flush_ms(flush) if flush is not None else 0.0
+        # Cold repeats fill the budget with the flush that precedes each of them counted in.
+        cold_reps = timing.repeats_for(estimate_s + flush_ms * 1e-3, budget_s, MIN_ROUND_SAMPLES,
+                                       timing.MAX_REPEATS)
+        cold = timing.device_time(fn, cold_reps, flush, gpu_ms=GPU_FLOOR * (flush_ms + hot.median_ms))
+        fig["cold_repeats"] = cold_reps
         took("cold")
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
                    device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)
