@@ -61,9 +61,8 @@ class Record:
     ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
     cannot say) name the one GPU that timed every round of the case.
     ``energy_mj_per_call`` and ``energy_pj_per_byte``: energy per call from NVML's total-energy
-    counter, between two of its steps while the case runs after the rounds
-    (``fusebench.measure.energy``; shown, never gated), None on the CPU, where the counter is missing
-    or where it did not step twice (``energy_reason`` says why, if known).
+    counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
+    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known).
     """
 
     op: str

@@ -1,18 +1,14 @@
 """Energy per call, from NVML's total-energy counter: shown beside the times, never gated.
 
 ``nvmlDeviceGetTotalEnergyConsumption`` is the board's energy since the driver loaded, in mJ
-(NVIDIA Volta and later). The counter advances in steps (about every 100 ms on an H200), so a
-window read at arbitrary times holds a whole number of steps for a fraction of them in calls. The
-window therefore runs from one observed step to the next: the case's calls go in chunks of about
-:data:`CHUNK_MS` of GPU time, synchronized and followed by a reading; the first chunk after which
-the counter changed starts it, the chunk after which it changed :data:`PERIODS` more times ends it,
-and the rise over the calls of the chunks between is the energy of whole update periods over the
-calls the GPU ran in them, to within one chunk. That is the whole board's energy, idle power
-included (the short synchronizations between chunks too), as the GPU draws it while running the op
-and nothing else. pJ per byte divides it by the op's declared bytes moved. On the CPU, or where
-NVML or the counter is missing, nothing is measured (the fields stay None). Calls too short for the
-host to keep the GPU busy include the GPU's idle power between launches: the figure is then what a
-caller pays per call, not the kernel's.
+(NVIDIA Volta and later). A case's energy per call is the counter's rise over one window of
+back-to-back calls (about :data:`WINDOW_S` of GPU or host time, whichever ends first, so that the
+counter's update period, tens of ms, is small beside it and a host-bound call costs no more than
+a GPU-bound one), divided by the calls: the whole board's energy, idle power included, as
+the GPU draws it while running the op and nothing else. pJ per byte divides it by the op's
+declared bytes moved. On the CPU, or where NVML or the counter is missing, nothing is measured
+(the fields stay None). Calls too short for the host to keep the GPU busy include the GPU's
+idle power between launches: the figure is then what a caller pays per call, not the kernel's.
 """
 
 from __future__ import annotations
@@ -26,23 +22,11 @@ import torch
 
 from fusebench.measure import timing
 
-#: GPU time of one chunk of calls (ms) between readings: a step is located to within one chunk,
-#: so it is small beside the counter's update period.
-CHUNK_MS = 2.0
-#: Most calls in one chunk (a very short call is bounded by the host anyway).
-MAX_CHUNK_CALLS = 20_000
-#: Most host time one chunk may take to issue (s): a host-bound call ends its chunk on the host clock.
-CHUNK_HOST_S = 0.005
-#: Longest wait for the first step (s): two and a half update periods of an H200.
-WAIT_S = 0.25
-#: Update periods between the two observed steps.
-PERIODS = 1
-#: Fewest chunks between the two steps: the calls are counted to within one chunk, so more steps are
-#: waited for while fewer (calls of several ms) would leave that error above 5 %.
-MIN_CHUNKS = 20
-#: Longest time from the first step to the last (s): by then the figure ends at the latest step
-#: seen, and without one there is none.
-CAP_S = 0.5
+#: Seconds of back-to-back calls between the two counter readings: the calls stop when their GPU
+#: time (hot device time x calls) or the host's time to issue them reaches it.
+WINDOW_S = 0.2
+#: Most calls in one window (a very short call is bounded by the host anyway).
+MAX_CALLS = 200_000
 
 
 @dataclass(frozen=True)
@@ -50,9 +34,9 @@ class Energy:
     """One case's energy reading.
 
     Attributes:
-        mj_per_call: the counter's rise between two observed steps / calls run between them, mJ.
-        calls: calls counted between the two steps.
-        seconds: the time between the two readings that saw the steps (host clock, synchronized).
+        mj_per_call: the counter's rise over the window / calls, mJ.
+        calls: calls in the window.
+        seconds: the window's length (host clock, synchronized at both ends).
     """
 
     mj_per_call: float
@@ -87,61 +71,30 @@ def counter(dev: torch.device) -> Callable[[], float] | None:
 
 
 def per_call(fn: Callable[[], object], dev: torch.device, read: Callable[[], float],
-             call_ms: float, *, chunk_ms: float = CHUNK_MS, chunk_host_s: float = CHUNK_HOST_S,
-             wait_s: float = WAIT_S, periods: int = PERIODS, min_chunks: int = MIN_CHUNKS,
-             cap_s: float = CAP_S) -> Energy | None:
-    """Energy per call of ``fn`` between two observed steps of the counter.
+             call_ms: float, window_s: float = WINDOW_S) -> Energy | None:
+    """Energy per call of ``fn`` over one window of back-to-back calls.
 
     Args:
         fn: the case's ready callable (warmed up).
         read: the counter (:func:`counter`).
-        call_ms: one call's time (the case's hot device time), to size the chunks.
-        chunk_ms, chunk_host_s, wait_s, periods, min_chunks, cap_s: as the module's constants.
+        call_ms: one call's time (the case's hot device time), to size the window.
+        window_s: the window's length, about.
 
-    Returns None when the counter did not step within ``wait_s``, did not step again within
-    ``cap_s`` of that, or went backwards (a driver reload).
+    Returns None when the counter did not rise (it did not update within the window) or went
+    backwards (a driver reload).
     """
-    size = max(1, min(MAX_CHUNK_CALLS, math.ceil(chunk_ms / max(call_ms, 1e-6))))
-
-    def chunk() -> tuple[int, float, float]:
-        stop = time.perf_counter() + chunk_host_s
-        calls = 0
-        while calls < size and (calls == 0 or time.perf_counter() < stop):
-            fn()
-            calls += 1
-        timing.synchronize(dev)
-        return calls, read(), time.perf_counter()
-
+    most = max(1, min(MAX_CALLS, math.ceil(window_s * 1e3 / max(call_ms, 1e-6))))
     timing.synchronize(dev)
-    last, start = read(), time.perf_counter()
-    while True:  # phase 1: run until the counter steps; the window starts at that reading
-        _, value, now = chunk()
-        if value < last:
-            return None
-        if value > last:
-            break
-        if now - start > wait_s:
-            return None
-    first = last = value
-    t0 = now
-    calls = chunks = steps = 0
-    end = None  # (energy, calls, time) at the latest step
-    while True:  # phase 2: count calls until enough steps and chunks lie between the two
-        n, value, now = chunk()
-        calls, chunks = calls + n, chunks + 1
-        if value < last:
-            return None
-        if value > last:
-            last, steps = value, steps + 1
-            end = (value, calls, now)
-            if steps >= periods and chunks >= min_chunks:
-                break
-        if now - t0 > cap_s:
-            if end is None:
-                return None
-            break
-    energy, calls, t1 = end
-    return Energy((energy - first) / calls, calls, t1 - t0)
+    before, start = read(), time.perf_counter()
+    calls, stop = 0, start + window_s
+    while calls < most and (calls == 0 or time.perf_counter() < stop):
+        fn()
+        calls += 1
+    timing.synchronize(dev)
+    after, seconds = read(), time.perf_counter() - start
+    if not after > before:
+        return None
+    return Energy((after - before) / calls, calls, seconds)
 
 
 def fill(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], float]) -> None:
@@ -157,7 +110,7 @@ def fill(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], fl
         rec.energy_reason = f"energy: {type(exc).__name__}: {exc}"
         return
     if reading is None:
-        rec.energy_reason = "energy: the counter did not step twice within the wait (or went backwards)"
+        rec.energy_reason = "energy: the counter did not rise within the window"
         return
     rec.energy_mj_per_call = reading.mj_per_call
     rec.energy_pj_per_byte = reading.pj_per_byte(rec.bytes_moved)
