@@ -31,6 +31,19 @@ SHORT_BATCH_RATIO = 3.0
 SHORT_BATCH_MS = 0.01
 
 
+def short_batch(field: str, calls: int | None, figure_ms: float | None) -> str:
+    """Why a ``field`` figure of ``figure_ms`` timed ``calls`` per repeat was not timed in the
+    batch its method asks for (empty: it was, or the field is not batched): :meth:`Record.short_batch`."""
+    _, fill_ms, most = BATCHES.get(field, (None, 0.0, 0))
+    if not calls or not figure_ms or calls >= most:
+        return ""
+    estimate = fill_ms / calls
+    if estimate > SHORT_BATCH_RATIO * figure_ms and estimate > figure_ms + SHORT_BATCH_MS:
+        return (f"short batch: {calls} call{'s' if calls != 1 else ''} per repeat for a "
+                f"{figure_ms * 1e3:.3g} us call (sized from a stalled estimate)")
+    return ""
+
+
 @dataclass
 class Record:
     """One case's outcome. Times in ms, bandwidth in GB/s, sizes in bytes, throughput in TFLOP/s.
@@ -128,15 +141,9 @@ class Record:
         The batch is sized from an estimate of one call with its event pair; one stalled by the
         host (the queue ran dry) makes the batch far shorter than its figure implies, and the
         fixed cost of each repeat is then spread over too few calls (``BATCHES``)."""
-        calls_attr, fill_ms, most = BATCHES.get(field, (None, 0.0, 0))
-        calls, figure = getattr(self, calls_attr, None) if calls_attr else None, getattr(self, field, None)
-        if not calls or not figure or calls >= most:
-            return ""
-        estimate = fill_ms / calls
-        if estimate > SHORT_BATCH_RATIO * figure and estimate > figure + SHORT_BATCH_MS:
-            return (f"short batch: {calls} call{'s' if calls != 1 else ''} per repeat for a "
-                    f"{figure * 1e3:.3g} us call (sized from a stalled estimate)")
-        return ""
+        calls_attr = BATCHES.get(field, (None,))[0]
+        return short_batch(field, getattr(self, calls_attr, None) if calls_attr else None,
+                           getattr(self, field, None))
 
     def main_time_ms(self) -> float | None:
         """The time the figures come from: hot device time on a GPU, host time on the CPU."""

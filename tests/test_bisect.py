@@ -255,3 +255,31 @@ def test_a_stream_figure_at_its_graph_time_is_judged_not_launch_path():
     judged = bisect.gate(rule, "gelu/eager/1024/float32", with_graph(0.018, 0.0095),
                          with_graph(0.030, 0.0095))
     assert judged.status == compare.LAUNCH_PATH
+
+
+def test_a_short_batch_is_contaminated_in_a_bisect_as_in_compare():
+    """A probe whose hot batch was sized from a stalled estimate (6 calls for a 3.3 us call, the
+    method asks for about 61) is judged as compare judges such a record: contaminated, not a
+    regression."""
+    rule = bisect.Rule(metrictable.BY_NAME["track_device_time"])
+
+    def probe(hot_calls, *values):
+        rounds = [{"device_time_ms": v, "contamination": []} for v in values]
+        return bisect.Side(CaseInfo(launches=1, hot_calls=hot_calls), rounds)
+
+    base = probe(61, 0.0033, 0.00331, 0.00329)
+    judged = bisect.gate(rule, "gelu/torch/1024/bfloat16", base, probe(6, 0.0046, 0.0047, 0.0045))
+    assert judged.status == compare.CONTAMINATED and "short batch: 6 calls per repeat" in judged.note
+    judged = bisect.gate(rule, "gelu/torch/1024/bfloat16", base, probe(61, 0.0046, 0.0047, 0.0045))
+    assert judged.status == compare.REGRESSION
+
+
+def test_the_child_s_batch_sizes_are_checked():
+    from fusebench.history.bisect_probe import _info
+
+    ready = {"launches": 1, "hot_calls": 61, "graph_calls": 62}
+    assert _info(CASE, ready) == CaseInfo(1, None, False, 61, 62)
+    assert _info(CASE, {"launches": 1}) == CaseInfo(1)  # a child of a commit before the batch sizes
+    for bad in (0, -3, True, "61", 2.5):
+        with pytest.raises(bisect.ProbeFailed, match="batch size"):
+            _info(CASE, {"launches": 1, "hot_calls": bad})

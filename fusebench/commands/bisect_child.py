@@ -10,9 +10,9 @@ It imports nothing of fusebench at module level and uses only what the sweep has
 
 Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...],
 "config": the commit's case file}`` (``bisect_probe.request``); the child answers ``{"ready":
-{case: {launches, kernel_id, kernel_by_timing}}, "machine": name}`` or ``{"error": one line}`` on
-its stdout, then each ``round`` line on stdin with ``{"round": {case: figures}}`` (or an error)
-until ``quit`` or the end of input. Whatever the measured code prints
+{case: {launches, kernel_id, kernel_by_timing, hot_calls, graph_calls}}, "machine": name}`` or
+``{"error": one line}`` on its stdout, then each ``round`` line on stdin with ``{"round": {case:
+figures}}`` (or an error) until ``quit`` or the end of input. Whatever the measured code prints
 goes to stderr, the probe's log.
 """
 
@@ -107,7 +107,10 @@ def main(argv: list[str]) -> int:
         send({"error": _line(exc)})
         return 1
     send({"ready": {case: {"launches": rec.launches, "kernel_id": rec.kernel_id,
-                           "kernel_by_timing": bool(rec.kernel_by_timing)} for case, rec, _ in built},
+                           "kernel_by_timing": bool(rec.kernel_by_timing),
+                           # a commit's record before the batch sizes has neither: None
+                           "hot_calls": getattr(rec, "hot_calls", None),
+                           "graph_calls": getattr(rec, "graph_calls", None)} for case, rec, _ in built},
           "machine": machine})
     rounds = 0
     for line in sys.stdin:

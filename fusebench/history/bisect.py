@@ -40,7 +40,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 
 from fusebench import metrictable
 from fusebench.history import compare
-from fusebench.record import clean_rounds
+from fusebench.record import clean_rounds, short_batch
 
 GOOD, BAD, AMBIGUOUS, SKIPPED = "good", "bad", "ambiguous", "skipped"
 #: The statuses of the gate that count as "no change" (or a change the other way) in a verdict.
@@ -72,11 +72,14 @@ class Commit:
 
 @dataclass(frozen=True)
 class CaseInfo:
-    """What a measurer learnt of one case when it built it (launches per call, the kernels)."""
+    """What a measurer learnt of one case when it built it (launches per call, the kernels, the
+    hot and graph batch sizes)."""
 
     launches: int | None = None
     kernel_id: str | None = None
     kernel_by_timing: bool = False
+    hot_calls: int | None = None
+    graph_calls: int | None = None
 
 
 class Measurer(Protocol):
@@ -138,6 +141,9 @@ def _median(side: Side, field_name: str) -> float | None:
 def _case(side: Side, metric: metrictable.Metric) -> compare.Case:
     """The gate's view of one side: values in the metric's unit (as ``compare.case_of``)."""
     values, contamination = _values(side, metric.field)
+    batch = {"device_time_ms": side.info.hot_calls, "device_time_graph_ms": side.info.graph_calls}
+    if values and (short := short_batch(metric.field, batch.get(metric.field), statistics.median(values))):
+        contamination = (*contamination, short)  # as compare.case_of: not timed the method's way
     values = [v * metric.scale for v in values]
     med = statistics.median(values) if values else 0.0
     noise = (max(values) - min(values)) / med if len(values) > 1 and med > 0 else 0.0

@@ -151,7 +151,10 @@ def _info(case: str, ready) -> CaseInfo:
         raise ProbeFailed(f"{case}: the child sent a launch count that is not valid")
     if kernel_id is not None and not isinstance(kernel_id, str):
         raise ProbeFailed(f"{case}: the child sent a kernel id that is not valid")
-    return CaseInfo(launches, kernel_id, bool(ready.get("kernel_by_timing")))
+    batches = [ready.get("hot_calls"), ready.get("graph_calls")]  # None from a child before them
+    if any(n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1) for n in batches):
+        raise ProbeFailed(f"{case}: the child sent a batch size that is not valid")
+    return CaseInfo(launches, kernel_id, bool(ready.get("kernel_by_timing")), *batches)
 
 
 def request(worktree: Path, cases: Sequence[str]) -> str:
