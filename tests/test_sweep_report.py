@@ -42,6 +42,8 @@ def test_a_gpu_case_records_its_kernels_and_rounds():
     assert len(rec.kernels) == 1 and "grid=" in rec.kernels[0] and "block=" in rec.kernels[0]
     assert len(rec.kernel_id) == 12 and rec.hot_calls >= 1
     assert rec.contamination == [] and 0 <= rec.noise < 0.2
+    # Cold repeats fill the round's budget with each repeat's flush counted in: fewer than hot's.
+    assert all(sweep.MIN_ROUND_SAMPLES <= r["cold_repeats"] <= r["repeats"] for r in rec.rounds)
 
 
 def test_triton_without_gpu_or_interpreter_is_skipped(monkeypatch):
@@ -113,3 +115,20 @@ def test_the_record_knows_the_batches_the_timing_sizes():
     assert record.BATCHES == {"device_time_ms": ("hot_calls", timing.HOT_BATCH_MS, timing.HOT_MAX_CALLS),
                               "device_time_graph_ms": ("graph_calls", timing.GRAPH_BATCH_MS,
                                                        timing.GRAPH_CALLS[1])}
+
+
+def test_a_round_says_where_its_time_went():
+    """``spent`` gains each part of a round; on the CPU: the warm-up, the host clock's repeats and
+    the readings around them (no device modes), together no longer than the round."""
+    import time
+
+    rec = Record("gelu", "torch", "4096", "float32")
+    x = torch.ones(4096)
+    spent: dict[str, float] = {}
+    start = time.perf_counter()
+    sweep.time_round(rec, lambda: x * 2, CPU, None, budget_s=0.005, spent=spent)
+    sweep.time_round(rec, lambda: x * 2, CPU, None, budget_s=0.005, spent=spent)
+    took = time.perf_counter() - start
+    assert set(spent) == {"warm-up", "wall", "readings"} <= set(sweep.ROUND_PARTS)
+    assert all(v > 0 for v in spent.values()) and sum(spent.values()) <= took
+    assert len(rec.rounds) == 2 and "cold_repeats" not in rec.rounds[0]

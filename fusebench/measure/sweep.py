@@ -165,8 +165,9 @@ def batch_estimate_ms(fn: Callable[[], object], estimate=None) -> float:
 #: as a fraction of the case's fastest hot figure so far (and, in cold mode, of the flush's time):
 #: a floor below what the repeat takes, so that the host stays ahead of the GPU.
 GPU_FLOOR = 0.8
-#: The host seconds of a round's parts, summed over its cases (:func:`time_round`'s ``spent``).
-ROUND_PARTS = ("warm-up", "hot", "cold", "graph", "wall", "NVML")
+#: The host seconds of a round's parts, summed over its cases (:func:`time_round`'s ``spent``);
+#: ``readings`` are NVML's on a GPU, the host's load on the CPU.
+ROUND_PARTS = ("warm-up", "hot", "cold", "graph", "wall", "readings")
 
 
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
@@ -189,7 +190,7 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         clock[0] = now
 
     before = environment.gpu_sample(dev)
-    took("NVML")
+    took("readings")
     estimate_s = timing.warm_up(fn, dev)
     reps = timing.repeats_for(estimate_s, budget_s, MIN_ROUND_SAMPLES, timing.MAX_REPEATS)
     took("warm-up")
@@ -202,7 +203,7 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
                                  gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0))
         took("hot")
         samples.append(environment.gpu_sample(dev))
-        took("NVML")
+        took("readings")
         flush_ms = timing.flush_ms(flush) if flush is not None else 0.0
         # Cold repeats fill the budget with the flush that precedes each of them counted in.
         cold_reps = timing.repeats_for(estimate_s + flush_ms * 1e-3, budget_s, MIN_ROUND_SAMPLES,
@@ -223,7 +224,7 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
     wall = timing.wall_time(fn, min(reps, MAX_WALL_SAMPLES), dev)
     took("wall")
     samples.append(environment.gpu_sample(dev))
-    took("NVML")
+    took("readings")
     fig.update(wall_time_ms=wall.median_ms, wall_time_iqr_ms=wall.iqr_ms, clock=wall.clock
                if dev.type != "cuda" else "cuda-events", before=before, after=samples[-1])
     fig["contamination"] = environment.contamination(samples)
