@@ -112,10 +112,10 @@ bench-where:
 	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
-	$(FUSEBENCH) bench $(LOCAL_ARGS)
+	$(strip $(FUSEBENCH) bench $(LOCAL_ARGS))
 
 list: $(DEPS) ## print the cases make bench would measure here (same variables)
-	$(FUSEBENCH) list $(SELECT_ARGS)
+	$(strip $(FUSEBENCH) list $(SELECT_ARGS))
 
 bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
 	$(IN_IMAGE) $(IMAGE) $(IMAGE_ARGS)
@@ -204,7 +204,7 @@ nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsy
 	$(FUSEBENCH) nsys capture $(PROFILE_ARGS) --nsys $(NSYS)
 
 trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
-	$(FUSEBENCH) trace $(PROFILE_ARGS)
+	$(strip $(FUSEBENCH) trace $(PROFILE_ARGS))
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
@@ -231,7 +231,7 @@ FORMAT        ?=
 .PHONY: publish preview compare plots
 
 publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 if npm is missing)
-	$(FUSEBENCH) publish $(if $(CDN),--cdn) $(if $(STRICT),--strict)
+	$(strip $(FUSEBENCH) publish $(if $(CDN),--cdn) $(if $(STRICT),--strict))
 
 preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
 	$(FUSEBENCH) preview --port $(PORT)
