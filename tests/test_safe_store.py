@@ -119,6 +119,33 @@ def test_result_and_record_committed_together_are_finished_by_the_next_writer(tm
     assert not list(stored.parent.rglob(".fusebench-staging"))
 
 
+def test_storing_a_run_leaves_every_other_commits_files_as_they_were(tmp_path):
+    """make bench writes only its own commit's result and record (and the machine's entry and
+    benchmarks.json): each committed H200 file of another commit keeps its bytes."""
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
+                          text=True, check=True).stdout.strip()
+    results, records = tmp_path / "results", tmp_path / "records"
+    shutil.copytree(PROJECT_ROOT / "results" / "h200", results / "h200")
+    shutil.copytree(PROJECT_ROOT / "records" / "h200", records / "h200")
+    assert not list((results / "h200").glob(f"{head[:8]}-*")), "HEAD has a stored result already"
+    before = hashes(results, records)
+    sweep, ops = _rerun()
+    sweep.environment = dict(sweep.environment, git_commit=head)
+    with transaction.locked(results, "bench", (records,)):
+        from fusebench.commands import bench
+
+        assert bench.store_run(sweep, "h200", head, results, ops) == 0
+    after = hashes(results, records)
+    mine = {str(results / "h200" / f"{head[:8]}-existing-py3.12.json"),
+            str(records / "h200" / f"{head[:8]}.json"), str(results / "benchmarks.json")}
+    assert set(after) - set(before) == mine
+    machine = str(results / "h200" / "machine.json")
+    assert {p: h for p, h in after.items() if p not in mine | {machine}} == {
+        p: h for p, h in before.items() if p != machine}
+    stored = json.loads((results / "h200" / f"{head[:8]}-existing-py3.12.json").read_text())
+    assert stored["commit_hash"] == head
+
+
 def _bench(tmp_path: Path, results: Path, home: Path, timeout: int = 120) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu",
                            "--backends", "torch", "--dtypes", "float32", "--results", str(results),
