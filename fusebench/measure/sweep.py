@@ -43,8 +43,9 @@ from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
 
 #: Rounds of a run unless ``ROUNDS=`` says otherwise.
 DEFAULT_ROUNDS = 3
-#: Seconds each timing mode (hot, cold, wall) of one case should take in one round: repeats are
-#: chosen to fill it (``timing.planned_repeats``, at least ``timing.MIN_REPEATS``).
+#: Seconds each timing mode (hot, cold, graph, wall) of one case should take in one round: repeats
+#: are chosen to fill it at the estimated call time (``timing.repeats_for``; in cold mode with the
+#: flush before each call counted in), at least :data:`MIN_ROUND_SAMPLES`.
 ROUND_BUDGET_S = 0.04
 #: Contaminated cases named one by one in a round's warnings (a shared CPU contaminates them
 #: all); the rest are counted in one line.

@@ -22,7 +22,8 @@ Method (the one ``triton.testing.do_bench`` and NVIDIA's nvbench use):
 
 Every summary is the median and the interquartile range of the repeats. :func:`measure` is the
 sequence every caller uses (warm up, repeats from the estimate and a time budget, time);
-the sweep, which times three ways per round, shares its first step (:func:`planned_repeats`).
+the sweep, which times four ways per round, shares its first step (:func:`warm_up`, then
+:func:`repeats_for` per mode: cold mode counts its flush in the budget).
 """
 
 from __future__ import annotations
@@ -115,8 +116,7 @@ def planned_repeats(fn: Callable[[], object], device: torch.device, budget_s: fl
     """Warm ``fn`` up (:func:`warm_up`, ``warm_up_calls`` calls), then the repeats that fill
     ``budget_s`` seconds at the time of one warmed-up call, within ``bounds`` (:func:`repeats_for`).
 
-    The first step of every measurement; :func:`measure` times with one clock after it, the sweep
-    with three (hot, cold and wall).
+    The first step of :func:`measure`, which times with one clock after it.
     """
     return repeats_for(warm_up(fn, device, warm_up_calls), budget_s, *bounds)
 
