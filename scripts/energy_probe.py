@@ -81,13 +81,7 @@ def main() -> None:
     limit_w = pynvml.nvmlDeviceGetEnforcedPowerLimit(pynvml.nvmlDeviceGetHandleByIndex(dev.index or 0)) / 1e3
     print(f"power limit {limit_w:.0f} W", flush=True)
     ratios, over = [], 0
-    for op, backend, shape, dtype in sweep.cases([registry.get_op(n) for n in names], "default"):
-        rec = sweep.new_record(op, backend, shape, dtype)
-        built = sweep.build_and_gate(op, backend, shape, dtype, dev)
-        sweep.prepare(rec, built, dev)
-        if rec.status != "ok":
-            continue
-        fn = built.fn
+    for rec, fn in sweep.ready(sweep.cases([registry.get_op(n) for n in names], "default"), dev):
         one = sweep.batch_estimate_ms(fn)
         window = [energy.per_call(fn, dev, read, one) for _ in range(2)]
         steps = [aligned(fn, read, one) for _ in range(2)]
@@ -97,7 +91,7 @@ def main() -> None:
         over += any(x > 1.05 * limit_w for x in watts)
         if w and a:
             ratios.append(statistics.median(a) / statistics.median(w))
-        print(f"{backend:8} {rec.shape:>12} {dtype:9} window {' '.join(f'{x:.4g}' for x in w):20} "
+        print(f"{rec.backend:8} {rec.shape:>12} {rec.dtype:9} window {' '.join(f'{x:.4g}' for x in w):20} "
               f"aligned {' '.join(f'{x:.4g}' for x in a):20} mJ/call; aligned span "
               f"{' '.join(f'{x[2] * 1e3:.0f}' for x in steps if x)} ms, "
               f"{' '.join(f'{x:.0f}' for x in watts)} W", flush=True)

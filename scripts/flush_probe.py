@@ -30,24 +30,20 @@ def main() -> None:
           f"{timing.flush_ms(current) * 1e3:.0f} us against {timing.flush_ms(small) * 1e3:.0f} us",
           flush=True)
     ratios, own, spent = [], [], {"current": 0.0, "2 x L2": 0.0}
-    for op, backend, shape, dtype in sweep.cases([registry.get_op(n) for n in names], "default"):
-        rec = sweep.new_record(op, backend, shape, dtype)
-        built = sweep.build_and_gate(op, backend, shape, dtype, dev)
-        sweep.prepare(rec, built, dev)
-        if rec.status != "ok":
-            continue
+    for rec, fn in sweep.ready(sweep.cases([registry.get_op(n) for n in names], "default"), dev):
         bounds = (sweep.MIN_ROUND_SAMPLES, timing.MAX_REPEATS)
-        reps = timing.planned_repeats(built.fn, dev, sweep.ROUND_BUDGET_S, bounds=bounds)
+        reps = timing.planned_repeats(fn, dev, sweep.ROUND_BUDGET_S, bounds=bounds)
         figures = {"current": [], "2 x L2": []}
         for _ in range(3):
             for name, buf in (("current", current), ("2 x L2", small)):
                 t = time.perf_counter()
-                figures[name].append(timing.device_time(built.fn, reps, buf).median_ms)
+                figures[name].append(timing.device_time(fn, reps, buf).median_ms)
                 spent[name] += time.perf_counter() - t
         a, b = statistics.median(figures["current"]), statistics.median(figures["2 x L2"])
         ratios.append(b / a)
         own.append((max(figures["current"]) - min(figures["current"])) / a)
-        print(f"{backend:8} {rec.shape:>12} {dtype:9} current {a * 1e3:9.2f} us  2 x L2 {b * 1e3:9.2f} us  "
+        print(f"{rec.backend:8} {rec.shape:>12} {rec.dtype:9} current {a * 1e3:9.2f} us  "
+              f"2 x L2 {b * 1e3:9.2f} us  "
               f"ratio {b / a:.3f}  current's spread {own[-1] * 100:.1f} %", flush=True)
     q = statistics.quantiles(ratios, n=20)
     print(f"2 x L2 / current: median {statistics.median(ratios):.4f}, 5-95 % {q[0]:.4f}-{q[-1]:.4f}; "

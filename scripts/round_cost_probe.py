@@ -15,8 +15,6 @@ import statistics
 import sys
 import time
 
-import torch
-
 from fusebench import ops as registry
 from fusebench.measure import environment, metrics, sweep, timing
 
@@ -24,20 +22,9 @@ NEW = timing.queued_samples
 
 
 def former(body, repeats, per_repeat_ms, before=None, gpu_ms=0.0):
-    group = max(1, min(repeats, int(timing.BLOCK_MS_MAX / per_repeat_ms)))
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(repeats)]
-    for i, (start, end) in enumerate(zip(starts, ends)):
-        if i % group == 0:
-            n = min(group, repeats - i)
-            torch.cuda._sleep(int(n * per_repeat_ms * 1e-3 * timing.BLOCK_CLOCK_GHZ * 1e9))
-        if before is not None:
-            before()
-        start.record()
-        body()
-        end.record()
-    torch.cuda.synchronize()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    """The former rule: the blocking kernel holds the whole host time, whatever the GPU time (the
+    current rule with no GPU time credited; it keeps the current one's 1 ms lead and clock)."""
+    return NEW(body, repeats, per_repeat_ms, before)
 
 
 def main() -> None:
@@ -45,14 +32,8 @@ def main() -> None:
     per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
     dev = environment.device()
     todo = sweep.cases([registry.get_op(n) for n in names], "default")
-    built = []
     t = time.perf_counter()
-    for op, backend, shape, dtype in todo:
-        rec = sweep.new_record(op, backend, shape, dtype)
-        b = sweep.build_and_gate(op, backend, shape, dtype, dev)
-        sweep.prepare(rec, b, dev)
-        if rec.status == "ok":
-            built.append((rec, b.fn))
+    built = list(sweep.ready(todo, dev))
     print(f"built {len(built)} of {len(todo)} cases in {time.perf_counter() - t:.0f} s", flush=True)
     flush = timing.l2_flush_buffer(dev)
     metrics.measure_copy_ceiling(dev)

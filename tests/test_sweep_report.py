@@ -132,3 +132,9 @@ def test_a_round_says_where_its_time_went():
     assert set(spent) == {"warm-up", "wall", "readings"} <= set(sweep.ROUND_PARTS)
     assert all(v > 0 for v in spent.values()) and sum(spent.values()) <= took
     assert len(rec.rounds) == 2 and "cold_repeats" not in rec.rounds[0]
+
+
+def test_ready_yields_the_built_cases_only():
+    todo = [(get_op("gelu"), b, (4096,), "float32") for b in ("torch", "cuda", "eager")]
+    got = [(rec.backend, rec.status, rec.shape) for rec, fn in sweep.ready(todo, CPU) if fn() is not None]
+    assert got == [("torch", "ok", "4096"), ("eager", "ok", "4096")]  # cuda: skipped on the CPU

@@ -32,7 +32,7 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterable
+from typing import Callable, Iterable, Iterator
 
 import torch
 
@@ -150,6 +150,19 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
         rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
 
 
+def ready(todo: Iterable[tuple[Op, str, Shape, str]],
+          dev: torch.device) -> Iterator[tuple[Record, Callable[[], object]]]:
+    """Each case of ``todo`` (:func:`cases`) built, gated and prepared (:func:`prepare`) on
+    ``dev``, yielded as its record and ready callable; a failed or skipped case is passed over.
+    What a probe that times the cases its own way starts from."""
+    for op, backend, shape, dtype in todo:
+        rec = new_record(op, backend, shape, dtype)
+        built = build_and_gate(op, backend, shape, dtype, dev)
+        prepare(rec, built, dev)
+        if rec.status == "ok":
+            yield rec, built.fn
+
+
 #: Estimates of one call's device time the batch sizes are chosen from; the smallest is used.
 BATCH_ESTIMATES = 3
 
@@ -183,12 +196,13 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
     (:data:`ROUND_PARTS`): where a run's time goes.
     """
     spent = {} if spent is None else spent
-    clock = [time.perf_counter()]
+    last = time.perf_counter()
 
     def took(part: str) -> None:
+        nonlocal last
         now = time.perf_counter()
-        spent[part] = spent.get(part, 0.0) + now - clock[0]
-        clock[0] = now
+        spent[part] = spent.get(part, 0.0) + now - last
+        last = now
 
     before = environment.gpu_sample(dev)
     took("readings")

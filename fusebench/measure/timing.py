@@ -128,6 +128,9 @@ def l2_flush_buffer(device: torch.device) -> torch.Tensor:
     return torch.empty(size, dtype=torch.int8, device=device)
 
 
+_FLUSH_MS: dict[tuple[int, int], float] = {}
+
+
 def flush_ms(flush: torch.Tensor) -> float:
     """GPU time of one cold-mode flush (zeroing ``flush``), ms: the smallest of three medians of
     five, measured once per buffer."""
@@ -135,9 +138,6 @@ def flush_ms(flush: torch.Tensor) -> float:
     if key not in _FLUSH_MS:
         _FLUSH_MS[key] = min(device_time(flush.zero_, 5).median_ms for _ in range(3))
     return _FLUSH_MS[key]
-
-
-_FLUSH_MS: dict[tuple[int, int], float] = {}
 
 #: Longest blocking kernel, ms (a group of repeats is at most what the host enqueues in that time).
 BLOCK_MS_MAX = 50.0
