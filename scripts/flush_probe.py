@@ -27,9 +27,11 @@ def main() -> None:
     l2 = torch.cuda.get_device_properties(dev).L2_cache_size
     small = torch.empty(2 * l2, dtype=torch.int8, device=dev)
     print(f"L2 {l2 >> 20} MiB; flush {current.numel() >> 20} MiB against {small.numel() >> 20} MiB; "
-          f"{timing.flush_ms(current) * 1e3:.0f} us against {timing.flush_ms(small) * 1e3:.0f} us",
-          flush=True)
+          f"{timing.flush_ms(current) * 1e3:.0f} us against {timing.flush_ms(small) * 1e3:.0f} us; "
+          f"zeroed as int64: {timing.flush_ms(current.view(torch.int64)) * 1e3:.0f} us against "
+          f"{timing.flush_ms(small.view(torch.int64)) * 1e3:.0f} us", flush=True)
     ratios, own, spent = [], [], {"current": 0.0, "2 x L2": 0.0}
+    repeats = gpu = 0.0
     for rec, fn in sweep.ready(sweep.cases([registry.get_op(n) for n in names], "default"), dev):
         bounds = (sweep.MIN_ROUND_SAMPLES, timing.MAX_REPEATS)
         reps = timing.planned_repeats(fn, dev, sweep.ROUND_BUDGET_S, bounds=bounds)
@@ -39,6 +41,9 @@ def main() -> None:
                 t = time.perf_counter()
                 figures[name].append(timing.device_time(fn, reps, buf).median_ms)
                 spent[name] += time.perf_counter() - t
+                if name == "current":
+                    repeats += reps
+                    gpu += reps * (figures[name][-1] + timing.flush_ms(buf)) * 1e-3
         a, b = statistics.median(figures["current"]), statistics.median(figures["2 x L2"])
         ratios.append(b / a)
         own.append((max(figures["current"]) - min(figures["current"])) / a)
@@ -49,6 +54,8 @@ def main() -> None:
     print(f"2 x L2 / current: median {statistics.median(ratios):.4f}, 5-95 % {q[0]:.4f}-{q[-1]:.4f}; "
           f"current's spread between its readings: median {statistics.median(own) * 100:.1f} %; "
           f"seconds: " + ", ".join(f"{k} {v:.1f}" for k, v in spent.items()))
+    print(f"current: {spent['current'] / repeats * 1e3:.3f} ms per cold repeat against "
+          f"{gpu / repeats * 1e3:.3f} ms of GPU time (flush + figure), {repeats:.0f} repeats")
 
 
 if __name__ == "__main__":
