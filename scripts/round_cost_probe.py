@@ -1,30 +1,76 @@
-"""What the blocking-kernel rule costs and whether it moves a figure (issue 26's cost; docs/gate.md).
+"""Where a round's time goes, and whether a tighter blocking kernel moves a figure (issue 26's cost;
+docs/gate.md).
 
 The default grid of the ops named (default GELU), every backend, built once; then rounds that
-alternate the former rule (each group of repeats behind a blocking kernel of twice the slowest of
-five launches per call) with the current one (``timing.queued_samples``: the same less the GPU
-time the repeats are known to take). Prints each round's time by part and, per metric, how the
-figures of the current rule compare with the former's, beside the same comparison of the former
-rule's two rounds with each other (the spread a figure has anyway). Run on a GPU host from the
-project root:
+alternate the current rule with a candidate. The current rule sizes each group's blocking kernel
+from the host's time per repeat estimated as twice the slowest of five launches per call
+(``timing.device_time``); the candidate from 1.25 x the median of those five launches. Prints, per
+round and per mode (hot, cold, graph), the seconds spent in ``timing.queued_samples``, the
+blocking kernels' time, and the GPU time of the timed repeats (cold mode: with their flushes);
+what is left is the host's. Then, per metric, how the candidate's figures compare with the
+current rule's, beside the current rule's two rounds against each other (the spread a figure has
+anyway): a candidate that lets the GPU wait for the host raises the short cases' figures. Run on
+a GPU host from the project root:
 
     PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule]
+
+(The comparison of the rule before 800533f with the current one, in docs/gate.md, came from this
+script at 800533f.)
 """
 
 import statistics
 import sys
 import time
+from collections import defaultdict
+
+import torch
 
 from fusebench import ops as registry
 from fusebench.measure import environment, metrics, sweep, timing
 
-NEW = timing.queued_samples
+QUEUED = timing.queued_samples
+ENQUEUE = timing.enqueue_ms
+MODES = ("hot", "cold", "graph")
 
 
-def former(body, repeats, per_repeat_ms, before=None, gpu_ms=0.0):
-    """The former rule: the blocking kernel holds the whole host time, whatever the GPU time (the
-    current rule with no GPU time credited; it keeps the current one's 1 ms lead and clock)."""
-    return NEW(body, repeats, per_repeat_ms, before)
+def candidate_enqueue_ms(fn, calls: int = 5) -> float:
+    """The candidate's launch estimate: ``device_time`` doubles it, so 0.625 x the median of
+    ``calls`` launches gives 1.25 x the median."""
+    times = []
+    for _ in range(calls):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    torch.cuda.synchronize()
+    return 0.625 * statistics.median(times) * 1e3
+
+
+def accounted(spent: dict):
+    """``timing.queued_samples`` that adds to ``spent[mode]`` its seconds, its blocking kernels'
+    and its repeats' GPU time (the mode: cold with a flush, graph for a replay, else hot)."""
+
+    def queued(body, repeats, per_repeat_ms, before=None, gpu_ms=0.0):
+        replay = getattr(body, "__name__", "") == "replay"
+        mode = "cold" if before is not None else "graph" if replay else "hot"
+        t = time.perf_counter()
+        elapsed = QUEUED(body, repeats, per_repeat_ms, before, gpu_ms)
+        s = spent[mode]
+        s["seconds"] += time.perf_counter() - t
+        group = max(1, min(repeats, int(timing.BLOCK_MS_MAX / per_repeat_ms)))
+        s["block"] += sum(timing.block_ms(min(group, repeats - i), per_repeat_ms, gpu_ms)
+                          for i in range(0, repeats, group)) * 1e-3
+        flush = timing.flush_ms(before.__self__) if before is not None else 0.0
+        s["gpu"] += (sum(elapsed) + flush * repeats) * 1e-3
+        s["repeats"] += repeats
+        return elapsed
+
+    return queued
+
+
+def describe(v: list[float]) -> str:
+    q = statistics.quantiles(v, n=20)
+    return (f"median {statistics.median(v):.4f}, 5-95 % {q[0]:.4f}-{q[-1]:.4f}, "
+            f"beyond 3 %: {sum(abs(x - 1) > 0.03 for x in v)} of {len(v)}")
 
 
 def main() -> None:
@@ -37,49 +83,41 @@ def main() -> None:
     print(f"built {len(built)} of {len(todo)} cases in {time.perf_counter() - t:.0f} s", flush=True)
     flush = timing.l2_flush_buffer(dev)
     metrics.measure_copy_ceiling(dev)
-    rules = ["former", "current"] * per_rule
+    rules = ["current", "candidate"] * per_rule
     for r, rule in enumerate(rules):
-        timing.queued_samples = former if rule == "former" else NEW
-        spent: dict[str, float] = {}
+        spent: dict = defaultdict(lambda: defaultdict(float))
+        timing.queued_samples = accounted(spent)
+        timing.enqueue_ms = candidate_enqueue_ms if rule == "candidate" else ENQUEUE
+        parts: dict[str, float] = {}
         t = time.perf_counter()
-        for i in sweep.round_order(len(built), r):
-            rec, fn = built[i]
-            fig = sweep.time_round(rec, fn, dev, flush, spent=spent)
-            fig["rule"] = rule
-        parts = ", ".join(f"{k} {v:.1f}" for k, v in spent.items())
-        print(f"round {r + 1} ({rule}): {time.perf_counter() - t:.1f} s ({parts} s)", flush=True)
-    timing.queued_samples = NEW
+        try:
+            for i in sweep.round_order(len(built), r):
+                rec, fn = built[i]
+                sweep.time_round(rec, fn, dev, flush, spent=parts)["rule"] = rule
+        finally:
+            timing.queued_samples, timing.enqueue_ms = QUEUED, ENQUEUE
+        print(f"round {r + 1} ({rule}): {time.perf_counter() - t:.1f} s ("
+              + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()) + " s)", flush=True)
+        for mode in MODES:
+            s = spent[mode]
+            rest = s["seconds"] - s["block"] - s["gpu"]
+            print(f"   {mode:5}: {s['seconds']:.1f} s timing {s['repeats']:.0f} repeats: blocking "
+                  f"{s['block']:.1f} s, GPU {s['gpu']:.1f} s, the rest {rest:.1f} s", flush=True)
 
-    fields = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms")
-    for field in fields:
-        cur_vs_former, former_vs_former = [], []
+    for field in ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms"):
+        cand_vs_cur, cur_vs_cur = [], []
         for rec, _ in built:
-            f = [x[field] for x in rec.rounds if x["rule"] == "former" and x.get(field)]
             c = [x[field] for x in rec.rounds if x["rule"] == "current" and x.get(field)]
-            if len(f) >= 2 and len(c) >= 2:
-                cur_vs_former.append((statistics.median(c) / statistics.median(f), rec))
-                former_vs_former.append(f[1] / f[0])
-        ratios = sorted(x for x, _ in cur_vs_former)
-        aa = sorted(former_vs_former)
-
-        def describe(v):
-            q = statistics.quantiles(v, n=20)
-            return (f"median {statistics.median(v):.4f}, 5-95 % {q[0]:.4f}-{q[-1]:.4f}, "
-                    f"beyond 3 %: {sum(abs(x - 1) > 0.03 for x in v)} of {len(v)}")
-
-        print(f"{field}: current/former {describe(ratios)}; former round 2/round 1 {describe(aa)}")
-        for x, rec in sorted(cur_vs_former, key=lambda p: -abs(p[0] - 1))[:6]:
+            n = [x[field] for x in rec.rounds if x["rule"] == "candidate" and x.get(field)]
+            if len(c) >= 2 and len(n) >= 2:
+                cand_vs_cur.append((statistics.median(n) / statistics.median(c), rec))
+                cur_vs_cur.append(c[1] / c[0])
+        if len(cand_vs_cur) < 2:
+            continue
+        print(f"{field}: candidate/current {describe([x for x, _ in cand_vs_cur])}; "
+              f"current round 2/round 1 {describe(cur_vs_cur)}")
+        for x, rec in sorted(cand_vs_cur, key=lambda p: -abs(p[0] - 1))[:6]:
             print(f"   {x:.3f} {rec.backend} {rec.shape} {rec.dtype}")
-
-    # Capture cost, one per case, and the energy counter's update period.
-    t = time.perf_counter()
-    for rec, fn in built:
-        if rec.graph_calls:
-            try:
-                timing.capture(fn, rec.graph_calls).reset()
-            except timing.CaptureError:
-                pass
-    print(f"one capture of each case: {time.perf_counter() - t:.1f} s", flush=True)
 
 
 if __name__ == "__main__":
