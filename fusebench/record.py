@@ -75,7 +75,9 @@ class Record:
     cannot say) name the one GPU that timed every round of the case.
     ``energy_mj_per_call`` and ``energy_pj_per_byte``: energy per call from NVML's total-energy
     counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
-    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known).
+    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known);
+    ``energy_w`` is that window's average power (the counter's rise over its length, W), which
+    ``fusebench.history.marks`` holds against the board's power limit.
     """
 
     op: str
@@ -125,6 +127,7 @@ class Record:
     energy_mj_per_call: float | None = None
     energy_pj_per_byte: float | None = None
     energy_reason: str = ""
+    energy_w: float | None = None
 
     @property
     def key(self) -> tuple[str, str, str, str]:

@@ -41,9 +41,17 @@ def test_a_committed_record_round_trips(path, tmp_path):
     assert (tmp_path / "thrice.json").read_text() == written
 
 
+#: Record fields added after the newest committed GPU run (no committed record can hold them until
+#: the next one is stored; empty this set then).
+NOT_YET_RUN = {"energy_w"}
+
+
 def test_the_newest_fields_are_byte_identical_somewhere():
-    """At least one committed record has every field of today's Record, so the byte check runs."""
-    assert any(all(set(r) == FIELDS for r in json.loads(p.read_text())["records"]) for p in COMMITTED)
+    """At least one committed record has every field of today's Record (less :data:`NOT_YET_RUN`),
+    so the byte check runs."""
+    assert NOT_YET_RUN <= FIELDS
+    assert any(all(set(r) == FIELDS - NOT_YET_RUN for r in json.loads(p.read_text())["records"])
+               for p in COMMITTED)
 
 
 def test_a_record_of_another_format_is_refused(tmp_path):

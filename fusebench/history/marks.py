@@ -12,6 +12,10 @@ A timed case's figure is doubtful when it is
 * **above the peak**: above the run's matrix peak (% of peak > 100): the peak was understated (an
   unstable measurement) or the matmul ran from cache.
 
+An energy figure is doubtful when its window's average power is above the board's power limit
+(by more than :data:`OVER_POWER`): NVML's counter advances in 100 ms steps, so a 0.2 s window can
+read up to half a step too much (docs/method.md); such a figure is marked, never taken as physical.
+
 A doubtful figure is printed with its mark and gets no speedup (a speedup needs two figures that
 can both be believed). ``make compare`` leaves contaminated cases out by its own rule.
 """
@@ -29,6 +33,11 @@ NOISE_CAP = 1.0
 #: Above this % of the matrix peak a compute-bound figure cannot be a matmul at the peak.
 PEAK_PCT = 100.0
 
+#: An energy reading whose window averaged more than this times the board's enforced power limit
+#: is not physical (the limit holds over any window of a tenth of a second or more; 10 % of margin
+#: for the limit's own regulation).
+OVER_POWER = 1.10
+
 #: Characters :func:`noise_text` always returns (``"noisy (±100%)"``).
 NOISE_WIDTH = 14
 
@@ -39,6 +48,8 @@ MARKS: dict[str, tuple[str, str]] = {
     "cache": ("^", "above the copy ceiling: cache-resident (L2), not memory bandwidth"),
     "peak": ("^", "above the measured matrix peak: the peak was understated or the matmul ran from cache"),
     "unstable-peak": ("?", "% of a matrix peak that did not repeat between tries: in doubt"),
+    "over-power": ("#", "energy read above the board's power limit over its window (NVML's counter "
+                        "steps every 100 ms): not a physical figure"),
 }
 
 
@@ -79,19 +90,51 @@ def doubts(rec, unstable_peak: bool = False) -> list[str]:
     return out
 
 
+def _number(value) -> float | None:
+    """``value`` as a finite positive float, else None (a record from another host may hold
+    anything its schema check lets through)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None
+
+
+def power_limit_w(sweep, rec=None) -> float | None:
+    """The enforced power limit (W) of the GPU that measured ``rec`` in the run ``sweep``: its
+    entry in ``environment.gpus`` (a run over several GPUs), else the run's ``clocks``; None
+    where the run did not record one (runs stored before it was read)."""
+    env = sweep.environment if isinstance(sweep.environment, dict) else {}
+    for gpu in env.get("gpus") or ():
+        if isinstance(gpu, dict) and rec is not None and gpu.get("gpu_index") == rec.gpu_index:
+            clocks = gpu.get("clocks")
+            return _number(clocks.get("power_limit_w")) if isinstance(clocks, dict) else None
+    clocks = env.get("clocks")
+    return _number(clocks.get("power_limit_w")) if isinstance(clocks, dict) else None
+
+
+def energy_doubts(rec, limit_w: float | None) -> list[str]:
+    """``["over-power"]`` when ``rec``'s energy window averaged above :data:`OVER_POWER` times
+    ``limit_w`` (the board's power limit, :func:`power_limit_w`), else ``[]`` (no reading, no
+    window power or no limit: nothing to judge)."""
+    watts, limit = _number(getattr(rec, "energy_w", None)), _number(limit_w)
+    if rec is None or rec.energy_mj_per_call is None or watts is None or limit is None:
+        return []
+    return ["over-power"] if watts > OVER_POWER * limit else []
+
+
 def symbols(kinds: list[str]) -> str:
     """The table marks of ``kinds`` (:func:`doubts`), e.g. ``"~!"``."""
     return "".join(MARKS[k][0] for k in kinds)
 
 
-def legend(kinds) -> str:
-    """One line explaining the marks in ``kinds`` (any iterable of :data:`MARKS` keys), or ``""``."""
+def legend(kinds, speedups: bool = True) -> str:
+    """One line explaining the marks in ``kinds`` (any iterable of :data:`MARKS` keys), or ``""``;
+    ``speedups``: say that a marked figure gets no speedup (a table of times or bandwidths)."""
     kinds = set(kinds)
     seen = [k for k in MARKS if k in kinds]
     if not seen:
         return ""
     return ("Marks: " + "; ".join(f"{MARKS[k][0]} {MARKS[k][1]}" for k in seen)
-            + ". A marked figure gets no speedup.")
+            + (". A marked figure gets no speedup." if speedups else "."))
 
 
 def speedup(base_ms: float | None, ms: float | None, base_rec=None, rec=None) -> float | None:

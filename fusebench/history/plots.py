@@ -302,15 +302,24 @@ ENERGY_NOTE = "shown, never gated"
 def energy_series(record, op: Op, dtype: str) -> dict[str, list[tuple[int, float, str]]]:
     """``{backend: [(bytes moved, pJ per byte, shape), ...]}`` sorted by size: the cases of
     ``op`` and ``dtype`` in ``record`` (a ``Sweep``) timed with an energy reading, backends in
-    :data:`BACKENDS` order; empty when the record has none (the CPU, a record without energy)."""
+    :data:`BACKENDS` order, less the readings above the board's power limit
+    (:func:`over_power`); empty when the record has none (the CPU, a record without energy)."""
     out = {}
     for backend in BACKENDS:
         points = sorted((r.bytes_moved, r.energy_pj_per_byte, r.shape) for r in record.records
                         if (r.op, r.backend, r.dtype) == (op.name, backend, dtype) and r.status == "ok"
-                        and r.energy_pj_per_byte is not None)
+                        and r.energy_pj_per_byte is not None
+                        and not marks.energy_doubts(r, marks.power_limit_w(record, r)))
         if points:
             out[backend] = points
     return out
+
+
+def over_power(record, op: Op) -> int:
+    """How many of ``op``'s energy readings in ``record`` are above the board's power limit
+    (``marks.energy_doubts``): left out of its energy plot, which says so."""
+    return sum(1 for r in record.records if r.op == op.name and r.energy_pj_per_byte is not None
+               and marks.energy_doubts(r, marks.power_limit_w(record, r)))
 
 
 def energy_figure(record, op: Op, machine: str):
@@ -345,8 +354,11 @@ def energy_figure(record, op: Op, machine: str):
     fig.legend(list(legend.values()), list(legend), fontsize=8, loc="outside lower center",
                ncol=min(len(legend), 6))
     commit = str(record.environment.get("git_commit") or "")
+    left_out = over_power(record, op)
     fig.suptitle(f"{op.name} on {machine}: energy per byte moved by size, {ENERGY_NOTE} "
-                 f"(NVML board energy, idle power included; commit {_short(commit)})")
+                 f"(NVML board energy, idle power included; commit {_short(commit)})"
+                 + (f"\n{left_out} reading(s) above the board's power limit left out: not physical"
+                    if left_out else ""))
     return fig
 
 

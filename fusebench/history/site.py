@@ -349,7 +349,8 @@ def energy_html(tables) -> str:
                        + "".join(f'<td style="text-align:right">{esc(c)}</td>' for c in row[1:]) + "</tr>"
                        for row in t.rows)
         out.append(f"<p>{esc(t.title)}</p><table border=\"1\" cellpadding=\"3\" "
-                   f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>")
+                   f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
+                   + (f"<p>{esc(t.legend)}</p>" if t.legend else ""))
     return "".join(out)
 
 

@@ -162,19 +162,24 @@ ENERGY_INTRO = ("Energy per call (NVML total energy of the board over a window o
 @dataclass(frozen=True)
 class EnergyTable:
     """Energy per call of one (op, dtype): ``title``, ``header`` (``shape`` then the backends) and
-    ``rows`` of texts (:func:`energy_text`), rows the shapes in run order."""
+    ``rows`` of texts (:func:`energy_text`), rows the shapes in run order; ``legend`` explains the
+    marks in it (``fusebench.history.marks``), empty when none is marked."""
 
     title: str
     header: list[str]
     rows: list[list[str]]
+    legend: str = ""
 
 
-def energy_text(rec: Record | None) -> str:
-    """``"205 mJ 95.5 pJ/B"``: energy per call and per byte moved; ``"-"`` without a reading."""
+def energy_text(rec: Record | None, limit_w: float | None = None) -> str:
+    """``"205 mJ 95.5 pJ/B"``: energy per call and per byte moved, with the mark ``#`` when its
+    window averaged above the board's power limit ``limit_w`` (``marks.energy_doubts``); ``"-"``
+    without a reading."""
     if rec is None or rec.energy_mj_per_call is None:
         return "-"
     per_byte = f" {sig(rec.energy_pj_per_byte)} pJ/B" if rec.energy_pj_per_byte is not None else ""
-    return f"{sig(rec.energy_mj_per_call)} mJ{per_byte}"
+    kinds = marks.energy_doubts(rec, limit_w)
+    return f"{sig(rec.energy_mj_per_call)} mJ{per_byte}" + (f" {marks.symbols(kinds)}" if kinds else "")
 
 
 def energy_tables(result: Sweep, op: str | None = None) -> list[EnergyTable]:
@@ -187,8 +192,12 @@ def energy_tables(result: Sweep, op: str | None = None) -> list[EnergyTable]:
         cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (name, dtype)}
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any((s, b) in cases for s in shapes)]
+        limits = {r.key: marks.power_limit_w(result, r) for r in cases.values()}
+        kinds = [k for r in cases.values() for k in marks.energy_doubts(r, limits[r.key])]
         out.append(EnergyTable(f"{name} {dtype}: energy per call", ["shape", *cols],
-                               [[s, *(energy_text(cases.get((s, b))) for b in cols)] for s in shapes]))
+                               [[s, *(energy_text(r := cases.get((s, b)), limits.get(r.key) if r else None)
+                                      for b in cols)] for s in shapes],
+                               marks.legend(kinds, speedups=False)))
     return out
 
 
@@ -200,7 +209,7 @@ def energy_lines(result: Sweep, op: str | None = None) -> list[str]:
         return []
     out = ["", ENERGY_INTRO]
     for t in tables:
-        out += ["", t.title, ""] + markdown_table(t.header, t.rows)
+        out += ["", t.title, ""] + markdown_table(t.header, t.rows) + (["", t.legend] if t.legend else [])
     return out
 
 

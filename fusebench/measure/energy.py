@@ -43,6 +43,11 @@ class Energy:
     calls: int
     seconds: float
 
+    @property
+    def watts(self) -> float | None:
+        """The window's average power, W: the counter's rise (mJ) over its length (s) / 1000."""
+        return self.mj_per_call * self.calls / self.seconds / 1e3 if self.seconds > 0 else None
+
     def pj_per_byte(self, bytes_moved: int) -> float | None:
         """Energy per byte the call must move, pJ (1 mJ = 1e9 pJ); None without bytes."""
         return self.mj_per_call * 1e9 / bytes_moved if bytes_moved else None
@@ -98,9 +103,9 @@ def per_call(fn: Callable[[], object], dev: torch.device, read: Callable[[], flo
 
 
 def fill(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], float]) -> None:
-    """Set ``rec.energy_mj_per_call`` and ``rec.energy_pj_per_byte`` of a timed record
-    (``fusebench.record.Record``); a failure of the reading leaves them None and says why
-    in ``rec.energy_reason`` (never fails the case)."""
+    """Set ``rec.energy_mj_per_call``, ``rec.energy_pj_per_byte`` and ``rec.energy_w`` (the window's
+    average power) of a timed record (``fusebench.record.Record``); a failure of the reading
+    leaves them None and says why in ``rec.energy_reason`` (never fails the case)."""
     call_ms = rec.main_time_ms()
     if rec.status != "ok" or not call_ms:
         return
@@ -114,3 +119,4 @@ def fill(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], fl
         return
     rec.energy_mj_per_call = reading.mj_per_call
     rec.energy_pj_per_byte = reading.pj_per_byte(rec.bytes_moved)
+    rec.energy_w = reading.watts

@@ -67,7 +67,8 @@ def _nvml_handle(dev_index: int):
 
 
 def clocks(dev: torch.device) -> dict:
-    """SM and memory clocks (MHz), clock-event reasons, temperature (C) and power (W), now.
+    """SM and memory clocks (MHz), clock-event reasons, temperature (C) and power (W), now, and
+    the board's enforced power limit (``power_limit_w``, W).
 
     Returns an empty dict on the CPU or where NVML is unavailable.
     """
@@ -87,6 +88,10 @@ def clocks(dev: torch.device) -> dict:
         out["power_w"] = pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0
     except Exception as exc:  # older drivers lack some queries; keep what was read
         out["nvml_error"] = str(exc)
+    try:
+        out["power_limit_w"] = pynvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0
+    except Exception:  # noqa: BLE001 - not every board reports it: energy figures then go unjudged
+        pass
     return out
 
 
