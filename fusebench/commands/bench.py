@@ -308,8 +308,10 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
                   file=sys.stderr)
             return 1
         print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
+        # the site's PNGs of the same ops (the default case file's) are the repo's: copied, not drawn again
         written = plots.write_plots(results, args.plots, list(configured(args.config).values()), stored,
-                                    reader=results_reader(results))
+                                    reader=results_reader(results),
+                                    drawn=(args.html / site.PLOTS, list(OPS.values())))
         print(f"bench: {len(written)} plots refreshed in {args.plots}/{', '.join(stored)}/", file=sys.stderr)
         for _, result in measured:
             result.phases["publish"] = round(time.perf_counter() - t, 1)

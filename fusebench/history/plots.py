@@ -384,8 +384,47 @@ def newest_first(reader: results.Reader, machine: str, op: Op) -> list[results.R
     return sorted(merged, key=lambda r: (-r.date, r.commit))
 
 
+def kinds(op: Op) -> tuple[str, ...]:
+    """The kinds of plot of ``op``, in the order :func:`write_plots` draws them (``<op>-<kind>.png``)."""
+    return THROUGHPUT[op.roofline].kind, "speedup", "energy"
+
+
+def copy_drawn(drawn_root: Path, out_root: Path, machine: str, op: Op) -> list[Path] | None:
+    """Copy the PNGs of ``machine`` and ``op`` that :func:`write_plots` drew into ``drawn_root``
+    to ``out_root`` (each atomically; a link at the target is replaced, never followed).
+
+    Returns the copies in :func:`write_plots`' order, or None (nothing copied) when one of the
+    sources is not a plain file: the caller draws that group instead.
+    """
+    import os
+    import stat
+
+    from fusebench.history.transaction import write_atomic
+
+    sources = []
+    for kind in kinds(op):
+        src = drawn_root / machine / f"{op.name}-{kind}.png"
+        try:
+            mode = src.lstat().st_mode
+        except FileNotFoundError:
+            continue  # not drawn: write_plots had no figure of this kind
+        if not stat.S_ISREG(mode):
+            return None
+        sources.append(src)
+    written = []
+    for src in sources:
+        fd = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            data = f.read()
+        path = out_root / machine / src.name
+        write_atomic(path, data)
+        written.append(path)
+    return written
+
+
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
-                dpi: int = 110, reader: results.Reader | None = None) -> list[Path]:
+                dpi: int = 110, reader: results.Reader | None = None,
+                drawn: tuple[Path, list[Op]] | None = None) -> list[Path]:
     """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine,
     and ``<op>-energy.png`` where the newest run's record has energy per call.
 
@@ -397,6 +436,10 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
         reader: reads the stored results and keeps the list of unreadable files
             (``reader.unreadable``) for the caller to report; without one, unreadable files
             raise once everything readable is drawn.
+        drawn: ``(folder, ops)``: this function has just drawn ``ops`` into ``folder`` from the
+            same results at the same ``dpi`` (the site's ``html/plots/``); the PNGs of an op in
+            it (the same object, hence the same cases) are copied from there (:func:`copy_drawn`),
+            not drawn again, and its unreadable files are those the drawing call named.
 
     Returns the files written. A result file that cannot be read is left out (the plots are drawn
     from the machine's other files) and named, never taken for "not measured".
@@ -410,6 +453,11 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     written = []
     for machine in machines if machines is not None else results.machines(results_dir):
         for op in ops:
+            if drawn is not None and any(op is o for o in drawn[1]):
+                copied = copy_drawn(drawn[0], out_root, machine, op)
+                if copied is not None:
+                    written += copied
+                    continue
             runs = newest_first(reader, machine, op)
             if not runs:
                 continue  # no readable file of this machine measured the op
