@@ -13,8 +13,9 @@ A timed case's figure is doubtful when it is
   unstable measurement) or the matmul ran from cache.
 
 An energy figure is doubtful when its window's average power is above the board's power limit
-(by more than :data:`OVER_POWER`): NVML's counter advances in 100 ms steps, so a 0.2 s window can
-read up to half a step too much (docs/method.md); such a figure is marked, never taken as physical.
+(by more than :data:`OVER_POWER`): NVML's counter advances in 100 ms steps, so a 0.2 s window
+read at arbitrary times can be off by up to half (docs/method.md); such a figure is marked, never
+taken as physical.
 
 A doubtful figure is printed with its mark and gets no speedup (a speedup needs two figures that
 can both be believed). ``make compare`` leaves contaminated cases out by its own rule.
