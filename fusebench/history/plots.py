@@ -27,7 +27,9 @@ Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg withou
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -422,9 +424,51 @@ def copy_drawn(drawn_root: Path, out_root: Path, machine: str, op: Op) -> list[P
     return written
 
 
+def draw_group(results_dir: Path, out_root: Path, machine: str, op: Op, dpi: int,
+               reader: results.Reader) -> list[Path]:
+    """Draw and save the plots of one ``machine`` and ``op`` (:func:`write_plots`' unit of work)."""
+    runs = newest_first(reader, machine, op)
+    if not runs:
+        return []  # no readable file of this machine measured the op
+    run = runs[0]
+    try:  # the run's record gives the noise and contamination marks
+        record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
+    except UsageError:
+        record = None
+    figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:], record)),
+               ("speedup", speedup_figure(run, op, record)),
+               ("energy", energy_figure(record, op, machine)))
+    written = []
+    for kind, fig in figures:
+        if fig is None:
+            continue
+        path = out_root / machine / f"{op.name}-{kind}.png"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
+        written.append(path)
+    return written
+
+
+#: The groups a pool of forked workers draws (set by :func:`write_plots` before it forks them):
+#: inherited, not pickled, so an op of any case file or test can be drawn in a worker.
+_JOB: tuple | None = None
+
+
+def _draw_job(index: int) -> list[Path]:
+    results_dir, out_root, groups, dpi, reader = _JOB
+    return draw_group(results_dir, out_root, *groups[index], dpi, reader)
+
+
+def cpus() -> int:
+    """The CPUs this process may run on (a container's cpuset, not the host's count)."""
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list[str] | None = None,
                 dpi: int = 110, reader: results.Reader | None = None,
-                drawn: tuple[Path, list[Op]] | None = None) -> list[Path]:
+                drawn: tuple[Path, list[Op]] | None = None, workers: int | None = None) -> list[Path]:
     """Write ``out_root/<machine>/<op>-bandwidth.png`` and ``<op>-speedup.png`` for each machine,
     and ``<op>-energy.png`` where the newest run's record has energy per call.
 
@@ -440,6 +484,10 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
             same results at the same ``dpi`` (the site's ``html/plots/``); the PNGs of an op in
             it (the same object, hence the same cases) are copied from there (:func:`copy_drawn`),
             not drawn again, and its unreadable files are those the drawing call named.
+        workers: processes drawing at once, each one (machine, op) group; default the CPUs,
+            at most the groups. With more than one, the stored results are read here first, then
+            the groups are drawn by forked workers (Agg, no pyplot: no display involved); the
+            files, their bytes and the order of the list returned are the sequential ones.
 
     Returns the files written. A result file that cannot be read is left out (the plots are drawn
     from the machine's other files) and named, never taken for "not measured".
@@ -450,32 +498,31 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     """
     strict = reader is None
     reader = reader or results.Reader(results_dir)
-    written = []
-    for machine in machines if machines is not None else results.machines(results_dir):
-        for op in ops:
-            if drawn is not None and any(op is o for o in drawn[1]):
-                copied = copy_drawn(drawn[0], out_root, machine, op)
-                if copied is not None:
-                    written += copied
-                    continue
-            runs = newest_first(reader, machine, op)
-            if not runs:
-                continue  # no readable file of this machine measured the op
-            run = runs[0]
-            try:  # the run's record gives the noise and contamination marks
-                record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
-            except UsageError:
-                record = None
-            figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:], record)),
-                       ("speedup", speedup_figure(run, op, record)),
-                       ("energy", energy_figure(record, op, machine)))
-            for kind, fig in figures:
-                if fig is None:
-                    continue
-                path = out_root / machine / f"{op.name}-{kind}.png"
-                path.parent.mkdir(parents=True, exist_ok=True)
-                fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
-                written.append(path)
+    machines = machines if machines is not None else results.machines(results_dir)
+    groups = [(machine, op) for machine in machines for op in ops]
+    done: dict[int, list[Path]] = {}
+    for i, (machine, op) in enumerate(groups):
+        if drawn is not None and any(op is o for o in drawn[1]):
+            copied = copy_drawn(drawn[0], out_root, machine, op)
+            if copied is not None:
+                done[i] = copied
+    todo = [i for i in range(len(groups)) if i not in done]
+    n = min(cpus() if workers is None else workers, len(todo))
+    if n > 1 and "fork" in multiprocessing.get_all_start_methods():
+        for machine in dict.fromkeys(groups[i][0] for i in todo):
+            reader.runs(machine)  # read once, in the sequential order (unreadable files named so)
+        import matplotlib.figure  # noqa: F401  imported once, before the fork
+        global _JOB
+        _JOB = (results_dir, out_root, groups, dpi, reader)
+        try:
+            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+                done.update(zip(todo, pool.map(_draw_job, todo)))
+        finally:
+            _JOB = None
+    else:
+        for i in todo:
+            done[i] = draw_group(results_dir, out_root, *groups[i], dpi, reader)
+    written = [p for i in range(len(groups)) for p in done[i]]
     if strict and reader.unreadable:
         raise UsageError("; ".join(str(u) for u in reader.unreadable)
                          + f" (left out; {len(written)} plots drawn from the rest)")

@@ -1,11 +1,14 @@
-"""The repo's plots copied from the site's, not drawn twice (issue 26, cost): the same bytes."""
+"""The plots at less cost (issue 26, item 5): the repo's copied from the site's, not drawn twice; the
+groups drawn by parallel workers. The same files, bytes and order as drawn one by one."""
 
+import dataclasses
 import os
 
 import pytest
 from asvfiles import main_commits, write_result
 
-from fusebench.history import plots
+from fusebench.errors import UsageError
+from fusebench.history import plots, results
 from fusebench.ops import OPS
 
 
@@ -79,3 +82,34 @@ def test_a_link_is_never_followed(stored, tmp_path):
     written = plots.write_plots(stored, tmp_path / "again", [OPS["matmul"]], ["box"],
                                 drawn=(site, [OPS["matmul"]]))
     assert [p.read_bytes() for p in written] == [fresh]
+
+
+def test_workers_draw_the_same_files_in_the_same_order(stored, tmp_path):
+    ops = [OPS["gelu"], OPS["matmul"]]
+    one = plots.write_plots(stored, tmp_path / "one", ops, workers=1)
+    two = plots.write_plots(stored, tmp_path / "two", ops, workers=2)
+    assert [p.relative_to(tmp_path / "two").as_posix() for p in two] == [
+        "box/gelu-bandwidth.png", "box/gelu-speedup.png", "box/matmul-tflops.png",
+        "other/gelu-bandwidth.png", "other/gelu-speedup.png", "other/matmul-tflops.png"]
+    assert [p.relative_to(tmp_path / "one") for p in one] == [p.relative_to(tmp_path / "two") for p in two]
+    assert _bytes(two) == _bytes(one)
+    assert plots._JOB is None  # nothing of the job left behind
+
+
+def test_workers_draw_an_op_that_cannot_be_pickled_and_name_unreadable_files_in_order(stored, tmp_path):
+    """The workers are forked: an op of a case file or a test (a lambda in it) is inherited, not
+    pickled; an unreadable file is named once, as by the sequential path."""
+    gelu = dataclasses.replace(OPS["gelu"], reference=lambda x: x)
+    broken = stored / "other" / "zzzzzzzz-existing-py.json"
+    broken.write_text("{")
+    seq, par = results.Reader(stored), results.Reader(stored)
+    one = plots.write_plots(stored, tmp_path / "one", [gelu, OPS["matmul"]], reader=seq, workers=1)
+    two = plots.write_plots(stored, tmp_path / "two", [gelu, OPS["matmul"]], reader=par, workers=2)
+    assert _bytes(two) == _bytes(one) and len(two) == 6
+    assert [u.path for u in par.unreadable] == [u.path for u in seq.unreadable] == [broken]
+    with pytest.raises(UsageError, match="zzzzzzzz-existing-py.json.*4 plots drawn from the rest"):
+        plots.write_plots(stored, tmp_path / "three", [gelu], workers=2)
+
+
+def test_the_cpus_counted_are_this_process_s():
+    assert plots.cpus() == len(os.sched_getaffinity(0)) >= 1
