@@ -32,6 +32,7 @@ calibration on the committed records (:func:`calibration`, ``fusebench compare -
 from __future__ import annotations
 
 import ast
+import locale
 import math
 import re
 import statistics
@@ -175,20 +176,56 @@ def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
         return None
 
 
-def _git_changed(root: Path, a: str, b: str) -> set[str] | None:
+def _texts(root: Path, specs: list[str]) -> dict[str, str | None] | None:
+    """:func:`code` of each ``<commit>:<path>`` in ``specs``, read by one ``git cat-file --batch``
+    and decoded as :func:`_git` decodes (the locale's encoding, universal newlines); None for a
+    spec that names no file (or one that cannot be decoded). None when git cannot say."""
+    try:
+        out = subprocess.run(["git", "cat-file", "--batch"], cwd=root, capture_output=True, timeout=60,
+                             input="".join(f"{s}\n" for s in specs).encode()).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    texts: dict[str, str | None] = {}
+    pos = 0
+    for spec in specs:
+        end = out.find(b"\n", pos)
+        if end < 0:
+            return None
+        header = out[pos:end].split()
+        pos = end + 1
+        if len(header) != 3 or not header[2].isdigit():  # "<spec> missing" / "ambiguous"
+            texts[spec] = None
+            continue
+        size = int(header[2])
+        data, pos = out[pos:pos + size], pos + size + 1
+        if len(data) != size:
+            return None
+        try:
+            text = data.decode(locale.getpreferredencoding(False)).replace("\r\n", "\n").replace("\r", "\n")
+        except UnicodeDecodeError:
+            text = None
+        texts[spec] = code(text, spec.split(":", 1)[1]) if header[1] == b"blob" and text is not None else None
+    return texts
+
+
+def _git_changed(root: Path, a: str, b: str, texts: dict[str, str | None] | None = None) -> set[str] | None:
     """Files that differ between commits ``a`` and ``b`` in what runs (:func:`code`: a change of
-    comments only is no change); None when git cannot say."""
+    comments only is no change); None when git cannot say. ``texts``: the code of each
+    ``<commit>:<path>`` read so far (:func:`_texts`), shared by the calls of one history."""
     out = _git(root, "diff", "--name-only", a, b)
     if out is None or out.returncode != 0:
         return None
-    changed = set()
-    for path in out.stdout.split():
-        if not path.startswith(_MEASURED_ROOTS):  # no measured path there: no need to look
-            changed.add(path)
-            continue
-        old, new = _git(root, "show", f"{a}:{path}"), _git(root, "show", f"{b}:{path}")
-        if old is None or new is None or old.returncode or new.returncode \
-                or code(old.stdout, path) != code(new.stdout, path):
+    texts = {} if texts is None else texts
+    paths = out.stdout.split()
+    # no measured path outside the measured roots: no need to look
+    changed = {p for p in paths if not p.startswith(_MEASURED_ROOTS)}
+    looked = [p for p in paths if p not in changed]
+    wanted = [s for s in dict.fromkeys(f"{c}:{p}" for p in looked for c in (a, b)) if s not in texts]
+    if wanted:
+        texts.update(_texts(root, wanted) or {})
+    for path in looked:
+        old, new = texts.get(f"{a}:{path}"), texts.get(f"{b}:{path}")
+        if old is None or new is None or old != new:
             changed.add(path)
     return changed
 
@@ -302,11 +339,12 @@ def load_records(folder: Path) -> list[Sweep]:
 def from_records(folder: Path, repo: Path) -> History:
     """The history of the records in ``folder``, with the changed files from git in ``repo``."""
     cache: dict[frozenset[str], set[str] | None] = {}
+    texts: dict[str, str | None] = {}
 
     def changed(a: str, b: str) -> set[str] | None:
         k = frozenset((a, b))
         if k not in cache:
-            cache[k] = _git_changed(repo, a, b)
+            cache[k] = _git_changed(repo, a, b, texts)
         return cache[k]
 
     return History(load_records(folder), changed)

@@ -1,0 +1,78 @@
+"""The files two commits differ in, in what runs (``noise._git_changed``), read with one
+``git cat-file --batch`` per pair and the texts shared by a history's pairs (issue 26, cost)."""
+
+import subprocess
+
+import pytest
+
+from fusebench.history import noise
+
+ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+       "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}
+
+
+def _commit(repo, files: dict[str, bytes | None]) -> str:
+    for name, data in files.items():
+        path = repo / name
+        if data is None:
+            path.unlink()
+            continue
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    git = ["git", "-C", str(repo)]
+    subprocess.run([*git, "add", "-A"], check=True, env=ENV)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True, env=ENV)
+    return subprocess.run([*git, "rev-parse", "HEAD"], check=True, env=ENV, capture_output=True,
+                          text=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=ENV)
+    a = _commit(tmp_path, {
+        "fusebench/ops/gelu/triton.py": b'def f(x):\n    """Doc."""\n    return x + 1\n',
+        "fusebench/ops/gelu/fused.py": b"def g(x):\n    return x * 2\n",
+        "kernels/cuda/k.cu": b"__global__ void k(float* y) { y[0] = 1.0f; }\n",
+        "kernels/table.txt": b"a\nb\n",
+        "fusebench/ops/gone.py": b"x = 1\n",
+        "README.md": b"hello\n"})
+    b = _commit(tmp_path, {
+        "fusebench/ops/gelu/triton.py": b"def f(x):\n    # why\n    return x + 1\n",  # comments only
+        "fusebench/ops/gelu/fused.py": b"def g(x):\n    return x * 3\n",  # code
+        "kernels/cuda/k.cu": b"__global__ void k(float* y) {\n  // store\n  y[0] = 1.0f;\n}\n",
+        "kernels/table.txt": b"a\r\nb\r\n",  # line ends only: read as git's text output was
+        "fusebench/ops/gone.py": None,  # removed: not in b
+        "fusebench/ops/new.py": b"y = 2\n",  # added: not in a
+        "README.md": b"hello, world\n"})  # outside the measured roots: changed without a look
+    return tmp_path, a, b
+
+
+def test_only_what_runs_counts_as_changed(repo):
+    root, a, b = repo
+    want = {"fusebench/ops/gelu/fused.py", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
+    assert noise._git_changed(root, a, b) == want
+    assert noise._git_changed(root, b, a) == want
+    assert noise._git_changed(root, a, a) == set()
+    assert noise._git_changed(root, a, "0" * 40) is None  # git cannot say
+
+
+def test_the_texts_are_read_once_for_all_pairs(repo, monkeypatch):
+    root, a, b = repo
+    texts: dict = {}
+    calls = []
+    run = subprocess.run
+    monkeypatch.setattr(noise.subprocess, "run", lambda args, **kw: calls.append(args[1]) or run(args, **kw))
+    first = noise._git_changed(root, a, b, texts)
+    assert calls == ["diff", "cat-file"]  # one process for every file of the pair
+    assert texts[f"{a}:fusebench/ops/gone.py"] is not None and texts[f"{b}:fusebench/ops/gone.py"] is None
+    assert texts[f"{a}:fusebench/ops/gelu/triton.py"] == texts[f"{b}:fusebench/ops/gelu/triton.py"]
+    assert noise._git_changed(root, b, a, texts) == first
+    assert calls == ["diff", "cat-file", "diff"]  # the texts read already: no second cat-file
+
+
+def test_git_failing_to_read_counts_as_changed(repo, monkeypatch):
+    root, a, b = repo
+    monkeypatch.setattr(noise, "_texts", lambda root, specs: None)
+    assert noise._git_changed(root, a, b) == {
+        "fusebench/ops/gelu/triton.py", "fusebench/ops/gelu/fused.py", "kernels/cuda/k.cu",
+        "kernels/table.txt", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
