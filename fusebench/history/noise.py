@@ -244,6 +244,7 @@ class History:
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
         self._classes: dict | None = None
+        self._sigmas: dict[tuple[str, int, frozenset[str]], tuple[float, int]] = {}
         runs = [s for s in sweeps if s.methods
                 and s.environment.get("git_commit") and not s.environment.get("git_dirty")]
         gated = [m.field for m in metrictable.GATED]
@@ -291,9 +292,12 @@ class History:
 
     def _class_sigma(self, field: str, band_index: int, exclude: frozenset[str]) -> tuple[float, int]:
         """The class's robust sigma (1.4826 × median |d|) without the pair ``exclude``, and its
-        number of samples."""
-        sizes = [a for p, a in self._class_samples().get((field, band_index), ()) if p != exclude]
-        return (ROBUST * statistics.median(sizes) if sizes else math.nan), len(sizes)
+        number of samples (each once per history: every case of the class asks the same)."""
+        k = (field, band_index, exclude)
+        if k not in self._sigmas:
+            sizes = [a for p, a in self._class_samples().get((field, band_index), ()) if p != exclude]
+            self._sigmas[k] = (ROBUST * statistics.median(sizes) if sizes else math.nan), len(sizes)
+        return self._sigmas[k]
 
     def limit(self, field: str, key: Key, per_launch_ms: float | None = None,
               exclude: tuple[str, str] | None = None) -> Limit:

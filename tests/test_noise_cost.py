@@ -1,6 +1,9 @@
-"""The files two commits differ in, in what runs (``noise._git_changed``), read with one
-``git cat-file --batch`` per pair and the texts shared by a history's pairs (issue 26, cost)."""
+"""The history at less cost (issue 26, item 5): the files two commits differ in, in what runs
+(``noise._git_changed``), read with one ``git cat-file --batch`` per pair and the texts shared by a
+history's pairs; a class's sigma computed once per history and pair left out."""
 
+import math
+import statistics
 import subprocess
 
 import pytest
@@ -76,3 +79,27 @@ def test_git_failing_to_read_counts_as_changed(repo, monkeypatch):
     assert noise._git_changed(root, a, b) == {
         "fusebench/ops/gelu/triton.py", "fusebench/ops/gelu/fused.py", "kernels/cuda/k.cu",
         "kernels/table.txt", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
+
+
+def test_a_class_sigma_is_computed_once_and_is_the_median_of_its_samples(monkeypatch):
+    hist = noise.History([], None)
+    pairs = [frozenset((f"a{i}", f"b{i}")) for i in range(10)]
+    keys = [("gelu", "triton", str(n), "float32") for n in (1024, 2048)]
+    ds = [0.01 * (i + 1) for i in range(10)]
+    hist.samples = {("device_time_ms", k): [noise.Sample(p, d * (j + 1)) for p, d in zip(pairs, ds)]
+                    for j, k in enumerate(keys)}
+    hist.bands = {("device_time_ms", k): 0 for k in keys}
+    medians = []
+    median = statistics.median
+    monkeypatch.setattr(noise.statistics, "median", lambda xs: medians.append(len(xs)) or median(xs))
+    left_out = tuple(pairs[0])
+    first = [hist.limit("device_time_ms", k, exclude=left_out) for k in keys]
+    assert medians == [18]  # one class, its 20 samples less the pair left out: computed once
+    sizes = ds[1:] + [2 * d for d in ds[1:]]
+    cls = noise.ROBUST * median(sizes)
+    own = ds[1:]
+    want = math.exp(noise.K * math.sqrt((sum(d * d for d in own) + noise.PRIOR_PAIRS * cls * cls)
+                                        / (len(own) + noise.PRIOR_PAIRS)))
+    assert first[0].limit == want and first[0].n == 9
+    assert [hist.limit("device_time_ms", k, exclude=left_out) for k in keys] == first
+    assert hist.limit("device_time_ms", keys[0]).n == 10 and medians == [18, 20]  # another exclusion
