@@ -15,7 +15,8 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
    different file (:data:`ASSETS` says which and why). An external URL not in :data:`ASSETS` is an
    error: the site would still need the internet;
 4. renders the plots (``fusebench.history.plots``) into ``html/plots/`` with an index page, and adds a
-   "Plots" tab to asv's navigation bar;
+   "Plots" tab to asv's navigation bar (this page, the runs and verdicts pages are built while
+   ``asv publish`` runs, beside the folder it empties first, and moved in once it is done);
 5. fixes what the site shows first (``fusebench.history.site_fixes``): graphs open at the op's headline
    shape, tile titles carry units, bars against a category axis are all drawn.
 6. writes ``html/runs/index.html`` from the run records (``fusebench.history.runrecord``: rounds, copy
@@ -30,6 +31,7 @@ import base64
 import hashlib
 import html as htmllib
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -500,31 +502,41 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
 def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, python: str, site_dir: Path):
     """Build the whole site into ``html_dir`` (a staging folder): asv's pages from ``checked``
     (the checked copy of ``results_dir``), the plots and runs pages from ``results_dir``.
-    Returns ``(status, reader)``, or None when the offline copies failed (named)."""
+    Returns ``(status, reader)``, or None when the offline copies failed (named).
+
+    ``asv publish`` (a subprocess that first empties ``html_dir``) runs while the plots, runs and
+    verdicts pages, which read nothing of asv's, are built beside it and then moved in."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from fusebench import tmpdirs
     from fusebench.history import plots, results, runrecord, site_fixes, site_readable, store, verdicts
 
-    status = store.publish(checked, html_dir, python=python)
-    if status != 0:
-        return status, None
-    try:
-        copy_vendor(npm_install(site_dir), html_dir)
-        rewrite_cdn(html_dir)
-    except SiteError as exc:
-        if not cdn:
-            print(f"publish: error: {exc} (or publish with CDN=1: the site then needs internet)",
+    with tmpdirs.scratch("side", html_dir.parent) as side, ThreadPoolExecutor(1) as asv:
+        published = asv.submit(store.publish, checked, html_dir, python=python)
+        reader = results.Reader(results_dir)
+        pngs = plots.write_plots(results_dir, side / PLOTS, list(ops), reader=reader)
+        write_plots_page(side, pngs, reader.check())
+        write_runs_page(side, runrecord.records_dir(results_dir))
+        # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
+        verdicts.write_page(side, results_dir, machines=results.machines(checked))
+        status = published.result()
+        if status != 0:
+            return status, None
+        try:
+            copy_vendor(npm_install(site_dir), html_dir)
+            rewrite_cdn(html_dir)
+        except SiteError as exc:
+            if not cdn:
+                print(f"publish: error: {exc} (or publish with CDN=1: the site then needs internet)",
+                      file=sys.stderr)
+                return None
+            print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
                   file=sys.stderr)
-            return None
-        print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
-              file=sys.stderr)
-    reader = results.Reader(results_dir)
-    pngs = plots.write_plots(results_dir, html_dir / PLOTS, list(ops), reader=reader)
-    write_plots_page(html_dir, pngs, reader.check())
+        for name in (PLOTS, RUNS, verdicts.VERDICTS):
+            os.replace(side / name, html_dir / name)
     add_plots_tab(html_dir)
     site_fixes.apply(html_dir, ops)  # headline shape first, units in titles, bars on category axes
     site_readable.apply(html_dir)  # file:// explained, the legend off the plot
-    write_runs_page(html_dir, runrecord.records_dir(results_dir))
     add_tab(html_dir, NAV_RUNS)
-    # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
-    verdicts.write_page(html_dir, results_dir, machines=results.machines(checked))
     add_tab(html_dir, verdicts.NAV_VERDICTS)
     return 0, reader
