@@ -14,8 +14,8 @@ a GPU host from the project root:
 
     PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule]
 
-(The comparison of the rule before 800533f with the current one, in docs/gate.md, came from this
-script at 800533f.)
+(docs/gate.md's comparison of the former blocking rule with the current one came from an earlier
+version of this script; git log has it.)
 """
 
 import statistics
