@@ -184,3 +184,29 @@ def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
     table = summary.EnergyTable("gelu float32: energy per call", ["shape", "eager"],
                                 [["<img src=x>", "1.00 mJ"]])
     assert "<td>&lt;img src=x&gt;</td>" in site.energy_html([table]) and site.energy_html([]) == ""
+
+
+def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp_path):
+    """A fresh clone gives every record about the same file time: the Runs tab orders each
+    machine's records by their commit's time in git, unknown commits after, newest file first."""
+    import os
+
+    folder = tmp_path / "records" / "h200"
+    folder.mkdir(parents=True)
+    names = ["0a5fc94f.json", "8cd47df5.json", "93fa9d02.json"]  # oldest commit first
+    for i, name in enumerate(names):
+        (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
+        os.utime(folder / name, (2_000_000 - i, 2_000_000 - i))  # the oldest commit's file is newest
+    (folder / "deadbeef.json").write_text("{}")
+    os.utime(folder / "deadbeef.json", (3_000_000, 3_000_000))
+    (tmp_path / "records" / "cpu").mkdir()
+    (tmp_path / "records" / "cpu" / "0a5fc94f.json").write_text("{}")
+    ordered = site.newest_first([("h200", folder / n) for n in [*names, "deadbeef.json"]]
+                                + [("cpu", tmp_path / "records" / "cpu" / "0a5fc94f.json")])
+    assert [(m, p.name) for m, p in ordered] == [
+        ("cpu", "0a5fc94f.json"), ("h200", "8cd47df5.json"), ("h200", "93fa9d02.json"),
+        ("h200", "0a5fc94f.json"), ("h200", "deadbeef.json")]
+    page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
+    assert page.index("<h2>h200 8cd47df5</h2>") < page.index("<h2>h200 93fa9d02</h2>") \
+        < page.index("<h2>h200 0a5fc94f</h2>") < page.index("<h2>h200 deadbeef</h2>")
+    assert "unreadable record" in page.split("<h2>h200 deadbeef</h2>")[1]

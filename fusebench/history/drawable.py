@@ -44,6 +44,24 @@ def first_parent_line(branch: str = "main", root: Path = PROJECT_ROOT) -> set[st
     return set(out.stdout.split()) if out.returncode == 0 else None
 
 
+def commit_times(root: Path = PROJECT_ROOT) -> dict[str, int]:
+    """Full sha -> committer time (Unix seconds) of every commit reachable from a ref of the
+    repository at ``root``; empty when git cannot say (not a checkout, no git)."""
+    try:
+        out = subprocess.run(["git", "log", "--all", "--format=%H %ct"], cwd=root,
+                             capture_output=True, text=True)
+    except OSError:
+        return {}
+    if out.returncode != 0:
+        return {}
+    times = {}
+    for line in out.stdout.splitlines():
+        sha, _, when = line.partition(" ")
+        if when.isdigit():
+            times[sha] = int(when)
+    return times
+
+
 def commit_exists(commit: str, root: Path = PROJECT_ROOT) -> bool:
     """True when ``commit`` is a commit of the repository at ``root``."""
     try:

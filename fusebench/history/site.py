@@ -356,6 +356,25 @@ def energy_html(tables) -> str:
     return "".join(out)
 
 
+def newest_first(records: list[tuple[str, Path]], root: Path = PROJECT_ROOT) -> list[tuple[str, Path]]:
+    """``[(machine, record path)]`` by machine, then newest commit first: the committer time of the
+    commit the file is named after (``<sha8>.json``) in the repository at ``root``; records of
+    commits git does not know (or without git) come after, newest file first. A checkout's files all
+    have about the same time, so the commit's, not the file's, orders a fresh clone's page."""
+    from fusebench.history.drawable import commit_times
+
+    by_prefix: dict[str, int] = {}
+    for sha, when in commit_times(root).items():
+        by_prefix[sha[:8]] = max(when, by_prefix.get(sha[:8], 0))
+
+    def key(mp: tuple[str, Path]):
+        machine, path = mp
+        when = by_prefix.get(path.stem)
+        return (machine, when is None, -(when or 0), -path.stat().st_mtime, path.name)
+
+    return sorted(records, key=key)
+
+
 def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
     its ops' % of the copy ceiling per backend (``summary.ceiling_table``) and, where measured,
@@ -367,8 +386,7 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     body = []
     from fusebench.record import Sweep
 
-    records = sorted(runrecord.all_records(records_folder), key=lambda mp: (mp[0], -mp[1].stat().st_mtime))
-    for machine, path in records:
+    for machine, path in newest_first(runrecord.all_records(records_folder)):
         tables, energy = [], []
         try:
             sweep = Sweep.load(path)
