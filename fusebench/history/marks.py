@@ -35,8 +35,8 @@ NOISE_CAP = 1.0
 PEAK_PCT = 100.0
 
 #: An energy reading whose window averaged more than this times the board's enforced power limit
-#: is not physical (the limit holds over any window of a tenth of a second or more; 10 % of margin
-#: for the limit's own regulation).
+#: is not physical: the board's power controller holds its average to the limit (sw_power_cap),
+#: and 10 % is left for the controller's own lag within a 0.2 s window.
 OVER_POWER = 1.10
 
 #: Characters :func:`noise_text` always returns (``"noisy (±100%)"``).
