@@ -68,15 +68,18 @@ def test_the_power_limit_is_read_with_the_clocks(monkeypatch):
 
 def test_a_window_above_the_limit_is_marked_and_one_below_is_not():
     assert marks.OVER_POWER == 1.10
-    assert marks.energy_doubts(rec("1024", watts=771.0), 700.0) == ["over-power"]
-    assert marks.energy_doubts(rec("1024", watts=769.0), 700.0) == []
+    board = run([])  # a 700 W board
+    assert marks.energy_doubts(rec("1024", watts=771.0), board) == ["over-power"]
+    assert marks.energy_doubts(rec("1024", watts=769.0), board) == []
     # nothing to judge: no window power (records stored before it), no limit, no reading
-    assert marks.energy_doubts(rec("1024", watts=None), 700.0) == []
-    assert marks.energy_doubts(rec("1024", watts=900.0), None) == []
-    assert marks.energy_doubts(rec("1024", mj=None, watts=900.0), 700.0) == []
+    assert marks.energy_doubts(rec("1024", watts=None), board) == []
+    assert marks.energy_doubts(rec("1024", watts=900.0), run([], env={})) == []
+    assert marks.energy_doubts(rec("1024", mj=None, watts=900.0), board) == []
     # a record from another host may hold anything its schema lets through: never a traceback
-    assert marks.energy_doubts(rec("1024", watts="900"), 700.0) == []
-    assert marks.energy_doubts(rec("1024", watts=float("inf")), 700.0) == []
+    assert marks.energy_doubts(rec("1024", watts="900"), board) == []
+    assert marks.energy_doubts(rec("1024", watts=float("inf")), board) == []
+    junk_limit = run([], env={"clocks": {"power_limit_w": "x"}})
+    assert marks.energy_doubts(rec("1024", watts=900.0), junk_limit) == []
 
 
 def test_the_limit_is_the_gpu_that_measured_the_case():

@@ -112,11 +112,12 @@ def power_limit_w(sweep, rec=None) -> float | None:
     return _number(clocks.get("power_limit_w")) if isinstance(clocks, dict) else None
 
 
-def energy_doubts(rec, limit_w: float | None) -> list[str]:
-    """``["over-power"]`` when ``rec``'s energy window averaged above :data:`OVER_POWER` times
-    ``limit_w`` (the board's power limit, :func:`power_limit_w`), else ``[]`` (no reading, no
-    window power or no limit: nothing to judge)."""
-    watts, limit = _number(getattr(rec, "energy_w", None)), _number(limit_w)
+def energy_doubts(rec, sweep) -> list[str]:
+    """``["over-power"]`` when ``rec``'s energy window averaged above :data:`OVER_POWER` times the
+    power limit of the board that measured it in the run ``sweep`` (:func:`power_limit_w`), else
+    ``[]`` (no reading, no window power or no limit: nothing to judge)."""
+    watts = _number(getattr(rec, "energy_w", None))
+    limit = power_limit_w(sweep, rec) if rec is not None else None
     if rec is None or rec.energy_mj_per_call is None or watts is None or limit is None:
         return []
     return ["over-power"] if watts > OVER_POWER * limit else []

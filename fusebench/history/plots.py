@@ -311,7 +311,7 @@ def energy_series(record, op: Op, dtype: str) -> dict[str, list[tuple[int, float
         points = sorted((r.bytes_moved, r.energy_pj_per_byte, r.shape) for r in record.records
                         if (r.op, r.backend, r.dtype) == (op.name, backend, dtype) and r.status == "ok"
                         and r.energy_pj_per_byte is not None
-                        and not marks.energy_doubts(r, marks.power_limit_w(record, r)))
+                        and not marks.energy_doubts(r, record))
         if points:
             out[backend] = points
     return out
@@ -321,7 +321,7 @@ def over_power(record, op: Op) -> int:
     """How many of ``op``'s energy readings in ``record`` are above the board's power limit
     (``marks.energy_doubts``): left out of its energy plot, which says so."""
     return sum(1 for r in record.records if r.op == op.name and r.energy_pj_per_byte is not None
-               and marks.energy_doubts(r, marks.power_limit_w(record, r)))
+               and marks.energy_doubts(r, record))
 
 
 def energy_figure(record, op: Op, machine: str):

@@ -171,14 +171,14 @@ class EnergyTable:
     legend: str = ""
 
 
-def energy_text(rec: Record | None, limit_w: float | None = None) -> str:
+def energy_text(rec: Record | None, sweep: Sweep | None = None) -> str:
     """``"205 mJ 95.5 pJ/B"``: energy per call and per byte moved, with the mark ``#`` when its
-    window averaged above the board's power limit ``limit_w`` (``marks.energy_doubts``); ``"-"``
-    without a reading."""
+    window averaged above the power limit of the board that measured it in the run ``sweep``
+    (``marks.energy_doubts``); ``"-"`` without a reading."""
     if rec is None or rec.energy_mj_per_call is None:
         return "-"
     per_byte = f" {sig(rec.energy_pj_per_byte)} pJ/B" if rec.energy_pj_per_byte is not None else ""
-    kinds = marks.energy_doubts(rec, limit_w)
+    kinds = marks.energy_doubts(rec, sweep) if sweep is not None else []
     return f"{sig(rec.energy_mj_per_call)} mJ{per_byte}" + (f" {marks.symbols(kinds)}" if kinds else "")
 
 
@@ -192,11 +192,9 @@ def energy_tables(result: Sweep, op: str | None = None) -> list[EnergyTable]:
         cases = {(r.shape, r.backend): r for r in have if (r.op, r.dtype) == (name, dtype)}
         shapes = list(dict.fromkeys(s for s, _ in cases))
         cols = [b for b in BACKENDS if any((s, b) in cases for s in shapes)]
-        limits = {r.key: marks.power_limit_w(result, r) for r in cases.values()}
-        kinds = [k for r in cases.values() for k in marks.energy_doubts(r, limits[r.key])]
+        kinds = [k for r in cases.values() for k in marks.energy_doubts(r, result)]
         out.append(EnergyTable(f"{name} {dtype}: energy per call", ["shape", *cols],
-                               [[s, *(energy_text(r := cases.get((s, b)), limits.get(r.key) if r else None)
-                                      for b in cols)] for s in shapes],
+                               [[s, *(energy_text(cases.get((s, b)), result) for b in cols)] for s in shapes],
                                marks.legend(kinds, speedups=False)))
     return out
 
