@@ -23,8 +23,6 @@ import sys
 import time
 from collections import defaultdict
 
-import torch
-
 from fusebench import ops as registry
 from fusebench.measure import environment, metrics, sweep, timing
 
@@ -36,13 +34,7 @@ MODES = ("hot", "cold", "graph")
 def candidate_enqueue_ms(fn, calls: int = 5) -> float:
     """The candidate's launch estimate: ``device_time`` doubles it, so 0.625 x the median of
     ``calls`` launches gives 1.25 x the median."""
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    torch.cuda.synchronize()
-    return 0.625 * statistics.median(times) * 1e3
+    return 0.625 * ENQUEUE(fn, calls, statistics.median)
 
 
 def accounted(spent: dict):

@@ -201,7 +201,7 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
     os.utime(folder / "deadbeef.json", (3_000_000, 3_000_000))
     (tmp_path / "records" / "cpu").mkdir()
     (tmp_path / "records" / "cpu" / "0a5fc94f.json").write_text("{}")
-    ordered = site.newest_first([("h200", folder / n) for n in [*names, "deadbeef.json"]]
+    ordered = site.records_newest_first([("h200", folder / n) for n in [*names, "deadbeef.json"]]
                                 + [("cpu", tmp_path / "records" / "cpu" / "0a5fc94f.json")])
     assert [(m, p.name) for m, p in ordered] == [
         ("cpu", "0a5fc94f.json"), ("h200", "8cd47df5.json"), ("h200", "93fa9d02.json"),

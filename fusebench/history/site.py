@@ -356,7 +356,8 @@ def energy_html(tables) -> str:
     return "".join(out)
 
 
-def newest_first(records: list[tuple[str, Path]], root: Path = PROJECT_ROOT) -> list[tuple[str, Path]]:
+def records_newest_first(records: list[tuple[str, Path]],
+                         root: Path = PROJECT_ROOT) -> list[tuple[str, Path]]:
     """``[(machine, record path)]`` by machine, then newest commit first: the committer time of the
     commit the file is named after (``<sha8>.json``) in the repository at ``root``; records of
     commits git does not know (or without git) come after, newest file first. A checkout's files all
@@ -386,7 +387,7 @@ def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
     body = []
     from fusebench.record import Sweep
 
-    for machine, path in newest_first(runrecord.all_records(records_folder)):
+    for machine, path in records_newest_first(runrecord.all_records(records_folder)):
         tables, energy = [], []
         try:
             sweep = Sweep.load(path)

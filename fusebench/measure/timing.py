@@ -158,15 +158,17 @@ def block_clock_ghz(device: torch.device | int | None = None) -> float:
     return max(BLOCK_CLOCK_GHZ, rate_khz / 1e6)
 
 
-def enqueue_ms(fn: Callable[[], object], calls: int = 5) -> float:
-    """Host time to *launch* one call of ``fn`` (no synchronization), ms: the slowest of ``calls``."""
-    worst = 0.0
+def enqueue_ms(fn: Callable[[], object], calls: int = 5,
+               pick: Callable[[list[float]], float] = max) -> float:
+    """Host time to *launch* one call of ``fn`` (no synchronization), ms: ``pick`` (default the
+    slowest) of ``calls`` launches."""
+    times = []
     for _ in range(calls):
         start = time.perf_counter()
         fn()
-        worst = max(worst, time.perf_counter() - start)
+        times.append(time.perf_counter() - start)
     torch.cuda.synchronize()
-    return worst * 1e3
+    return pick(times) * 1e3
 
 
 def device_time(
