@@ -1,0 +1,100 @@
+"""How much slower a throwaway A/B patch makes one backend, case by case, before a full A/B run
+(docs/ab/README.md).
+
+Each variant is the patch with ``old=new`` substitutions applied to its text; each is applied to
+a fresh worktree of HEAD and timed there in its own process: the op's default grid of that one
+backend, built, gated and timed in three rounds (``sweep.time_round``: hot, cold and graph device
+time), the median per case. HEAD itself is timed first and last, so that the variants' ratios
+stand beside HEAD against itself. Run on a GPU host from the project root:
+
+    PYTHONPATH=. python scripts/ab_probe.py docs/ab/<name>.patch gelu triton ['old=new' ...]
+"""
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+FIELDS = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms")
+
+
+def time_here(op_name: str, backend: str, rounds: int = 3) -> dict:
+    """``{case: {field: median of rounds}}`` of ``op_name``'s default grid of ``backend``."""
+    from fusebench import ops as registry
+    from fusebench.measure import environment, metrics, sweep, timing
+
+    dev = environment.device()
+    todo = sweep.cases([registry.get_op(op_name)], "default", backend_names=[backend])
+    built = list(sweep.ready(todo, dev))
+    flush = timing.l2_flush_buffer(dev)
+    metrics.measure_copy_ceiling(dev)
+    for r in range(rounds):
+        for i in sweep.round_order(len(built), r):
+            sweep.time_round(*built[i], dev, flush)
+    return {f"{rec.shape} {rec.dtype}": {f: statistics.median(x[f] for x in rec.rounds)
+                                         for f in FIELDS if all(x.get(f) for x in rec.rounds)}
+            for rec, _ in built}
+
+
+def timed_variant(patch: str | None, op_name: str, backend: str) -> dict:
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = os.path.join(tmp, "tree")
+        subprocess.run(["git", "worktree", "add", "-q", "--detach", tree, "HEAD"], check=True)
+        try:
+            if patch is not None:
+                subprocess.run(["git", "-C", tree, "apply", "-"], input=patch.encode(), check=True)
+            out = subprocess.run([sys.executable, os.path.abspath(__file__), "--time", op_name, backend],
+                                 cwd=tree, env=dict(os.environ, PYTHONPATH=tree), check=True,
+                                 stdout=subprocess.PIPE, text=True).stdout
+        finally:
+            subprocess.run(["git", "worktree", "remove", "--force", tree], check=True)
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def ratios(after: dict, before: dict) -> dict[str, list[tuple[float, str]]]:
+    out: dict[str, list[tuple[float, str]]] = {f: [] for f in FIELDS}
+    for case, figs in after.items():
+        for f, v in figs.items():
+            if (b := before.get(case, {}).get(f)):
+                out[f].append((v / b, case))
+    return out
+
+
+def report(label: str, rs: dict) -> None:
+    for f, v in rs.items():
+        if not v:
+            continue
+        xs = sorted(x for x, _ in v)
+        print(f"{label} {f}: min {xs[0]:.3f} median {statistics.median(xs):.3f} max {xs[-1]:.3f}; "
+              f"under 1.06: {sum(x < 1.06 for x in xs)} of {len(xs)} "
+              + " ".join(f"[{c} {x:.3f}]" for x, c in sorted(v)[:4]), flush=True)
+
+
+def main() -> None:
+    if sys.argv[1] == "--time":
+        print(json.dumps(time_here(sys.argv[2], sys.argv[3])))
+        return
+    patch_path, op_name, backend, *subs = sys.argv[1:]
+    text = open(patch_path).read()
+    variants = [("as committed", text)]
+    for s in subs:
+        old, new = s.split("=", 1)
+        if old not in text:
+            sys.exit(f"ab_probe: {old!r} is not in {patch_path}")
+        variants.append((s, text.replace(old, new)))
+    base = timed_variant(None, op_name, backend)
+    figs = [(label, timed_variant(p, op_name, backend)) for label, p in variants]
+    again = timed_variant(None, op_name, backend)
+    report("HEAD again / HEAD", ratios(again, base))
+    for label, f in figs:
+        report(f"{label} / HEAD", ratios(f, base))
+        for case in sorted(f):
+            print(f"   {case}: " + ", ".join(f"{k.split('_')[2] if k.count('_') > 2 else 'hot'} "
+                                         f"{f[case][k] / base[case][k]:.3f}" for k in f[case]
+                                         if base.get(case, {}).get(k)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
