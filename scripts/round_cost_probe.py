@@ -12,7 +12,7 @@ current rule's, beside the current rule's two rounds against each other (the spr
 anyway): a candidate that lets the GPU wait for the host raises the short cases' figures. Run on
 a GPU host from the project root:
 
-    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule]
+    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule] [single]
 
 (docs/gate.md's comparison of the former blocking rule with the current one came from an earlier
 version of this script; git log has it.)
@@ -29,6 +29,9 @@ from fusebench.measure import environment, metrics, sweep, timing
 QUEUED = timing.queued_samples
 ENQUEUE = timing.enqueue_ms
 MODES = ("hot", "cold", "graph")
+#: The candidate only for cases of one launch per call (``single`` as the third argument): a call of
+#: several launches (eager) varies more from launch to launch than 1.25 x the median allows for.
+SINGLE_ONLY = False
 
 
 def candidate_enqueue_ms(fn, calls: int = 5) -> float:
@@ -68,6 +71,8 @@ def describe(v: list[float]) -> str:
 def main() -> None:
     names = (sys.argv[1] if len(sys.argv) > 1 else "gelu").split(",")
     per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    global SINGLE_ONLY
+    SINGLE_ONLY = len(sys.argv) > 3 and sys.argv[3] == "single"
     dev = environment.device()
     todo = sweep.cases([registry.get_op(n) for n in names], "default")
     t = time.perf_counter()
@@ -79,12 +84,13 @@ def main() -> None:
     for r, rule in enumerate(rules):
         spent: dict = defaultdict(lambda: defaultdict(float))
         timing.queued_samples = accounted(spent)
-        timing.enqueue_ms = candidate_enqueue_ms if rule == "candidate" else ENQUEUE
         parts: dict[str, float] = {}
         t = time.perf_counter()
         try:
             for i in sweep.round_order(len(built), r):
                 rec, fn = built[i]
+                tight = rule == "candidate" and (rec.launches == 1 or not SINGLE_ONLY)
+                timing.enqueue_ms = candidate_enqueue_ms if tight else ENQUEUE
                 sweep.time_round(rec, fn, dev, flush, spent=parts)["rule"] = rule
         finally:
             timing.queued_samples, timing.enqueue_ms = QUEUED, ENQUEUE
@@ -108,8 +114,12 @@ def main() -> None:
             continue
         print(f"{field}: candidate/current {describe([x for x, _ in cand_vs_cur])}; "
               f"current round 2/round 1 {describe(cur_vs_cur)}")
-        for x, rec in sorted(cand_vs_cur, key=lambda p: -abs(p[0] - 1))[:6]:
-            print(f"   {x:.3f} {rec.backend} {rec.shape} {rec.dtype}")
+        one = [i for i, (_, rec) in enumerate(cand_vs_cur) if rec.launches == 1]
+        if len(one) >= 20:
+            print(f"   one launch per call: candidate/current {describe([cand_vs_cur[i][0] for i in one])}; "
+                  f"current round 2/round 1 {describe([cur_vs_cur[i] for i in one])}")
+        for x, rec in sorted(cand_vs_cur, key=lambda p: -abs(p[0] - 1))[:8]:
+            print(f"   {x:.3f} {rec.backend} {rec.shape} {rec.dtype} ({rec.launches} launches)")
 
 
 if __name__ == "__main__":
