@@ -231,3 +231,11 @@ def test_a_repeat_longer_on_the_gpu_than_on_the_host_needs_no_long_block():
     led = timing.device_time(fn, 20, gpu_ms=0.9).median_ms
     blocked = timing.device_time(fn, 20).median_ms
     assert 0.9 < led < 1.2 and led == pytest.approx(blocked, rel=0.02)
+
+
+def test_host_estimate_is_tight_for_one_launch_and_generous_for_several(monkeypatch):
+    launches_ms = [1.0, 2.0, 3.0, 4.0, 10.0]  # five launches, one slow (a host hiccup)
+    monkeypatch.setattr(timing, "enqueue_ms", lambda fn, calls, pick: pick(launches_ms[:calls]))
+    assert timing.host_ms_per_call(lambda: None, 1) == 1.25 * 3.0
+    assert timing.host_ms_per_call(lambda: None, 9) == 2.0 * 10.0
+    assert timing.host_ms_per_call(lambda: None, None) == 2.0 * 10.0

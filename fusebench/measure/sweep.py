@@ -215,7 +215,7 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         calls = rec.hot_calls or 1
         earlier = [r["device_time_ms"] for r in rec.rounds if r.get("device_time_ms")]
         hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls,
-                                 gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0))
+                                 gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0), launches=rec.launches)
         took("hot")
         samples.append(environment.gpu_sample(dev))
         took("readings")
@@ -223,7 +223,8 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
         # Cold repeats fill the budget with the flush that precedes each of them counted in.
         cold_reps = timing.repeats_for(estimate_s + flush_ms * 1e-3, budget_s, MIN_ROUND_SAMPLES,
                                        timing.MAX_REPEATS)
-        cold = timing.device_time(fn, cold_reps, flush, gpu_ms=GPU_FLOOR * (flush_ms + hot.median_ms))
+        cold = timing.device_time(fn, cold_reps, flush, gpu_ms=GPU_FLOOR * (flush_ms + hot.median_ms),
+                                  launches=rec.launches)
         fig["cold_repeats"] = cold_reps
         took("cold")
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,

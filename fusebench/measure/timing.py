@@ -171,9 +171,23 @@ def enqueue_ms(fn: Callable[[], object], calls: int = 5,
     return pick(times) * 1e3
 
 
+#: The host's time to enqueue one call, estimated from five launches: 1.25 x their median for a call
+#: of one launch, twice the slowest for a call of several or an unknown number (an eager chain's
+#: launches vary more from call to call, and a short estimate lets the GPU wait between them).
+ONE_LAUNCH_ESTIMATE = (1.25, statistics.median)
+SEVERAL_LAUNCHES_ESTIMATE = (2.0, max)
+
+
+def host_ms_per_call(fn: Callable[[], object], launches: int | None = None) -> float:
+    """The host's time to enqueue one call of ``fn``, ms, as the blocking kernel is sized from it
+    (:data:`ONE_LAUNCH_ESTIMATE`, :data:`SEVERAL_LAUNCHES_ESTIMATE`)."""
+    factor, pick = ONE_LAUNCH_ESTIMATE if launches == 1 else SEVERAL_LAUNCHES_ESTIMATE
+    return factor * enqueue_ms(fn, 5, pick)
+
+
 def device_time(
     fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None, calls: int = 1,
-    gpu_ms: float = 0.0,
+    gpu_ms: float = 0.0, launches: int | None = None,
 ) -> Timing:
     """Device time of one call of ``fn`` on the current CUDA stream, CUDA events around each repeat.
 
@@ -188,6 +202,7 @@ def device_time(
         calls: calls per repeat, >= 1 (hot mode: see :func:`hot_calls`).
         gpu_ms: GPU time one repeat takes at least (its calls, and the flush), ms, where the caller
             knows it: the blocking kernel then covers only the host time beyond it.
+        launches: kernel launches per call where the caller knows them (:func:`host_ms_per_call`).
 
     Returns:
         Median and interquartile range of the per-call samples, ms.
@@ -198,9 +213,8 @@ def device_time(
     """
     if calls < 1 or (calls > 1 and flush is not None):
         raise ValueError(f"device_time: calls must be 1 in cold mode and >= 1, got {calls}")
-    # The host's time per repeat, generous: twice the slowest of five launches per call, plus
-    # two event records and maybe the flush.
-    per_repeat_ms = 2.0 * calls * enqueue_ms(fn) + 0.02
+    # The host's time per repeat: its calls, two event records and maybe the flush.
+    per_repeat_ms = calls * host_ms_per_call(fn, launches) + 0.02
 
     def body() -> None:
         for _ in range(calls):
