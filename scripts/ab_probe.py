@@ -72,12 +72,20 @@ def report(label: str, rs: dict) -> None:
               + " ".join(f"[{c} {x:.3f}]" for x, c in sorted(v)[:4]), flush=True)
 
 
+USAGE = "usage: PYTHONPATH=. python scripts/ab_probe.py PATCH OP BACKEND ['old=new' ...]"
+
+
 def main() -> None:
-    if sys.argv[1] == "--time":
+    if sys.argv[1:2] == ["--time"] and len(sys.argv) == 4:
         print(json.dumps(time_here(sys.argv[2], sys.argv[3])))
         return
+    if len(sys.argv) < 4 or any("=" not in s for s in sys.argv[4:]):
+        sys.exit(USAGE)
     patch_path, op_name, backend, *subs = sys.argv[1:]
-    text = open(patch_path).read()
+    try:
+        text = open(patch_path).read()
+    except OSError as exc:
+        sys.exit(f"ab_probe: cannot read {patch_path}: {exc.strerror}")
     variants = [("as committed", text)]
     for s in subs:
         old, new = s.split("=", 1)
