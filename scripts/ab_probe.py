@@ -92,9 +92,12 @@ def main() -> None:
         if old not in text:
             sys.exit(f"ab_probe: {old!r} is not in {patch_path}")
         variants.append((s, text.replace(old, new)))
-    base = timed_variant(None, op_name, backend)
-    figs = [(label, timed_variant(p, op_name, backend)) for label, p in variants]
-    again = timed_variant(None, op_name, backend)
+    try:
+        base = timed_variant(None, op_name, backend)
+        figs = [(label, timed_variant(p, op_name, backend)) for label, p in variants]
+        again = timed_variant(None, op_name, backend)
+    except subprocess.CalledProcessError as exc:  # the patch does not apply, the timing failed
+        sys.exit(f"ab_probe: {' '.join(map(str, exc.cmd[:3]))} ... failed (exit {exc.returncode})")
     report("HEAD again / HEAD", ratios(again, base))
     for label, f in figs:
         report(f"{label} / HEAD", ratios(f, base))
