@@ -3,19 +3,20 @@ docs/gate.md).
 
 The default grid of the ops named (default GELU), every backend, built once; then rounds that
 alternate the current rule with a candidate. The current rule sizes each group's blocking kernel
-from the host's time per repeat estimated as twice the slowest of five launches per call
-(``timing.device_time``); the candidate from 1.25 x the median of those five launches. Prints, per
-round and per mode (hot, cold, graph), the seconds spent in ``timing.queued_samples``, the
-blocking kernels' time, and the GPU time of the timed repeats (cold mode: with their flushes);
-what is left is the host's. Then, per metric, how the candidate's figures compare with the
-current rule's, beside the current rule's two rounds against each other (the spread a figure has
-anyway): a candidate that lets the GPU wait for the host raises the short cases' figures. Run on
-a GPU host from the project root:
+from the host's time per call as ``timing.host_ms_per_call`` estimates it (one launch: 1.25 x the
+median of five launches; several: twice the slowest); the candidate from ONE x the median for a
+call of one launch and SEVERAL x the slowest for a call of several. Prints, per round and per
+mode (hot, cold, graph), the seconds spent in ``timing.queued_samples``, the blocking kernels'
+time, and the GPU time of the timed repeats (cold mode: with their flushes); what is left is the
+host's. Then, per metric, how the candidate's figures compare with the current rule's, beside the
+current rule's two rounds against each other (the spread a figure has anyway): a candidate that
+lets the GPU wait for the host raises the short cases' figures. Run on a GPU host from the
+project root:
 
-    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule] [single]
+    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule] [ONE] [SEVERAL]
 
-(docs/gate.md's comparison of the former blocking rule with the current one came from an earlier
-version of this script; git log has it.)
+(ONE and SEVERAL default to 1.0 and 1.5. docs/gate.md's comparisons of earlier rules came from
+earlier versions of this script; git log has them.)
 """
 
 import statistics
@@ -27,17 +28,13 @@ from fusebench import ops as registry
 from fusebench.measure import environment, metrics, sweep, timing
 
 QUEUED = timing.queued_samples
-ENQUEUE = timing.enqueue_ms
+CURRENT = (timing.ONE_LAUNCH_ESTIMATE, timing.SEVERAL_LAUNCHES_ESTIMATE)
 MODES = ("hot", "cold", "graph")
-#: The candidate only for cases of one launch per call (``single`` as the third argument): a call of
-#: several launches (eager) varies more from launch to launch than 1.25 x the median allows for.
-SINGLE_ONLY = False
 
 
-def candidate_enqueue_ms(fn, calls: int = 5) -> float:
-    """The candidate's launch estimate: ``device_time`` doubles it, so 0.625 x the median of
-    ``calls`` launches gives 1.25 x the median."""
-    return 0.625 * ENQUEUE(fn, calls, statistics.median)
+def use(rule: tuple) -> None:
+    """Size the blocking kernels by ``rule``: (one-launch estimate, several-launch estimate)."""
+    timing.ONE_LAUNCH_ESTIMATE, timing.SEVERAL_LAUNCHES_ESTIMATE = rule
 
 
 def accounted(spent: dict):
@@ -71,8 +68,11 @@ def describe(v: list[float]) -> str:
 def main() -> None:
     names = (sys.argv[1] if len(sys.argv) > 1 else "gelu").split(",")
     per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    global SINGLE_ONLY
-    SINGLE_ONLY = len(sys.argv) > 3 and sys.argv[3] == "single"
+    one = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
+    several = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
+    candidate = ((one, statistics.median), (several, max))
+    print(f"candidate: {one} x the median launch for one launch per call, {several} x the slowest "
+          f"for several", flush=True)
     dev = environment.device()
     todo = sweep.cases([registry.get_op(n) for n in names], "default")
     t = time.perf_counter()
@@ -89,11 +89,11 @@ def main() -> None:
         try:
             for i in sweep.round_order(len(built), r):
                 rec, fn = built[i]
-                tight = rule == "candidate" and (rec.launches == 1 or not SINGLE_ONLY)
-                timing.enqueue_ms = candidate_enqueue_ms if tight else ENQUEUE
+                use(candidate if rule == "candidate" else CURRENT)
                 sweep.time_round(rec, fn, dev, flush, spent=parts)["rule"] = rule
         finally:
-            timing.queued_samples, timing.enqueue_ms = QUEUED, ENQUEUE
+            timing.queued_samples = QUEUED
+            use(CURRENT)
         print(f"round {r + 1} ({rule}): {time.perf_counter() - t:.1f} s ("
               + ", ".join(f"{k} {v:.1f}" for k, v in parts.items()) + " s)", flush=True)
         for mode in MODES:
@@ -114,10 +114,11 @@ def main() -> None:
             continue
         print(f"{field}: candidate/current {describe([x for x, _ in cand_vs_cur])}; "
               f"current round 2/round 1 {describe(cur_vs_cur)}")
-        one = [i for i, (_, rec) in enumerate(cand_vs_cur) if rec.launches == 1]
-        if len(one) >= 20:
-            print(f"   one launch per call: candidate/current {describe([cand_vs_cur[i][0] for i in one])}; "
-                  f"current round 2/round 1 {describe([cur_vs_cur[i] for i in one])}")
+        single = [i for i, (_, rec) in enumerate(cand_vs_cur) if rec.launches == 1]
+        if len(single) >= 20:
+            cand = describe([cand_vs_cur[i][0] for i in single])
+            print(f"   one launch per call: candidate/current {cand}; "
+                  f"current round 2/round 1 {describe([cur_vs_cur[i] for i in single])}")
         for x, rec in sorted(cand_vs_cur, key=lambda p: -abs(p[0] - 1))[:8]:
             print(f"   {x:.3f} {rec.backend} {rec.shape} {rec.dtype} ({rec.launches} launches)")
 
