@@ -1,11 +1,12 @@
 """How much slower a throwaway A/B patch makes one backend, case by case, before a full A/B run
 (docs/ab/README.md).
 
-Each variant is the patch with ``old=new`` substitutions applied to its text; each is applied to
-a fresh worktree of HEAD and timed there in its own process: the op's default grid of that one
-backend, built, gated and timed in three rounds (``sweep.time_round``: hot, cold and graph device
-time), the median per case. HEAD itself is timed first and last, so that the variants' ratios
-stand beside HEAD against itself. Run on a GPU host from the project root:
+The patch as it is, and one variant per ``old=new`` argument (the patch's text with that one
+substitution), each applied to a fresh worktree of HEAD and timed there in its own process: the
+op's default grid of that one backend, built, gated and timed in three rounds
+(``sweep.time_round``: hot, cold and graph device time), the median per case. HEAD itself is
+timed first and last, so that the variants' ratios stand beside HEAD against itself. Run on a
+GPU host from the project root:
 
     PYTHONPATH=. python scripts/ab_probe.py docs/ab/<name>.patch gelu triton ['old=new' ...]
 """
@@ -92,12 +93,16 @@ def main() -> None:
         if old not in text:
             sys.exit(f"ab_probe: {old!r} is not in {patch_path}")
         variants.append((s, text.replace(old, new)))
-    try:
-        base = timed_variant(None, op_name, backend)
-        figs = [(label, timed_variant(p, op_name, backend)) for label, p in variants]
-        again = timed_variant(None, op_name, backend)
-    except subprocess.CalledProcessError as exc:  # the patch does not apply, the timing failed
-        sys.exit(f"ab_probe: {' '.join(map(str, exc.cmd[:3]))} ... failed (exit {exc.returncode})")
+    runs = [("HEAD", None), *variants, ("HEAD again", None)]
+    timed = []
+    for label, patch in runs:
+        try:
+            timed.append(timed_variant(patch, op_name, backend))
+        except subprocess.CalledProcessError as exc:  # the patch does not apply, the timing failed
+            step = " ".join(map(str, exc.cmd[:3]))
+            sys.exit(f"ab_probe: {label}: {step} ... failed (exit {exc.returncode})")
+    base, *figs_only, again = timed
+    figs = [(label, f) for (label, _), f in zip(variants, figs_only)]
     report("HEAD again / HEAD", ratios(again, base))
     for label, f in figs:
         report(f"{label} / HEAD", ratios(f, base))

@@ -1,13 +1,14 @@
-"""Is a case's between-run state where its buffers lie, or how long the GPU has run? (issue 26;
-docs/gate.md: the round-1 effect, and one board's second run with Triton softmax's wide 16-bit
-rows 8-12 % slower)
+"""Does a case's figure move with where its buffers lie, or with how long the GPU has run? (issue
+26: the cases whose figure sits in one of two states from run to run, docs/gate.md)
 
-For each case: K copies of its input, each at its own address (all kept alive), and its graph
-device time on each copy, the K copies measured in turn in R passes. A spread between copies that
-repeats in every pass is placement; a drift across passes that every copy shares is time. Prints,
-per case, each copy's input and output address (MiB) and its R figures (µs), then both spreads:
-between copies (median over passes of max/min across copies) and between passes (the same the
-other way). Run on a GPU host from the project root:
+For each case: K copies of its input, each at its own address (all kept alive), and the case's
+hot device time on each copy, the K copies measured in turn in R passes. Before each measurement
+one call's output is taken and freed, so the timed calls reuse its block: its address is printed
+with the figure. A spread between copies that repeats in every pass is placement; a drift across
+passes that every copy shares is time. Prints, per case and copy, the input's address and, per
+pass, the output's address (MiB) and the figure (µs); then both spreads: between copies (median
+over passes of max/min across copies) and between passes (the same the other way). Run on a GPU
+host from the project root:
 
     PYTHONPATH=. python scripts/placement_probe.py [K] [R]
 """
@@ -37,23 +38,28 @@ def spread(rows: list[list[float]]) -> float:
 def main() -> None:
     k = int(sys.argv[1]) if len(sys.argv) > 1 else 6
     r = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    if k < 2 or r < 2:
+        sys.exit("usage: PYTHONPATH=. python scripts/placement_probe.py [copies >= 2] [passes >= 2]")
+    dev = torch.device("cuda")
     for name, f, shape, dtype in CASES:
         copies = [inputs.make_input(shape, dtype, "cuda", seed=i) for i in range(k)]
         fns = [lambda x=x, f=f: f(x) for x in copies]
-        outs = [f(x) for x in copies]  # each copy's first output, kept: the next lands elsewhere
-        calls = timing.graph_calls(timing.hot_device_time(fns[0], 50).median_ms)
         figs = [[0.0] * r for _ in range(k)]
+        where = [[0] * r for _ in range(k)]
         for p in range(r):
             for i, fn in enumerate(fns):
-                timing.warm_up(fn, torch.device("cuda"))
-                figs[i][p] = timing.graph_device_time(fn, 20, calls).median_ms * 1e3
-        print(f"{name}: {calls} calls per graph", flush=True)
+                timing.warm_up(fn, dev)
+                y = fn()
+                where[i][p] = y.data_ptr() >> 20
+                del y
+                figs[i][p] = timing.hot_device_time(fn, 200).median_ms * 1e3
+        print(f"{name}:", flush=True)
         for i in range(k):
-            where = f"x at {copies[i].data_ptr() >> 20:7d} MiB, first y at {outs[i].data_ptr() >> 20:7d} MiB"
-            print(f"   {where}: " + " ".join(f"{v:8.2f}" for v in figs[i]), flush=True)
+            cells = " ".join(f"{where[i][p]:7d}:{figs[i][p]:8.2f}" for p in range(r))
+            print(f"   x at {copies[i].data_ptr() >> 20:7d} MiB; y MiB:us per pass {cells}", flush=True)
         by_pass = [list(col) for col in zip(*figs)]
         print(f"   between copies {spread(figs):.3f}x, between passes {spread(by_pass):.3f}x", flush=True)
-        del copies, fns, outs
+        del copies, fns
         torch.cuda.empty_cache()
 
 

@@ -13,7 +13,7 @@ current rule's two rounds against each other (the spread a figure has anyway): a
 lets the GPU wait for the host raises the short cases' figures. Run on a GPU host from the
 project root:
 
-    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule] [ONE] [SEVERAL]
+    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule, >= 2] [ONE] [SEVERAL]
 
 (ONE and SEVERAL default to 1.0 and 1.5. docs/gate.md's comparisons of earlier rules came from
 earlier versions of this script; git log has them.)
@@ -68,6 +68,8 @@ def describe(v: list[float]) -> str:
 def main() -> None:
     names = (sys.argv[1] if len(sys.argv) > 1 else "gelu").split(",")
     per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+    if per_rule < 2:
+        sys.exit("round_cost_probe: rounds per rule must be at least 2 (the comparison needs two of each)")
     one = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
     several = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
     candidate = ((one, statistics.median), (several, max))
