@@ -18,7 +18,8 @@ import subprocess
 import sys
 import tempfile
 
-FIELDS = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms")
+LABELS = {"device_time_ms": "hot", "device_time_cold_ms": "cold", "device_time_graph_ms": "graph"}
+FIELDS = tuple(LABELS)
 
 
 def time_here(op_name: str, backend: str, rounds: int = 3) -> dict:
@@ -83,6 +84,15 @@ def main() -> None:
     if len(sys.argv) < 4 or any("=" not in s for s in sys.argv[4:]):
         sys.exit(USAGE)
     patch_path, op_name, backend, *subs = sys.argv[1:]
+    from fusebench import ops as registry
+    from fusebench.errors import UsageError
+
+    try:
+        op = registry.get_op(op_name)
+    except UsageError as exc:
+        sys.exit(f"ab_probe: {exc}")
+    if backend not in op.backends:
+        sys.exit(f"ab_probe: {op_name} has no backend {backend!r}; it has {', '.join(op.backends)}")
     try:
         text = open(patch_path).read()
     except OSError as exc:
@@ -102,14 +112,14 @@ def main() -> None:
             step = " ".join(map(str, exc.cmd[:3]))
             sys.exit(f"ab_probe: {label}: {step} ... failed (exit {exc.returncode})")
     base, *figs_only, again = timed
-    figs = [(label, f) for (label, _), f in zip(variants, figs_only)]
+    figs = list(zip((label for label, _ in variants), figs_only))
     report("HEAD again / HEAD", ratios(again, base))
     for label, f in figs:
         report(f"{label} / HEAD", ratios(f, base))
         for case in sorted(f):
-            print(f"   {case}: " + ", ".join(f"{k.split('_')[2] if k.count('_') > 2 else 'hot'} "
-                                         f"{f[case][k] / base[case][k]:.3f}" for k in f[case]
-                                         if base.get(case, {}).get(k)), flush=True)
+            moved = [f"{LABELS[k]} {v / base[case][k]:.3f}" for k, v in f[case].items()
+                     if base.get(case, {}).get(k)]
+            print(f"   {case}: " + ", ".join(moved), flush=True)
 
 
 if __name__ == "__main__":

@@ -25,11 +25,14 @@ import time
 from collections import defaultdict
 
 from fusebench import ops as registry
+from fusebench.errors import UsageError
 from fusebench.measure import environment, metrics, sweep, timing
 
 QUEUED = timing.queued_samples
 CURRENT = (timing.ONE_LAUNCH_ESTIMATE, timing.SEVERAL_LAUNCHES_ESTIMATE)
 MODES = ("hot", "cold", "graph")
+USAGE = ("usage: PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule >= 2] "
+         "[ONE] [SEVERAL]")
 
 
 def use(rule: tuple) -> None:
@@ -67,16 +70,23 @@ def describe(v: list[float]) -> str:
 
 def main() -> None:
     names = (sys.argv[1] if len(sys.argv) > 1 else "gelu").split(",")
-    per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-    if per_rule < 2:
-        sys.exit("round_cost_probe: rounds per rule must be at least 2 (the comparison needs two of each)")
-    one = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
-    several = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
+    try:
+        per_rule = int(sys.argv[2]) if len(sys.argv) > 2 else 2
+        one = float(sys.argv[3]) if len(sys.argv) > 3 else 1.0
+        several = float(sys.argv[4]) if len(sys.argv) > 4 else 1.5
+    except ValueError:
+        sys.exit(USAGE)
+    if per_rule < 2 or one <= 0 or several <= 0:
+        sys.exit(USAGE + " (two rounds per rule at least: the comparison needs two of each)")
+    try:
+        ops = [registry.get_op(n) for n in names]
+    except UsageError as exc:
+        sys.exit(f"round_cost_probe: {exc}")
     candidate = ((one, statistics.median), (several, max))
     print(f"candidate: {one} x the median launch for one launch per call, {several} x the slowest "
           f"for several", flush=True)
     dev = environment.device()
-    todo = sweep.cases([registry.get_op(n) for n in names], "default")
+    todo = sweep.cases(ops, "default")
     t = time.perf_counter()
     built = list(sweep.ready(todo, dev))
     print(f"built {len(built)} of {len(todo)} cases in {time.perf_counter() - t:.0f} s", flush=True)
