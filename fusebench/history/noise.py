@@ -26,7 +26,7 @@ the driver's state). That drift is read off the history:
   launch: the gate's rounds rule and FACTOR decide), and the gate says ``no history``.
 
 The pair being judged is never its own history (``exclude``). ``docs/gate.md`` gives the
-calibration on the committed records (:func:`calibration`, ``fusebench compare --calibrate``).
+calibration on the committed records (:func:`calibration`, ``scripts/calibration.py``).
 """
 
 from __future__ import annotations
