@@ -10,7 +10,8 @@ PATCHES = sorted((ROOT / "docs" / "ab").glob("*.patch"))
 
 
 def test_there_are_patches():
-    assert {p.name for p in PATCHES} >= {"triton-gelu-slower.patch", "triton-gelu-proportional.patch"}
+    assert {p.name for p in PATCHES} >= {"triton-gelu-slower.patch", "triton-gelu-proportional.patch",
+                                      "cuda-gelu-proportional.patch"}
 
 
 @pytest.mark.parametrize("patch", PATCHES, ids=lambda p: p.name)
