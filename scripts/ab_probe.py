@@ -93,6 +93,10 @@ def main() -> None:
         sys.exit(f"ab_probe: {exc}")
     if backend not in op.backends:
         sys.exit(f"ab_probe: {op_name} has no backend {backend!r}; it has {', '.join(op.backends)}")
+    import torch
+
+    if not torch.cuda.is_available():
+        sys.exit("ab_probe: needs a CUDA GPU; this host has none")
     try:
         text = open(patch_path).read()
     except OSError as exc:

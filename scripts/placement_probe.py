@@ -36,10 +36,16 @@ def spread(rows: list[list[float]]) -> float:
 
 
 def main() -> None:
-    k = int(sys.argv[1]) if len(sys.argv) > 1 else 6
-    r = int(sys.argv[2]) if len(sys.argv) > 2 else 4
-    if k < 2 or r < 2:
-        sys.exit("usage: PYTHONPATH=. python scripts/placement_probe.py [copies >= 2] [passes >= 2]")
+    usage = "usage: PYTHONPATH=. python scripts/placement_probe.py [copies >= 2] [passes >= 2]"
+    try:
+        k = int(sys.argv[1]) if len(sys.argv) > 1 else 6
+        r = int(sys.argv[2]) if len(sys.argv) > 2 else 4
+    except ValueError:
+        sys.exit(usage)
+    if k < 2 or r < 2 or len(sys.argv) > 3:
+        sys.exit(usage)
+    if not torch.cuda.is_available():
+        sys.exit("placement_probe: needs a CUDA GPU; this host has none")
     dev = torch.device("cuda")
     for name, f, shape, dtype in CASES:
         copies = [inputs.make_input(shape, dtype, "cuda", seed=i) for i in range(k)]

@@ -82,10 +82,12 @@ def main() -> None:
         ops = [registry.get_op(n) for n in names]
     except UsageError as exc:
         sys.exit(f"round_cost_probe: {exc}")
+    dev = environment.device()
+    if dev.type != "cuda":
+        sys.exit("round_cost_probe: needs a CUDA GPU; this host has none")
     candidate = ((one, statistics.median), (several, max))
     print(f"candidate: {one} x the median launch for one launch per call, {several} x the slowest "
           f"for several", flush=True)
-    dev = environment.device()
     todo = sweep.cases(ops, "default")
     t = time.perf_counter()
     built = list(sweep.ready(todo, dev))
