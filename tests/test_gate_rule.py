@@ -43,6 +43,46 @@ def test_mann_whitney_exact_values():
         compare.mann_whitney_greater((), (1.0,))
 
 
+def test_ties_count_against_significance():
+    """Cold figures read on CUDA events in steps of about 0.5 us tie often: base (3.072, 3.072,
+    3.584) against head (3.584, 4.096, 4.096) is 2 splits of 20 at least as extreme (p = 0.1),
+    not 1 of 20 (the distribution without ties): not separated at alpha 0.05."""
+    assert compare.mann_whitney_greater((3.072, 3.072, 3.584), (3.584, 4.096, 4.096)) == pytest.approx(0.1)
+    assert compare.mann_whitney_greater((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)) == pytest.approx(1.0)
+    base, head = case((3.072, 3.072, 3.584), per_launch_ms=0.003), case((3.584, 4.096, 4.096), per_launch_ms=0.003)
+    verdict, _, limit, p, _ = compare.judge(HOT, base, head, 1.04)
+    assert p == pytest.approx(0.1) and verdict != compare.REGRESSION
+
+
+def _brute_force_p(base, head):
+    """P(rank sum of head >= observed) over every split of the pooled values (midranks)."""
+    from itertools import combinations
+
+    pooled = list(base) + list(head)
+    order = sorted(pooled)
+    rank = {v: (order.index(v) + len(order) - order[::-1].index(v) + 1) / 2 for v in pooled}
+    observed = sum(rank[v] for v in head)
+    splits = list(combinations(range(len(pooled)), len(head)))
+    return sum(sum(rank[pooled[i]] for i in idx) >= observed - 1e-9 for idx in splits) / len(splits)
+
+
+tied = st.lists(st.sampled_from((3.072, 3.584, 4.096, 4.608)), min_size=2, max_size=6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(base=tied, head=tied)
+def test_the_rank_test_with_ties_is_scipy_s_exact_permutation_test(base, head):
+    """Random tie-heavy rounds: the p-value equals scipy's exact permutation Mann-Whitney test
+    (every split enumerated: at most C(12, 6) = 924 < n_resamples) and a brute-force count."""
+    from scipy import stats
+
+    p = compare.mann_whitney_greater(tuple(base), tuple(head))
+    assert p == pytest.approx(_brute_force_p(base, head), abs=1e-12)
+    expected = stats.mannwhitneyu(head, base, alternative="greater",
+                                  method=stats.PermutationMethod(n_resamples=10**5)).pvalue
+    assert p == pytest.approx(expected, abs=1e-9)
+
+
 jitter = st.lists(st.floats(-0.015, 0.015), min_size=3, max_size=3)
 
 

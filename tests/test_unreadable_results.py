@@ -102,6 +102,22 @@ def test_compare_names_an_unreadable_file_and_exits_2(tmp_path):
     assert out.stderr.strip().startswith(f"compare: error: no readable results for commit {head[:8]}")
 
 
+@pytest.mark.slow
+def test_a_regression_is_exit_1_even_beside_an_unreadable_file(tmp_path):
+    """A CI step that tests for exit 1 must see a regression whatever else went wrong."""
+    base, head = main_commits(2)
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
+    write_result(tmp_path, "box", head, {T: {TORCH: 3e-3}}, AXES)
+    broken = tmp_path / "box" / f"{head[:8]}-other-env.json"
+    broken.write_text('{"version": 2, "commit_hash"')
+    out = subprocess.run([sys.executable, "-m", "fusebench", "compare", "--base", base, "--head", head,
+                          "--machine", "box", "--results", str(tmp_path)],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert f"compare: error: cannot read {broken}: " in out.stderr
+    assert "1 regression" in out.stderr and "-> FAIL" in out.stderr
+    assert out.returncode == 1, out.stderr
+
+
 def test_publish_ends_with_the_count_and_lists_the_file_on_the_plots_page(two_commits, monkeypatch, capsys):
     res, _, _, bad = two_commits
     site_dir = res.parent / "site"

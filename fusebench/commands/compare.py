@@ -11,9 +11,10 @@ contaminated, ``d`` different reference libraries loaded, ``k`` different kernel
 compiler, ``~`` slower or faster within noise, ``*`` fixed, ``-`` improvement; ``--all`` prints
 every case, with ``l`` launch path, ``.`` not on both sides and blank same) with the limit each
 case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit
-status: 0 when nothing regressed, 1 when a case regressed or newly fails, 2 on bad input
-(unknown revision, no stored results for a commit or machine) or when a stored result file of
-either commit could not be read (named; the rest is compared); 141 when the output's reader
+status: 1 when a case regressed or newly fails (whatever else happened: a regression is never
+hidden by another code); else 2 on bad input (unknown revision, no stored results for a commit
+or machine) or when a stored result file of either commit could not be read (named; the rest is
+compared); else 0; 141 when the output's reader
 closed it early (``| head``).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of
 the machine (``records/<machine>/``, ``fusebench.history.noise``); the run ends with how many
@@ -124,5 +125,5 @@ def run(args: argparse.Namespace) -> int:
     unreadable = report_unreadable(base_reader, "compare")
     if head_reader is not base_reader:
         unreadable |= report_unreadable(head_reader, "compare")
-    return 2 if unreadable else 1 if failed else 0
+    return 1 if failed else 2 if unreadable else 0  # a regression is never hidden by another code
 
