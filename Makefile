@@ -105,6 +105,7 @@ help: ## list the targets
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
+	@echo "  make ab:   BASE=<rev> HEAD=<rev> ALL=1 FORMAT=text|markdown|json AB_OUT=<file>"
 
 bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when an engine can, else here), store, publish html/
 
@@ -239,6 +240,22 @@ preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make pu
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=<name>, default this host] [HEAD_RESULTS=dir] [FORMAT=json|markdown]
 	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
 	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
+
+# ab: did a change make it slower? BASE and HEAD (default: the checkout, with its uncommitted
+# changes) measured side by side on this GPU, each by its own code in its own worktree and
+# process, in interleaved rounds (docs/ab/README.md). By default only the backends whose measured
+# code differs; ALL=1 the whole grid; OP, BACKENDS, DTYPES, SHAPES narrow. FORMAT=markdown|json,
+# AB_OUT=file (the verdict there, e.g. a PR comment). Exits 1 on a regression, 2 on bad input or
+# nothing judged.
+ALL           ?=
+AB_OUT        ?=
+AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head $(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))
+
+.PHONY: ab
+
+ab: $(DEPS) ## did my change make it slower? make ab BASE=<rev> [HEAD=<rev>] [ALL=1]: both measured side by side on this GPU
+	@test -n "$(BASE)" || { echo "ab: give BASE=<rev> (e.g. make ab BASE=origin/main; HEAD= defaults to the checkout)" >&2; exit 2; }
+	$(FUSEBENCH) ab --base $(BASE)$(AB_ARGS)
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its

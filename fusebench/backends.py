@@ -30,8 +30,10 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
 
     The returned callable carries the compile time (its first call, seconds) as ``compile_s``,
     and ``chosen_by_timing = True``: Inductor picks among several launch configurations of a
-    generated kernel by timing them at first use, so two hosts may run different kernels for
-    the same code (``fusebench.measure.launches`` records which ran).
+    generated kernel by timing them at first use, so two processes may run different kernels
+    for the same code. ``autotuned`` names each pick (:func:`autotuned`): the kernel's grid and
+    block alone do not show it (a reduction's ``R0_BLOCK`` 4096 or 2048 launches the same
+    geometry), so the record's kernel identity includes it (``sweep.prepare``).
 
     Raises:
         SkipCase: Inductor cannot compile on this machine (e.g. no C++ compiler), with its reason.
@@ -39,6 +41,7 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
     fresh = types.FunctionType(eager.__code__.replace(), eager.__globals__, eager.__name__,
                                eager.__defaults__, eager.__closure__)
     fn = torch.compile(fresh, dynamic=False, fullgraph=True)
+    loaded = _inductor_modules()
     start = time.perf_counter()
     try:
         with quiet_compile():  # the skip below says it in one line; torch's log would repeat it
@@ -53,7 +56,42 @@ def compiled(eager: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor) -> 
 
     run.compile_s = time.perf_counter() - start
     run.chosen_by_timing = True
+    run.autotuned = autotuned([m for m in _inductor_modules() if id(m) not in {id(k) for k in loaded}])
     return run
+
+
+def _inductor_modules() -> list:
+    """The Python modules Inductor has loaded so far (its output code and kernels); empty when
+    this torch keeps no such list."""
+    try:
+        from torch._inductor.codecache import PyCodeCache
+    except ImportError:  # pragma: no cover - a torch without Inductor
+        return []
+    return list(getattr(PyCodeCache, "modules", None) or getattr(PyCodeCache, "modules_no_attr", {}).values())
+
+
+def autotuned(modules) -> tuple[str, ...]:
+    """The launch configuration each Triton kernel of ``modules`` runs with, once its autotuner
+    has picked one (Inductor's ``CachingAutotuner``: ``launchers`` narrowed to the winner), as
+    ``name XBLOCK=1 R0_BLOCK=4096 num_warps=16 num_stages=1``, sorted; a kernel still holding
+    several configurations, or none, is left out. Inductor's internals: read defensively, an
+    unknown shape gives nothing."""
+    picks = set()
+    for module in modules:
+        for attr, obj in list(vars(module).items()):
+            launchers = getattr(obj, "launchers", None)
+            if not isinstance(launchers, list) or len(launchers) != 1:
+                continue
+            config = getattr(launchers[0], "config", None)
+            kwargs = getattr(config, "kwargs", None)
+            if not isinstance(kwargs, dict):
+                continue
+            meta = getattr(obj, "inductor_meta", None)
+            name = meta.get("kernel_name", attr) if isinstance(meta, dict) else attr
+            parts = [f"{k}={kwargs[k]}" for k in sorted(kwargs)]
+            parts += [f"{k}={getattr(config, k)}" for k in ("num_warps", "num_stages") if hasattr(config, k)]
+            picks.add(" ".join([str(name), *parts]))
+    return tuple(sorted(picks))
 
 
 def require_triton(x: torch.Tensor) -> None:

@@ -49,7 +49,8 @@ def test_ties_count_against_significance():
     not 1 of 20 (the distribution without ties): not separated at alpha 0.05."""
     assert compare.mann_whitney_greater((3.072, 3.072, 3.584), (3.584, 4.096, 4.096)) == pytest.approx(0.1)
     assert compare.mann_whitney_greater((1.0, 1.0, 1.0), (1.0, 1.0, 1.0)) == pytest.approx(1.0)
-    base, head = case((3.072, 3.072, 3.584), per_launch_ms=0.003), case((3.584, 4.096, 4.096), per_launch_ms=0.003)
+    base = case((3.072, 3.072, 3.584), per_launch_ms=0.003)
+    head = case((3.584, 4.096, 4.096), per_launch_ms=0.003)
     verdict, _, limit, p, _ = compare.judge(HOT, base, head, 1.04)
     assert p == pytest.approx(0.1) and verdict != compare.REGRESSION
 

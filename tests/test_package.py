@@ -77,7 +77,7 @@ def test_help_lists_every_command():
         assert f"\n    {name} " in out.stdout, name
     assert set(commands.COMMANDS) == {"bench", "list", "compare", "publish", "preview", "plots", "collect",
                                       "nsys", "trace", "profile", "pitfalls", "mlp", "tune", "table",
-                                      "bisect", "store"}
+                                      "bisect", "store", "ab"}
 
 
 MORE_HELP = [["nsys", "run", "--help"]]

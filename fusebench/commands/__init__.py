@@ -25,6 +25,7 @@ COMMANDS: dict[str, str] = {
     "bench": "bench",
     "list": "listing",
     "compare": "compare",
+    "ab": "ab",
     "bisect": "bisect",
     "publish": "publish",
     "preview": "preview",

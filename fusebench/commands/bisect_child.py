@@ -10,10 +10,16 @@ It imports nothing of fusebench at module level and uses only what the sweep has
 
 Protocol, one JSON object per line: the request (argv) is ``{"root": worktree, "cases": [...],
 "config": the commit's case file}`` (``bisect_probe.request``); the child answers ``{"ready":
-{case: {launches, kernel_id, kernel_by_timing, hot_calls, graph_calls}}, "machine": name}`` or
-``{"error": one line}`` on its stdout, then each ``round`` line on stdin with ``{"round": {case:
-figures}}`` (or an error) until ``quit`` or the end of input. Whatever the measured code prints
-goes to stderr, the probe's log.
+{case: {launches, kernel_id, kernel_by_timing, hot_calls, graph_calls, kernels}}, "machine":
+name}`` or ``{"error": one line}`` on its stdout, then each ``round`` line on stdin with
+``{"round": {case: figures}}`` (or an error) until ``quit`` or the end of input. Whatever the
+measured code prints goes to stderr, the probe's log.
+
+``fusebench ab`` asks more (``ab_probe.request``): ``"select"`` instead of ``"cases"`` (``{"pairs":
+[[op, backend], ...] or null, "dtypes": [...] or null, "shapes": [...] or null}``: the cases of the
+commit's own grid on this device that match), and ``"keep_going"``: a case that is skipped or
+fails to build is named in ``"not_built": {case: "skipped: why" | "failed: why"}`` beside the ones
+ready, instead of ending the child. A round line may be ``{"round": [case, ...]}``: those cases only.
 """
 
 import json
@@ -54,10 +60,15 @@ def build(request: dict):
 
     dev = environment.device()
     ops = kernels.configured(request["config"])
-    built = []
-    for case in request["cases"]:
+    keep_going = bool(request.get("keep_going"))
+    cases = request["cases"] if "cases" in request else selected(request["select"], ops, sweep, dev)
+    built, not_built = [], {}
+    for case in cases:
         op_name, backend, shape, dtype = case.split("/")
         if op_name not in ops:
+            if keep_going:
+                not_built[case] = f"skipped: no op {op_name!r} at this commit"
+                continue
             raise CaseFailed(f"{case}: no op {op_name!r} at this commit")
         op = ops[op_name]
         dims = tuple(int(d) for d in shape.split("x"))
@@ -65,9 +76,35 @@ def build(request: dict):
         done = sweep.build_and_gate(op, backend, dims, dtype, dev)
         sweep.prepare(rec, done, dev)
         if rec.status != "ok":
+            if keep_going:
+                not_built[case] = f"{rec.status}: {rec.reason}"
+                continue
             raise CaseFailed(f"{case}: {rec.status}: {rec.reason}")
         built.append((case, rec, done.fn))
-    return dev, sweep, built, _machine(environment, dev)
+    return dev, sweep, built, _machine(environment, dev), not_built
+
+
+def selected(select: dict, ops: dict, sweep, dev) -> list:
+    """The cases of the commit's own grid on ``dev`` (``sweep.grid_name``) that ``select`` names:
+    an op and backend among ``pairs`` (``[op, "*"]``: every backend of the op; null: all), a dtype
+    among ``dtypes`` and a shape label among ``shapes`` (null: all). In run order."""
+    grid = sweep.grid_name(dev, False)
+    pairs = select.get("pairs")
+    pairs = None if pairs is None else {tuple(p) for p in pairs}
+    dtypes, shapes = select.get("dtypes"), select.get("shapes")
+    out = []
+    for op in ops.values():
+        for shape in op.grids.get(grid, ()):
+            label = "x".join(str(d) for d in shape)
+            if shapes and label not in shapes:
+                continue
+            for dtype in op.dtypes:
+                if dtypes and dtype not in dtypes:
+                    continue
+                for backend in op.backends:
+                    if pairs is None or (op.name, backend) in pairs or (op.name, "*") in pairs:
+                        out.append(f"{op.name}/{backend}/{label}/{dtype}")
+    return out
 
 
 def _machine(environment, dev):
@@ -97,7 +134,7 @@ def main(argv: list[str]) -> int:
         proto.flush()
 
     try:
-        dev, sweep, built, machine = build(json.loads(argv[0]))
+        dev, sweep, built, machine, not_built = build(json.loads(argv[0]))
         flush = None
         if dev.type == "cuda":
             from fusebench.measure import timing
@@ -110,13 +147,24 @@ def main(argv: list[str]) -> int:
                            "kernel_by_timing": bool(rec.kernel_by_timing),
                            # a commit's record before the batch sizes has neither: None
                            "hot_calls": getattr(rec, "hot_calls", None),
-                           "graph_calls": getattr(rec, "graph_calls", None)} for case, rec, _ in built},
-          "machine": machine})
+                           "graph_calls": getattr(rec, "graph_calls", None),
+                           "kernels": [str(k)[:400] for k in (rec.kernels or ())][:64]}
+                    for case, rec, _ in built},
+          "machine": machine, "not_built": not_built})
     rounds = 0
+    by_name = {case: (case, rec, fn) for case, rec, fn in built}
     for line in sys.stdin:
-        if line.strip() != "round":
+        line = line.strip()
+        if line.startswith("{"):  # {"round": [case, ...]}: those cases only
+            try:
+                order = [by_name[c] for c in json.loads(line)["round"]]
+            except (ValueError, KeyError, TypeError) as exc:
+                send({"error": f"bad round request: {_line(exc)}"})
+                return 1
+        elif line == "round":
+            order = built if rounds % 2 == 0 else built[::-1]
+        else:
             break
-        order = built if rounds % 2 == 0 else built[::-1]
         try:
             out = {case: figures(sweep.time_round(rec, fn, dev, flush)) for case, rec, fn in order}
         except Exception as exc:

@@ -73,13 +73,15 @@ class Commit:
 @dataclass(frozen=True)
 class CaseInfo:
     """What a measurer learnt of one case when it built it (launches per call, the kernels, the
-    hot and graph batch sizes)."""
+    hot and graph batch sizes; ``kernels``: each launch with its geometry, and a compiled case's
+    autotuned launch configurations)."""
 
     launches: int | None = None
     kernel_id: str | None = None
     kernel_by_timing: bool = False
     hot_calls: int | None = None
     graph_calls: int | None = None
+    kernels: tuple[str, ...] = ()
 
 
 class Measurer(Protocol):

@@ -38,6 +38,11 @@ def resolve(repo: Path, rev: str) -> str:
     return out.stdout.strip()
 
 
+def subject(repo: Path, sha: str) -> str:
+    """The subject line of commit ``sha``, printable characters only (another author's text)."""
+    return _printable(_git(repo, "log", "-1", "--format=%s", sha).stdout.strip())
+
+
 def first_parent_line(repo: Path, good: str, bad: str) -> list[Commit]:
     """GOOD, then every commit of BAD's first-parent line after it, oldest first (BAD last).
 

@@ -154,7 +154,11 @@ def _info(case: str, ready) -> CaseInfo:
     batches = [ready.get("hot_calls"), ready.get("graph_calls")]  # None from a child before them
     if any(n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1) for n in batches):
         raise ProbeFailed(f"{case}: the child sent a batch size that is not valid")
-    return CaseInfo(launches, kernel_id, bool(ready.get("kernel_by_timing")), *batches)
+    kernels = ready.get("kernels") or []
+    if not isinstance(kernels, list) or len(kernels) > 64 or \
+            not all(isinstance(k, str) and len(k) <= 400 and k.isprintable() for k in kernels):
+        raise ProbeFailed(f"{case}: the child sent kernel names that are not valid")
+    return CaseInfo(launches, kernel_id, bool(ready.get("kernel_by_timing")), *batches, tuple(kernels))
 
 
 def request(worktree: Path, cases: Sequence[str]) -> str:

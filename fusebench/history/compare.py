@@ -21,9 +21,9 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
   minimum detectable effect: the smallest slowdown the gate can call a regression there;
 * **regression**: slowdown > limit *and* the rounds are separated by a one-sided exact
   Mann-Whitney U test at ``ALPHA`` = 0.05, ties counted exactly (with 3 rounds a side the
-  smallest p is 1/20 = 0.05: every head round slower than every base round, none tied), or, paired, every head round slower than its
-  base round. Where the test cannot reach ``ALPHA`` (fewer
-  rounds), the limit alone decides;
+  smallest p is 1/20 = 0.05: every head round slower than every base round, none tied), or,
+  paired, every head round slower than its base round. Where the test cannot reach ``ALPHA``
+  (fewer rounds), the limit alone decides;
 * **improvement**: the same, the other way; **within noise**: beyond FACTOR but not beyond the
   limit or not separated; **same**: within FACTOR;
 * **launch path** (not gated, shown): a stream figure that, in the base run, measures the launch
@@ -461,7 +461,11 @@ ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_K
          FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
 
 
-def table(rows: list[Row], show_all: bool = False) -> str:
+P_LEGEND = ("p: one-sided Mann-Whitney over the rounds; '-': too few rounds for the test, the limit "
+            "alone decides")
+
+
+def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> str:
     """The comparison as text, worst first: rows that are not ``same`` (all with ``show_all``).
 
     Columns: mark, before, after, slowdown, noise, the limit the case was held to, p, the case,
@@ -482,8 +486,7 @@ def table(rows: list[Row], show_all: bool = False) -> str:
                       limit, p, case))
     if not shown:
         return "no case changed by more than the factor"
-    lines.append(("", "", "", "", "", "", "", "p: one-sided Mann-Whitney over the rounds; '-': too few "
-                  "rounds for the test, the limit alone decides"))
+    lines.append(("", "", "", "", "", "", "", p_legend))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join([c.rjust(w) for c, w in zip(line[:-1], widths)] + [line[-1]]).rstrip()
                      for line in lines)
@@ -507,7 +510,7 @@ def as_json(rows: list[Row], **about) -> dict:
                       "p": r.p_value, "status": r.status, "note": r.note} for r in rows]}
 
 
-def markdown(rows: list[Row], show_all: bool = False, title: str = "") -> str:
+def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend: str = P_LEGEND) -> str:
     """The comparison as a markdown table (a PR comment): the rows :func:`table` shows, worst first,
     under ``title``, then the counts and what the gate could see."""
     order = {s: i for i, s in enumerate(ORDER)}
@@ -524,6 +527,7 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "") -> str:
                      f"{r.limit:.3f}x" if math.isfinite(r.limit) else "",
                      f"{r.p_value:.3f}" if r.p_value is not None else "-", r.note]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+        out += ["", p_legend]
     else:
         out.append("No case changed by more than the factor.")
     out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]

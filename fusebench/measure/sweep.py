@@ -146,6 +146,9 @@ def prepare(rec: Record, built: Built, dev: torch.device) -> None:
             rec.graph_calls = timing.graph_calls(one_call_ms)
             prof = launches.profile_call(built.fn, dev)
             rec.launches, rec.kernels, rec.kernel_id = prof.launches, list(prof.kernels), prof.kernel_id
+            if picks := getattr(built.fn, "autotuned", ()):  # the autotuner's pick is the kernel too
+                rec.kernels += [f"autotuned {p}" for p in picks]
+                rec.kernel_id = launches.identity([prof.kernel_id or "", *picks])
     except Exception as exc:
         rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
 

@@ -1,0 +1,312 @@
+"""Did a change make it slower? Both revisions measured side by side on this GPU (make ab).
+
+    fusebench ab --base REV [--head REV] [--all] [--ops ...] [--backends ...] [--dtypes ...]
+                 [--shapes ...] [--factor 1.02] [--target 1.03] [--min-pairs 4] [--max-pairs 16]
+                 [--time-cap 600] [--format text|markdown|json] [--output FILE]
+                 [--scratch DIR] [--cache DIR] [--repo DIR]
+    fusebench ab --from SESSION/ab.json [--factor ...] [--format ...]      (judge again, no GPU)
+
+Each side is checked out in its own git worktree (bisect's; the head is the checkout itself,
+marked "with changes", when no --head is given and the measured files differ from HEAD), built
+and measured by its own code in its own process, on one GPU, in interleaved rounds whose order
+alternates (A B B A ...), so that what the board does over minutes lands on both sides. A case
+gets --min-pairs rounds, then stops once each gated time (hot, cold, graph device time) is
+decided or its minimum detectable effect is at or under --target, at --max-pairs rounds, or when
+--time-cap seconds of rounds are spent.
+
+The cases: by default the backends whose measured code differs between the two revisions
+(every backend when shared harness files, the lock, the image or the case file differ; the run
+names the files that decided it); --all the whole grid; --ops, --backends, --dtypes, --shapes
+narrow either. No measured file changed: nothing to measure, exit 0.
+
+The verdict per case and metric, from the pairs: the ratio head/base with its confidence
+interval, and the limit, the smallest slowdown these pairs would call a regression (the minimum
+detectable effect); statuses as in `fusebench compare` (docs/ab.md has the rule). Every round
+of both sides is kept in the session folder (--scratch, default .asv/ab/), never in results/:
+`fusebench ab --from <session>/ab.json` judges it again without a GPU.
+
+Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
+input or when nothing could be judged (no case measured on both sides); else 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+from fusebench.cli import positive_int
+from fusebench.errors import UsageError
+from fusebench.paths import PROJECT_ROOT
+
+DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
+DEFAULT_SCRATCH = PROJECT_ROOT / ".asv" / "ab"
+#: The largest stored session ``--from`` reads (a full grid of 16 pairs is about 10 MB).
+MAX_SESSION_BYTES = 256 * 1024 * 1024
+
+
+def _number(low: float, high: float, what: str):
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{what}: give a number from {low:g} to {high:g}, not {text!r}")
+        return value
+    return parse
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The options of ``fusebench ab``."""
+    from fusebench.history import ab
+
+    ap.add_argument("--base", help="git revision measured as the base (e.g. origin/main)")
+    ap.add_argument("--head", help="git revision measured as the head (default: the checkout, with its "
+                                   "uncommitted changes to measured files if any)")
+    ap.add_argument("--all", action="store_true", help="every case of the grid, not only the backends "
+                                                       "whose measured code changed")
+    ap.add_argument("--ops", help="comma-separated ops to keep")
+    ap.add_argument("--backends", help="comma-separated backends to keep")
+    ap.add_argument("--dtypes", help="comma-separated dtypes to keep")
+    ap.add_argument("--shapes", help="comma-separated shape labels to keep, e.g. 4096x4096,1x1048576")
+    ap.add_argument("--factor", type=_number(1.0, 2.0, "--factor"),
+                    help=f"the margin: a regression is a ratio surely above it (default {ab.FACTOR})")
+    ap.add_argument("--target", type=_number(1.0, 2.0, "--target"), default=ab.TARGET,
+                    help=f"a case stops once it can see this slowdown on every metric (default {ab.TARGET})")
+    ap.add_argument("--min-pairs", type=positive_int, default=ab.MIN_PAIRS,
+                    help=f"rounds every case gets (default {ab.MIN_PAIRS}, at least 2)")
+    ap.add_argument("--max-pairs", type=positive_int, default=ab.MAX_PAIRS,
+                    help=f"rounds a case gets at most (default {ab.MAX_PAIRS})")
+    ap.add_argument("--time-cap", type=_number(1.0, 86400.0, "--time-cap"), default=ab.TIME_CAP_S,
+                    help=f"seconds of rounds, then every open case is judged on what it has "
+                         f"(default {ab.TIME_CAP_S:.0f})")
+    ap.add_argument("--format", choices=("text", "markdown", "json"), default="text",
+                    help="the verdict as text (default), a markdown table (a PR comment) or JSON")
+    ap.add_argument("--output", type=Path, metavar="FILE", help="write the verdict there, not to stdout")
+    ap.add_argument("--from", dest="session", type=Path, metavar="FILE",
+                    help="judge a stored session (ab.json) again, measuring nothing")
+    ap.add_argument("--scratch", type=Path, default=DEFAULT_SCRATCH,
+                    help=f"where sessions are kept (default {DEFAULT_SCRATCH})")
+    ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE,
+                    help=f"worktrees and extension builds per commit, bisect's (default {DEFAULT_CACHE})")
+    ap.add_argument("--repo", type=Path, default=PROJECT_ROOT,
+                    help="the git repository (default: this checkout)")
+
+
+def _names(text: str | None) -> list[str] | None:
+    if not text:
+        return None
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if not names:
+        raise UsageError(f"nothing named in {text!r}")
+    return names
+
+
+def _select(args, choice) -> tuple[dict, list[str]]:
+    """What each child measures: the pairs chosen by the change (or all), narrowed by the options,
+    checked against this checkout's ops, backends and dtypes."""
+    from fusebench.history.ab_cases import EVERY
+    from fusebench.names import pick
+    from fusebench.ops import configured
+    from fusebench.registry import BACKENDS, PRECISIONS
+
+    ops = configured(None)
+    op_names = pick("op", args.ops, ops) if args.ops else list(ops)
+    backends = pick("backend", args.backends, BACKENDS) if args.backends else None
+    dtypes = pick("dtype", args.dtypes, PRECISIONS) if args.dtypes else None
+    shapes = _names(args.shapes)
+    if shapes:
+        for s in shapes:
+            if not all(part.isdigit() for part in s.split("x")):
+                raise UsageError(f"bad shape {s!r}; give labels like 4096x4096 or 16777216")
+    if choice is None or choice.pairs is None:
+        wanted = [(op, b) for op in op_names for b in ops[op].backends]
+    else:
+        wanted = [(op, b) for op, b0 in choice.pairs if op in op_names
+                  for b in (ops[op].backends if b0 == EVERY else [b0])]
+    pairs = [[op, b] for op, b in dict.fromkeys(wanted) if backends is None or b in backends]
+    return {"pairs": pairs, "dtypes": dtypes, "shapes": shapes}, [f"{op}/{b}" for op, b in pairs]
+
+
+def _write(path: Path, text: str) -> None:
+    """``text`` into ``path`` atomically (a unique temporary name beside it, then a rename)."""
+    import os
+    import tempfile
+
+    if path.is_symlink():
+        raise UsageError(f"{path} is a symbolic link: refused")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _plain(value):
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _load(path: Path):
+    from fusebench.history import ab
+
+    if path.is_symlink() or not path.is_file():
+        raise UsageError(f"{path}: not a file (a stored session is <session>/ab.json)")
+    if path.stat().st_size > MAX_SESSION_BYTES:
+        raise UsageError(f"{path}: larger than {MAX_SESSION_BYTES >> 20} MB: not a session")
+    try:
+        return ab.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (ValueError, UnicodeDecodeError) as exc:
+        why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise UsageError(f"{path}: not a valid session: {why}") from None
+
+
+def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[str, list[str], int]:
+    """The verdict's text in ``fmt``, the lines for stderr, and the exit status."""
+    from fusebench.history import ab, compare
+
+    rows = ab.rows(out)
+    failed = compare.failed_gate(rows)
+    judged = [r for r in rows if math.isfinite(r.limit)]
+    head = out.head.short + (" with changes" if out.head_dirty else "")
+    pairs = [len(c.base) for c in out.cases if c.base]
+    span = f"{min(pairs)}-{max(pairs)} rounds" if pairs else "no rounds"
+    status = "FAIL" if failed else "ok" if judged else "nothing judged"
+    line = (f"ab: {machine or 'unknown machine'} {out.base.short} -> {head} "
+            f"({len(out.cases)} case(s), {span}, factor {out.factor:g}): {compare.summary(rows)} -> {status}")
+    lines = [*decided_by]
+    if judged:
+        lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
+    else:
+        lines.append("ab: no case was measured on both sides (the table names why each was not)")
+    if out.capped:
+        lines.append(f"ab: the time cap ended the rounds: {sum('time cap' in c.stopped for c in out.cases)} "
+                     "case(s) judged on fewer rounds (--time-cap)")
+    lines.append(line)
+    if fmt == "json":
+        text = json.dumps(_plain(compare.as_json(rows, base=out.base.sha, head=out.head.sha,
+                                                 head_dirty=out.head_dirty, machine=machine,
+                                                 factor=out.factor,
+                                                 alpha=out.alpha, target=out.target, failed=failed,
+                                                 seconds=out.seconds, phases=out.phases,
+                                                 pairs={c.case: len(c.base) for c in out.cases})), indent=1)
+    elif fmt == "markdown":
+        text = compare.markdown(rows, title=line.removeprefix("ab: "), p_legend=ab.P_LEGEND)
+    else:
+        text = compare.table(rows, p_legend=ab.P_LEGEND)
+    code = 1 if failed else 0 if judged else 2
+    return text, lines, code
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``fusebench ab`` with the parsed options; returns the exit status."""
+    if args.session is not None:
+        out = _load(args.session)
+        out.factor = args.factor or out.factor
+        text, lines, code = verdict(out, args.format, None, [f"ab: judged again from {args.session}"])
+        return _finish(args, text, lines, code)
+    if not args.base:
+        raise UsageError("give --base REV (make ab BASE=<rev>), or --from <session>/ab.json")
+    if args.max_pairs < args.min_pairs or args.min_pairs < 2:
+        raise UsageError(f"need 2 <= --min-pairs <= --max-pairs, got {args.min_pairs} and {args.max_pairs}")
+    from fusebench.history import ab, ab_cases, ab_probe, bisect_git
+    from fusebench.history.bisect import Commit
+
+    repo = args.repo.resolve()
+    base_sha = bisect_git.resolve(repo, args.base)
+    dirty = False
+    if args.head:
+        head_sha = bisect_git.resolve(repo, args.head)
+    else:
+        head_sha = bisect_git.resolve(repo, "HEAD")
+        from fusebench.measure.provenance import changed_files
+
+        dirty = bool(changed_files(repo))
+    changed = ab_cases.changed_files(repo, base_sha, None if dirty else head_sha)
+    from fusebench.ops import configured
+
+    ops = {name: tuple(op.backends) for name, op in configured(None).items()}
+    choice = None if args.all else ab_cases.choose(changed, ops)
+    decided = []
+    if args.all:
+        decided.append("ab: --all: every case of the grid")
+    else:
+        decided.append(f"ab: {len(changed)} measured file(s) differ in code between base and head"
+                       + (":" if changed else ""))
+        decided += [f"ab:   {path} -> {what}" for path, what in choice.reasons]
+    select, measured = _select(args, choice)
+    if not select["pairs"]:
+        for line in decided:
+            print(line, file=sys.stderr)
+        print(f"ab: nothing to measure: no measured code differs between {base_sha[:8]} and "
+              f"{head_sha[:8]}{' with changes' if dirty else ''} for the cases selected "
+              "(--all measures every case anyway)", file=sys.stderr)
+        return 0
+    what = ", ".join(measured) if len(measured) <= 12 else f"{len(measured)} op/backend pairs"
+    decided.append(f"ab: measuring {what}")
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    root = args.scratch
+    if root.is_symlink():
+        raise UsageError(f"{root}: a symbolic link: give another --scratch")
+    session = root / f"{base_sha[:8]}-{head_sha[:8]}{'-dirty' if dirty else ''}-{stamp}"
+    if session.exists():
+        raise UsageError(f"{session} exists: wait a second, or give another --scratch")
+    session.mkdir(parents=True)
+    trees = {}
+    if dirty:
+        digest = hashlib.sha256("\0".join(
+            f"{p}\0{(repo / p).read_bytes().hex() if (repo / p).is_file() else '-'}"
+            for p in changed).encode()).hexdigest()[:12]
+        trees[ab.HEAD] = (repo, f"{head_sha}-{digest}")
+
+    def log(line: str) -> None:
+        print(f"ab: {line}", file=sys.stderr, flush=True)
+
+    for line in decided:
+        print(line, file=sys.stderr)
+    log(f"session in {session}")
+    from fusebench.commands import bisect_child
+
+    measurer = ab_probe.ABChildren(Path(bisect_child.__file__).read_text(), repo, args.cache.resolve(),
+                                   session, select, trees, log=log)
+    subject = bisect_git.subject(repo, base_sha), bisect_git.subject(repo, head_sha)
+    try:
+        out = ab.run(None, measurer, Commit(base_sha, subject[0]), Commit(head_sha, subject[1]),
+                     head_dirty=dirty, factor=args.factor or ab.FACTOR, target=args.target,
+                     min_pairs=args.min_pairs,
+                     max_pairs=args.max_pairs, time_cap_s=args.time_cap, log=log)
+    except ab.ABError as exc:
+        print(f"ab: error: {exc}", file=sys.stderr)
+        return 2
+    data = dict(out.to_dict(), machine=measurer.machine, changed=changed)
+    _write(session / "ab.json", json.dumps(_plain(data)))
+    text, lines, code = verdict(out, args.format, measurer.machine, [])
+    lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge again: fusebench ab --from "
+                    f"{session / 'ab.json'})")
+    return _finish(args, text, lines, code)
+
+
+def _finish(args, text: str, lines: list[str], code: int) -> int:
+    if args.output is not None:
+        _write(args.output, text + "\n")
+    else:
+        print(text)
+    for line in lines:
+        print(line, file=sys.stderr)
+    return code

@@ -1,0 +1,359 @@
+"""fusebench ab: the round order, the paired rule on synthetic rounds, the stopping rule, the
+choice of cases from a diff, the stored session as untrusted input, the exit codes."""
+
+import json
+import math
+import random
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import pytest
+
+from fusebench import metrictable
+from fusebench.backends import autotuned
+from fusebench.commands import bisect_child
+from fusebench.history import ab, ab_cases, compare
+from fusebench.history.bisect import CaseInfo, Commit, ProbeFailed
+from fusebench.paths import PROJECT_ROOT
+
+HOT = metrictable.BY_NAME["track_device_time"]
+COLD = metrictable.BY_NAME["track_device_time_cold"]
+GRAPH = metrictable.BY_NAME["track_device_time_graph"]
+A, B = Commit("a" * 40, "base"), Commit("b" * 40, "head")
+
+
+class Fake:
+    """Two sides of synthetic figures: ``ms[side][case]`` the true hot time, ``noise`` the relative
+    noise of one round, ``drift(t)`` what the board does to every figure at call ``t``."""
+
+    def __init__(self, ms, noise=0.002, drift=lambda t: 1.0, seed=0, infos=None, not_built=None,
+                 contaminated=lambda side, case, t: False):
+        self.ms, self.noise, self.drift, self.rng = ms, noise, drift, random.Random(seed)
+        self.infos, self.not_built, self.contaminated = infos or {}, not_built or {}, contaminated
+        self.calls, self.stopped = [], []
+
+    def start(self, side, commit):
+        return ({c: self.infos.get((side, c), CaseInfo(1, "k", False, 100, 100)) for c in self.ms[side]},
+                self.not_built.get(side, {}))
+
+    def time(self, side, case):
+        t = len(self.calls)
+        self.calls.append((side, case))
+        level = self.ms[side][case] * self.drift(t)
+        fig = {f: level * k * math.exp(self.rng.gauss(0, self.noise))
+               for f, k in (("device_time_ms", 1.0), ("device_time_cold_ms", 1.3),
+                            ("device_time_graph_ms", 0.95))}
+        fig["contamination"] = ["throttled: power cap"] if self.contaminated(side, case, t) else []
+        return fig
+
+    def stop(self, side):
+        self.stopped.append(side)
+
+
+def both(ms: dict, head_factor: dict | None = None) -> dict:
+    head_factor = head_factor or {}
+    return {ab.BASE: dict(ms), ab.HEAD: {c: v * head_factor.get(c, 1.0) for c, v in ms.items()}}
+
+
+def statuses(out):
+    return [r.status for r in ab.rows(out)]
+
+
+def test_the_sides_alternate_a_b_b_a_for_every_case():
+    for k in range(4):
+        seq = []
+        for r in range(4):
+            first = ab.first_side(r, k)
+            seq += [first, ab.HEAD if first == ab.BASE else ab.BASE]
+        pattern = "".join("A" if s == ab.BASE else "B" for s in seq)
+        assert pattern == ("ABBAABBA" if k % 2 == 0 else "BAABBAAB")
+
+
+def test_rounds_are_interleaved_case_by_case_and_both_children_released():
+    m = Fake(both({"gelu/triton/1024/float32": 0.05, "gelu/torch/1024/float32": 0.05}))
+    out = ab.run(None, m, A, B, min_pairs=2, max_pairs=2)
+    assert m.calls[:4] == [(ab.BASE, "gelu/triton/1024/float32"), (ab.HEAD, "gelu/triton/1024/float32"),
+                           (ab.HEAD, "gelu/torch/1024/float32"), (ab.BASE, "gelu/torch/1024/float32")]
+    assert m.calls[4:6] == [(ab.HEAD, "gelu/triton/1024/float32"), (ab.BASE, "gelu/triton/1024/float32")]
+    assert sorted(m.stopped) == [ab.BASE, ab.HEAD]
+    assert [c.first for c in out.cases] == [[ab.BASE, ab.HEAD], [ab.HEAD, ab.BASE]]
+
+
+CASES = {f"gelu/triton/{2 ** k}/float32": 0.002 * 2 ** (k - 10) for k in range(10, 27, 2)}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_a_never_flags_even_when_the_board_drifts_10_percent(seed):
+    """Same code both sides; the board moves every figure by up to 10 % over the session (both
+    sides alike, a pair a fraction of a second apart): 0 regressions and 0 improvements, and
+    every case can see 5 %."""
+    drift = lambda t: 1.0 + 0.10 * math.sin(t / 7.0)  # noqa: E731
+    out = ab.run(None, Fake(both(CASES), noise=0.003, drift=drift, seed=seed), A, B)
+    rows = [r for r in ab.rows(out) if r.status != compare.LAUNCH_PATH]  # cold < 8 us: the host's
+    assert len(rows) > 20 and {r.status for r in rows} <= {compare.SAME, compare.WITHIN_NOISE}
+    assert all(r.limit <= 1.05 for r in rows)
+
+
+def test_a_5_percent_slowdown_of_a_quiet_case_is_caught_and_the_rest_left_alone():
+    slow = "gelu/triton/16777216/float32"
+    out = ab.run(None, Fake(both(CASES, {slow: 1.05}), noise=0.003, seed=1), A, B)
+    for r in ab.rows(out):
+        case = f"gelu/{r.params[0]}/{r.params[1]}/{r.params[2]}"
+        assert r.status == (compare.REGRESSION if case == slow else compare.SAME) \
+            or r.status == compare.LAUNCH_PATH and case != slow, r
+    judged = {r.benchmark: r for r in ab.rows(out) if r.params[1] == "16777216"}
+    assert 1.04 < judged["suite.Gelu.track_device_time"].slowdown < 1.06
+
+
+def test_a_5_percent_speedup_is_an_improvement():
+    case = "softmax/cuda/4096x4096/float32"
+    out = ab.run(None, Fake(both({case: 0.04}, {case: 1 / 1.05}), noise=0.003), A, B)
+    assert set(statuses(out)) == {compare.IMPROVEMENT}
+
+
+def test_a_noisy_case_gets_more_rounds_and_a_quiet_one_stops_at_the_minimum():
+    quiet, noisy = "gelu/torch/67108864/float32", "gelu/torch/1024/float32"
+    m = Fake(both({quiet: 0.2, noisy: 0.003}))
+    m.noise = 0.0
+    rng = random.Random(3)
+
+    def time(side, case, _orig=m.time):
+        fig = _orig(side, case)
+        if case == noisy:
+            fig = {k: v * math.exp(rng.gauss(0, 0.03)) if k.endswith("_ms") else v for k, v in fig.items()}
+        return fig
+
+    m.time = time
+    out = ab.run(None, m, A, B, min_pairs=4, max_pairs=12)
+    rounds = {c.case: len(c.base) for c in out.cases}
+    assert rounds[quiet] == 4 and rounds[noisy] == 12
+    assert {c.case: c.stopped for c in out.cases} == {quiet: "decided", noisy: "at the cap of 12 rounds"}
+
+
+def test_the_time_cap_judges_open_cases_on_what_they_have():
+    clock = iter(range(0, 10**6, 100))
+    m = Fake(both({"gelu/torch/1024/float32": 0.003}), noise=0.05)
+    out = ab.run(None, m, A, B, min_pairs=3, max_pairs=50, time_cap_s=250, clock=lambda: next(clock))
+    assert out.capped and len(out.cases[0].base) == 3
+    assert out.cases[0].stopped.startswith("at the time cap")
+
+
+def test_ties_quantized_figures_identical_pairs_are_same_and_a_real_step_is_caught():
+    """CUDA events read in steps of about 0.5 us: every pair tied is no change (limit = factor);
+    every head round one step slower than its base round (3.072 -> 3.584 us) is a regression."""
+    def fixed(b, h):
+        return SimpleNamespace(start=lambda side, commit: ({"gelu/torch/1024/float32": CaseInfo(1)}, {}),
+                               time=lambda side, case: {"device_time_ms": b if side == ab.BASE else h,
+                                                        "contamination": []},
+                               stop=lambda side: None)
+    same = ab.run(None, fixed(0.003072, 0.003072), A, B)
+    assert statuses(same) == [compare.SAME] and ab.rows(same)[0].limit == pytest.approx(ab.FACTOR)
+    step = ab.run(None, fixed(0.003072, 0.003584), A, B)
+    assert statuses(step) == [compare.REGRESSION]
+
+
+def test_contaminated_pairs_are_left_out_while_most_are_clean():
+    case = "gelu/torch/67108864/float32"
+    one_bad = Fake(both({case: 0.2}), contaminated=lambda side, c, t: t == 1)
+    out = ab.run(None, one_bad, A, B, min_pairs=4, max_pairs=4)
+    assert set(statuses(out)) == {compare.SAME}
+    assert all(r.note.startswith("3 pairs") for r in ab.rows(out))
+    all_bad = Fake(both({case: 0.2}, {case: 1.2}), contaminated=lambda side, c, t: True)
+    assert set(statuses(ab.run(None, all_bad, A, B))) == {compare.CONTAMINATED}
+
+
+def test_a_different_pick_of_the_compiler_is_a_different_kernel_never_a_regression():
+    case = "softmax/compile/4096x4096/bfloat16"
+    infos = {(ab.BASE, case): CaseInfo(1, "aaaa", True, 100, 100),
+             (ab.HEAD, case): CaseInfo(1, "bbbb", True, 100, 100)}
+    out = ab.run(None, Fake(both({case: 0.0421}, {case: 1.158}), infos=infos), A, B)
+    assert set(statuses(out)) == {compare.DIFFERENT_KERNEL}
+    assert "kernel aaaa -> bbbb" in ab.rows(out)[0].note
+
+
+def test_a_case_that_fails_to_build_at_head_is_a_new_failure_and_one_skipped_is_not_judged():
+    ms = both({"gelu/cuda/1024/float32": 0.003, "gelu/triton/1024/float32": 0.003})
+    del ms[ab.HEAD]["gelu/cuda/1024/float32"]
+    del ms[ab.BASE]["gelu/triton/1024/float32"]
+    del ms[ab.HEAD]["gelu/triton/1024/float32"]
+    not_built = {ab.HEAD: {"gelu/cuda/1024/float32": "failed: correctness gate: max rel error 0.5",
+                           "gelu/triton/1024/float32": "skipped: triton is not installed"},
+                 ab.BASE: {"gelu/triton/1024/float32": "skipped: triton is not installed"}}
+    out = ab.run(None, Fake(ms, not_built=not_built), A, B)
+    by_case = {r.params[0]: r for r in ab.rows(out)}
+    assert by_case["cuda"].status == compare.NEW_FAILURE and "max rel error" in by_case["cuda"].note
+    assert by_case["triton"].status == compare.NOT_BOTH
+    assert "triton is not installed" in by_case["triton"].note
+    assert compare.failed_gate(ab.rows(out))
+
+
+def test_a_stream_figure_of_the_launch_path_gates_on_its_graph_figure():
+    case = "gelu/eager/1024/float32"
+    m = Fake(both({case: 0.018}, {case: 1.10}))
+    orig = m.time
+
+    def time(side, c):  # hot 18 us in the stream, 10 us in a graph: the host's gaps
+        fig = orig(side, c)
+        fig["device_time_graph_ms"] = 0.010 * (1.0 if side == ab.BASE else 1.0)
+        return fig
+
+    m.time = time
+    rows = {r.benchmark.rsplit(".", 1)[1]: r.status for r in ab.rows(ab.run(None, m, A, B))}
+    assert rows["track_device_time"] == compare.LAUNCH_PATH
+    assert rows["track_device_time_graph"] == compare.SAME
+
+
+def test_a_side_that_cannot_start_is_one_error():
+    class NoBuild(Fake):
+        def start(self, side, commit):
+            if side == ab.HEAD:
+                raise ProbeFailed("ImportError: no module named kernels")
+            return super().start(side, commit)
+
+    m = NoBuild(both({"gelu/torch/1024/float32": 0.003}))
+    with pytest.raises(ab.ABError, match="head bbbbbbbb could not be measured: ImportError"):
+        ab.run(None, m, A, B)
+    assert sorted(m.stopped) == [ab.BASE, ab.HEAD]
+
+
+def test_the_session_judged_again_gives_the_same_rows_and_bad_figures_are_refused():
+    out = ab.run(None, Fake(both(CASES, {"gelu/triton/1048576/float32": 1.06}), seed=2), A, B)
+    data = json.loads(json.dumps(out.to_dict()))
+    again = ab.from_dict(data)
+    assert [(r.status, round(r.slowdown, 9)) for r in ab.rows(again)] == \
+        [(r.status, round(r.slowdown, 9)) for r in ab.rows(out)]
+    for bad, message in ((float("nan"), "not a finite number"), (-1.0, "not a finite number"), (0, "above 0"),
+                         ("fast", "not a finite number")):
+        broken = json.loads(json.dumps(data))
+        broken["cases"][0]["head"][0]["device_time_ms"] = bad
+        with pytest.raises(ValueError, match=message):
+            ab.from_dict(broken)
+    broken = json.loads(json.dumps(data))
+    broken["cases"][0]["case"] = "<img src=x>/a/1/b"
+    with pytest.raises(ValueError, match="bad case name"):
+        ab.from_dict(broken)
+
+
+def run_cli(*argv, cwd=PROJECT_ROOT):
+    return subprocess.run([sys.executable, "-m", "fusebench", "ab", *argv], cwd=cwd, capture_output=True,
+                          text=True)
+
+
+@pytest.mark.slow
+def test_exit_codes_from_stored_sessions(tmp_path):
+    """1 on a regression, 0 on none, 2 when nothing was judged or the file is not a session; the
+    markdown names the rule's p and limit."""
+    def session(name, head_factor, ms=None):
+        out = ab.run(None, Fake(both(ms or CASES, head_factor), seed=4), A, B)
+        path = tmp_path / name / "ab.json"
+        path.parent.mkdir()
+        path.write_text(json.dumps(out.to_dict()))
+        return path
+
+    slow = session("slow", {"gelu/triton/67108864/float32": 1.05})
+    r = run_cli("--from", str(slow), "--format", "markdown")
+    assert r.returncode == 1, r.stderr
+    assert "| + | regression | `Gelu.track_device_time` (triton, 67108864, float32)" in r.stdout
+    assert "paired t-test" in r.stdout and "-> FAIL" in r.stderr
+    same = session("same", {})
+    assert run_cli("--from", str(same)).returncode == 0
+    none = tmp_path / "none" / "ab.json"
+    none.parent.mkdir()
+    data = json.loads(same.read_text())
+    data["cases"] = []
+    none.write_text(json.dumps(data))
+    r = run_cli("--from", str(none))
+    assert r.returncode == 2 and "no case was measured on both sides" in r.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"base": 1}')
+    r = run_cli("--from", str(bad))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a valid session" in r.stderr
+
+
+OPS = {"gelu": ("eager", "torch", "compile", "triton", "cuda"),
+       "softmax": ("eager", "torch", "compile", "triton", "cuda", "liger"),
+       "rmsnorm": ("eager", "torch", "compile", "triton")}
+
+
+@pytest.mark.parametrize("path, pairs", [
+    ("fusebench/ops/gelu/triton.py", (("gelu", "triton"),)),
+    ("fusebench/ops/gelu/__init__.py", tuple(("gelu", b) for b in OPS["gelu"])),
+    ("fusebench/ops/gelu/gelu.cu", (("gelu", "cuda"), ("softmax", "cuda"))),
+    ("fusebench/ops/reference_libs.py", (("softmax", "liger"),)),
+    ("fusebench/ops/gelu/tuning.py", (("gelu", ab_cases.EVERY),)),
+    ("fusebench/history/compare.py", ()),
+    ("fusebench/measure/timing.py", None),
+    ("requirements.lock", None),
+])
+def test_the_cases_follow_the_changed_files(path, pairs):
+    choice = ab_cases.choose([path], OPS)
+    assert choice.pairs == pairs
+    assert choice.reasons[0][0] == path
+
+
+def git(repo, *args):
+    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
+                           *args],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def test_changed_files_ignore_comments_and_see_uncommitted_and_untracked_files(tmp_path):
+    repo = tmp_path / "r"
+    (repo / "fusebench" / "ops" / "gelu").mkdir(parents=True)
+    triton = repo / "fusebench" / "ops" / "gelu" / "triton.py"
+    triton.write_text("def f(x):\n    return x + 1\n")
+    (repo / "README.md").write_text("hi\n")
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a")
+    triton.write_text("def f(x):\n    # a comment\n    return x + 1  # and another\n")
+    (repo / "README.md").write_text("changed\n")
+    git(repo, "commit", "-qam", "comments")
+    assert ab_cases.changed_files(repo, "HEAD~1", "HEAD") == []
+    triton.write_text("def f(x):\n    return x + 2\n")
+    (repo / "fusebench" / "ops" / "gelu" / "new.py").write_text("y = 1\n")
+    assert ab_cases.changed_files(repo, "HEAD", None) == ["fusebench/ops/gelu/new.py",
+                                                          "fusebench/ops/gelu/triton.py"]
+
+
+def test_what_a_measurement_imports_is_outside_not_run():
+    """The child's imports (the ops, the sweep, timing, environment) load no module of the folders
+    ab_cases.NOT_RUN calls unmeasured, so a change there cannot move a figure."""
+    code = ("import sys; import fusebench; from fusebench import ops; ops.configured(None); "
+            "from fusebench.measure import environment, sweep, timing, launches; import fusebench.backends; "
+            "print('\\n'.join(m for m in sys.modules if m.startswith('fusebench')))")
+    mods = subprocess.run([sys.executable, "-c", code], cwd=PROJECT_ROOT, capture_output=True, text=True,
+                          check=True).stdout.split()
+    paths = {m.replace(".", "/") for m in mods}
+    assert "fusebench/measure/sweep" in paths
+    offending = [m for m in paths if any((m + "/").startswith(p) or m + ".py" == p for p in ab_cases.NOT_RUN)]
+    assert offending == []
+
+
+def test_the_child_selects_the_commit_s_own_grid():
+    op = SimpleNamespace(name="gelu", grids={"cpu": [(1024,), (4, 4)], "default": [(1 << 20,)]},
+                         dtypes=("float32", "bfloat16"), backends={"eager": 1, "torch": 1, "triton": 1})
+    sweep = SimpleNamespace(grid_name=lambda dev, quick: "cpu")
+    sel = {"pairs": [["gelu", "triton"]], "dtypes": ["float32"], "shapes": None}
+    assert bisect_child.selected(sel, {"gelu": op}, sweep, None) == ["gelu/triton/1024/float32",
+                                                                      "gelu/triton/4x4/float32"]
+    sel = {"pairs": [["gelu", "*"]], "dtypes": None, "shapes": ["4x4"]}
+    assert len(bisect_child.selected(sel, {"gelu": op}, sweep, None)) == 6
+    every = {"pairs": None, "dtypes": None, "shapes": None}
+    assert bisect_child.selected(every, {"gelu": op}, sweep, None)[0] == "gelu/eager/1024/float32"
+
+
+def test_the_autotuner_s_pick_is_named():
+    """Inductor's CachingAutotuner keeps one launcher once it picked: its config is the kernel."""
+    def tuner(name, *configs):
+        return SimpleNamespace(inductor_meta={"kernel_name": name}, launchers=[
+            SimpleNamespace(config=SimpleNamespace(kwargs=c, num_warps=16, num_stages=1)) for c in configs])
+
+    module = SimpleNamespace(triton_per_fused_0=tuner("triton_per_fused__softmax_0",
+                                                      {"XBLOCK": 1, "R0_BLOCK": 4096}),
+                             undecided=tuner("triton_red_1", {"XBLOCK": 1}, {"XBLOCK": 2}), other=3)
+    assert autotuned([module]) == (
+        "triton_per_fused__softmax_0 R0_BLOCK=4096 XBLOCK=1 num_warps=16 num_stages=1",)
+    other = SimpleNamespace(k=tuner("triton_per_fused__softmax_0", {"XBLOCK": 1, "R0_BLOCK": 2048}))
+    assert autotuned([other]) != autotuned([module])
