@@ -105,7 +105,7 @@ def test_pip_resolves_the_lock_for_every_supported_python_with_no_pip_configurat
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     for v in lock.PYTHONS:
-        assert f"lock check: CUDA build, Python {v}: 66 packages, all pinned and hashed" in out.stdout
+        assert f"lock check: CUDA build, Python {v}: 67 packages, all pinned and hashed" in out.stdout
         assert f"lock check: CPU torch, Python {v}: torch-2.13.0+cpu-cp{v.replace('.', '')}" in out.stdout
 
 

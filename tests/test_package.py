@@ -65,8 +65,8 @@ def test_the_wheel_declares_the_command_and_the_dependencies(wheel):
     metadata = wheel.read(next(n for n in wheel.namelist() if n.endswith(".dist-info/METADATA"))).decode()
     requires = {ln.split(":", 1)[1].strip().split(";")[0].strip() for ln in metadata.splitlines()
                 if ln.startswith("Requires-Dist:")}
-    assert {"torch", "triton", "asv", "asv-runner", "nvtx", "nvidia-ml-py", "numpy", "matplotlib", "pyyaml",
-            "tqdm"} <= requires
+    assert {"torch", "triton", "asv", "asv-runner", "nvtx", "nvidia-ml-py", "numpy", "scipy", "matplotlib",
+            "pyyaml", "tqdm"} <= requires
 
 
 @pytest.mark.slow
