@@ -1,13 +1,18 @@
 """deploy/: the Kubernetes manifest checked against Kubernetes' own schemas (kubernetes-validate,
 offline: the schemas ship in its wheel) and the Slurm batch script checked by bash and
-ShellCheck, then run with stand-ins for srun and nvidia-smi to read the command it composes.
+ShellCheck, then run with stand-ins for srun and nvidia-smi to read the command it composes; the
+GitHub Actions workflow of make ab checked against GitHub's workflow schema (check-jsonschema's
+vendored copy) and by actionlint (ShellCheck over its run: blocks), its shell step run with a
+stand-in make and its comment script with node and a stand-in client.
 
-Neither ran on a real cluster here. The tools come from deploy/tools.lock (hash-pinned),
+None ran on a real cluster or on GitHub here. The tools come from deploy/tools.lock (hash-pinned),
 installed by pip into a temporary folder: they are test-only and requirements.lock is rewritten
 only by a full ``make lock``."""
 
+import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -213,3 +218,156 @@ def test_make_slurm_tests_case_file_measures_the_cpu_quick_grid():
         pytest.skip("fusebench list --quick lists the CPU quick grid on a machine without a GPU")
     text = listed("--config", "scripts/slurm_test_cases.yaml")
     assert text == listed() and "case(s) of the cpu-quick grid" in text
+
+
+# --- GitHub Actions: make ab on a pull request (deploy/github/ab.yml) --------------------------------
+
+WORKFLOW = PROJECT_ROOT / "deploy" / "github" / "ab.yml"
+ACTIONLINT_CONFIG = PROJECT_ROOT / "deploy" / "github" / "actionlint.yaml"
+AB_COMMAND = "make in-image CMD='make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md'"
+
+
+def _workflow() -> dict:
+    return yaml.safe_load(WORKFLOW.read_text())
+
+
+def _step(name_starts: str) -> dict:
+    (step,) = [s for s in _workflow()["jobs"]["ab"]["steps"] if s["name"].startswith(name_starts)]
+    return step
+
+
+def _check_jsonschema(tools: Path, path: Path) -> subprocess.CompletedProcess:
+    """check-jsonschema with the GitHub workflow schema vendored in its wheel (no download)."""
+    return subprocess.run([sys.executable, "-m", "check_jsonschema", "--builtin-schema",
+                           "vendor.github-workflows", str(path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(tools)})
+
+
+def _actionlint(tools: Path, path: Path, *config: str) -> subprocess.CompletedProcess:
+    """actionlint, with the wheel's shellcheck on PATH (it then checks every run: block)."""
+    return subprocess.run([str(tools / "bin" / "actionlint"), "-no-color", *config, str(path)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PATH": f"{tools / 'bin'}:{os.environ['PATH']}"})
+
+
+@pytest.mark.slow
+def test_the_ab_workflow_is_valid_against_githubs_workflow_schema(tools, tmp_path):
+    out = _check_jsonschema(tools, WORKFLOW)
+    assert out.returncode == 0 and "ok -- validation done" in out.stdout, out.stdout + out.stderr
+    broken = tmp_path / "ab.yml"
+    broken.write_text(WORKFLOW.read_text().replace("\n    runs-on:", "\n    run-on:", 1))
+    out = _check_jsonschema(tools, broken)
+    assert out.returncode == 1 and "Schema validation errors were encountered" in out.stdout
+
+
+def test_actionlint_passes_the_ab_workflow_and_shellchecks_its_run_blocks(tools, tmp_path):
+    config = ("-config-file", str(ACTIONLINT_CONFIG))
+    out = _actionlint(tools, WORKFLOW, *config)
+    assert out.returncode == 0, out.stdout + out.stderr
+    # the runner's label is declared in the config, and a run: block is given to ShellCheck
+    out = _actionlint(tools, WORKFLOW)
+    assert out.returncode == 1 and 'label "gpu" is unknown' in out.stdout
+    broken = tmp_path / "ab.yml"
+    broken.write_text(WORKFLOW.read_text().replace("rm -f ab.md", "rm -f ab.md $RUNNER_TEMP/x", 1))
+    out = _actionlint(tools, broken, *config)
+    assert out.returncode == 1 and "SC2086" in out.stdout, out.stdout
+
+
+def test_the_ab_workflow_runs_make_ab_on_a_gpu_runner_for_a_pull_request():
+    flow = _workflow()
+    assert list(flow[True]) == ["pull_request"]  # YAML 1.1 reads the key `on` as True
+    assert flow["permissions"] == {"contents": "read", "pull-requests": "write"}
+    job = flow["jobs"]["ab"]
+    assert job["runs-on"][0] == "self-hosted" and "gpu" in job["runs-on"]
+    assert yaml.safe_load(ACTIONLINT_CONFIG.read_text())["self-hosted-runner"]["labels"] == ["gpu"]
+    checkout = _step("Check out")
+    assert checkout["uses"].startswith("actions/checkout@")
+    assert checkout["with"] == {"fetch-depth": 0, "persist-credentials": False}  # origin/main exists
+    for step in job["steps"]:  # every action pinned to a commit
+        assert "uses" not in step or re.fullmatch(r"[\w-]+/[\w-]+@[0-9a-f]{40}", step["uses"]), step["uses"]
+    assert AB_COMMAND in _step("make ab")["run"].splitlines()[2]
+    post = _step("Post the table")
+    assert post["uses"].startswith("actions/github-script@") and post["continue-on-error"] is True
+    assert post["if"] == "${{ !cancelled() && steps.ab.outputs.status != '' }}"
+    fail = _step("Fail unless")
+    assert fail["if"] == "${{ !cancelled() && steps.ab.outputs.status != '0' }}"
+    assert fail["env"]["AB_STATUS"] == "${{ steps.ab.outputs.status }}"
+
+
+@pytest.mark.parametrize("status", [0, 1, 2])
+def test_the_ab_step_keeps_make_abs_exit_status_and_the_table(tmp_path, status):
+    """The step's script run as the runner runs it (bash -eo pipefail), with a make that writes the
+    table and exits ``status``: the step passes, with the status as its output; the last step then
+    fails the job unless it is 0."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    _fake(bin_dir, "make", f'printf "%s\\n" "$@" > make.args; echo "| case | ratio |" > ab.md; exit {status}')
+    (tmp_path / "ab.md").write_text("a stale table\n")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}",
+           "GITHUB_OUTPUT": str(tmp_path / "output"), "GITHUB_STEP_SUMMARY": str(tmp_path / "summary")}
+    out = subprocess.run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", _step("make ab")["run"]],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "make.args").read_text().splitlines() == [
+        "in-image", "CMD=make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md"]
+    assert (tmp_path / "output").read_text() == f"status={status}\n"
+    assert (tmp_path / "summary").read_text() == "| case | ratio |\n"
+    fail = subprocess.run(["bash", "-eo", "pipefail", "-c", _step("Fail unless")["run"]],
+                          env={**env, "AB_STATUS": str(status)}, capture_output=True, text=True)
+    assert fail.returncode == 1 and f"::error::make ab exited {status}:" in fail.stdout
+
+
+COMMENT_HARNESS = """
+const fs = require("fs");
+const [script, calls] = [fs.readFileSync(process.argv[2], "utf8"), []];
+const existing = JSON.parse(process.env.EXISTING);
+const rest = {issues: {
+  listComments: "listComments",
+  createComment: async (a) => calls.push(["create", a]),
+  updateComment: async (a) => calls.push(["update", a])}};
+const github = {rest, paginate: async (fn, args) => { calls.push([fn, args]); return existing; }};
+const context = {repo: {owner: "o", repo: "r"}, issue: {number: 7}, runId: 9, serverUrl: "https://github.com",
+                 payload: {pull_request: {head: {sha: "0123456789abcdef0123"}}}};
+const AsyncFunction = (async () => {}).constructor;
+new AsyncFunction("require", "github", "context", script)(require, github, context)
+  .then(() => console.log(JSON.stringify(calls)));
+"""
+
+
+def _comment(tmp_path: Path, existing: list, status: str = "1") -> list:
+    """The post step's script run by node with a stand-in for github-script's client; its calls."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("no node here to run the github-script step")
+    (tmp_path / "script.js").write_text(_step("Post the table")["with"]["script"])
+    (tmp_path / "harness.js").write_text(COMMENT_HARNESS)
+    env = {**os.environ, "AB_STATUS": status, "EXISTING": json.dumps(existing)}
+    out = subprocess.run([node, "harness.js", "script.js"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_the_post_step_writes_one_comment_and_then_updates_it(tmp_path):
+    (tmp_path / "ab.md").write_text("| case | ratio |\n| gelu/triton | 1.06 |\n")
+    someone = {"id": 1, "user": {"type": "User"}, "body": "<!-- fusebench-ab -->"}
+    calls = _comment(tmp_path, existing=[someone])
+    assert calls[0] == ["listComments", {"owner": "o", "repo": "r", "issue_number": 7, "per_page": 100}]
+    kind, args = calls[1]
+    assert kind == "create" and args["issue_number"] == 7  # a person's comment is never edited
+    body = args["body"]
+    assert body.startswith("<!-- fusebench-ab -->\n**fusebench ab**")
+    assert body.endswith("| gelu/triton | 1.06 |\n")
+    assert "(head 0123456789ab): make ab exited 1: a regression" in body
+    assert "([run](https://github.com/o/r/actions/runs/9))" in body
+    mine = {"id": 5, "user": {"type": "Bot"}, "body": body}
+    calls = _comment(tmp_path, existing=[mine], status="0")
+    kind, args = calls[1]
+    assert kind == "update" and args["comment_id"] == 5 and "): no regression (" in args["body"]
+    # no table: said so; a table over GitHub's limit of a comment: cut
+    (tmp_path / "ab.md").unlink()
+    assert "make ab wrote no table: see the run's log." in _comment(tmp_path, [], "2")[1][1]["body"]
+    (tmp_path / "ab.md").write_text("x" * 70000)
+    body = _comment(tmp_path, [], "0")[1][1]["body"]
+    assert len(body) < 65536
+    assert body.endswith("(cut at 60000 characters: the whole table is in the run's summary)")
