@@ -357,3 +357,55 @@ def test_the_autotuner_s_pick_is_named():
         "triton_per_fused__softmax_0 R0_BLOCK=4096 XBLOCK=1 num_warps=16 num_stages=1",)
     other = SimpleNamespace(k=tuner("triton_per_fused__softmax_0", {"XBLOCK": 1, "R0_BLOCK": 2048}))
     assert autotuned([other]) != autotuned([module])
+
+
+SLOW = ('    return lambda: F.gelu(x, approximate="tanh")',
+        '    return lambda: (__import__("time").sleep(0.002), F.gelu(x, approximate="tanh"))[1]')
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A repository of this checkout's code: base, a note, GELU's torch backend 2 ms slower."""
+    import shutil
+
+    repo = tmp_path / "repo"
+    shutil.copytree(PROJECT_ROOT / "fusebench", repo / "fusebench", symlinks=True,
+                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for name in ("fusebench.yaml", "asv.conf.json"):
+        shutil.copy(PROJECT_ROOT / name, repo / name)
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    (repo / "notes.txt").write_text("one\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a note")
+    return repo
+
+
+@pytest.mark.slow
+def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
+    """The real children on a throwaway repository: a note changes no measured code (nothing to
+    measure, exit 0); GELU's torch backend made 2 ms slower in the working tree is the head "with
+    changes", the change selects every GELU backend, and the narrowed case is a regression of
+    wall time (the CPU's only time), exit 1, its rounds kept in the session."""
+    common = ["--repo", str(repo), "--cache", str(tmp_path / "cache"), "--scratch", str(tmp_path / "ab")]
+    r = run_cli("--base", "HEAD~1", "--head", "HEAD", *common)
+    assert r.returncode == 0, r.stderr
+    assert "0 measured file(s) differ" in r.stderr and "nothing to measure" in r.stderr
+    gelu = repo / "fusebench" / "ops" / "gelu" / "__init__.py"
+    gelu.write_text(gelu.read_text().replace(*SLOW))
+    r = run_cli("--base", "HEAD", "--backends", "torch", "--dtypes", "float32", "--shapes", "16384",
+                "--min-pairs", "3", "--max-pairs", "3", "--format", "json", *common)
+    assert "fusebench/ops/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr
+    out = json.loads(r.stdout)
+    assert out["head_dirty"] is True and out["pairs"] == {"gelu/torch/16384/float32": 3}
+    (row,) = out["rows"]
+    if row["status"] == "contaminated":
+        pytest.skip(f"the rounds were contaminated on this CPU: {row['note']}")
+    assert row["status"] == "regression" and row["slowdown"] > 10, row
+    assert r.returncode == 1
+    (session,) = (tmp_path / "ab").iterdir()
+    assert session.name.endswith(session.name[-16:]) and "-dirty-" in session.name
+    assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
+    again = run_cli("--from", str(session / "ab.json"), "--format", "json")
+    assert json.loads(again.stdout)["rows"][0]["status"] == "regression" and again.returncode == 1

@@ -21,7 +21,7 @@ narrow either. No measured file changed: nothing to measure, exit 0.
 
 The verdict per case and metric, from the pairs: the ratio head/base with its confidence
 interval, and the limit, the smallest slowdown these pairs would call a regression (the minimum
-detectable effect); statuses as in `fusebench compare` (docs/ab.md has the rule). Every round
+detectable effect); statuses as in `fusebench compare` (docs/ab/README.md has the rule). Every round
 of both sides is kept in the session folder (--scratch, default .asv/ab/), never in results/:
 `fusebench ab --from <session>/ab.json` judges it again without a GPU.
 
@@ -269,11 +269,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{session} exists: wait a second, or give another --scratch")
     session.mkdir(parents=True)
     trees = {}
-    if dirty:
+    if dirty:  # the extension is built from its own sources: a change elsewhere reuses HEAD's build
+        from fusebench.history import noise
+
+        cuda = [p for p in changed if noise.touches({p}, noise.BACKEND_PATHS["cuda"])]
         digest = hashlib.sha256("\0".join(
             f"{p}\0{(repo / p).read_bytes().hex() if (repo / p).is_file() else '-'}"
-            for p in changed).encode()).hexdigest()[:12]
-        trees[ab.HEAD] = (repo, f"{head_sha}-{digest}")
+            for p in cuda).encode()).hexdigest()[:12]
+        trees[ab.HEAD] = (repo, f"{head_sha}-{digest}" if cuda else head_sha)
 
     def log(line: str) -> None:
         print(f"ab: {line}", file=sys.stderr, flush=True)

@@ -26,7 +26,7 @@ ratios a board's drift multiplies alike on both sides). Then:
   measures the host, a case that builds on one side only.
 
 FACTOR is a margin of practical significance: two processes of one commit differ by a few tenths
-of a percent at most (``docs/ab.md`` has the A/A figures), so a whole interval above 1.02 is a
+of a percent at most (``docs/ab/README.md`` has the A/A figures), so a whole interval above 1.02 is a
 change of the code. The case's **minimum detectable effect** (its ``limit``) is the smallest ratio
 these pairs would call a regression: ``FACTOR · exp(t · sd / sqrt(n))``.
 
