@@ -20,6 +20,7 @@ from typing import Any, Mapping
 
 from fusebench import metrictable, safeyaml
 from fusebench.errors import UsageError
+from fusebench.names import did_you_mean
 from fusebench.registry import PRECISIONS, Op, Shape, parse_shape, shape_label
 
 #: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.
@@ -144,7 +145,8 @@ def _names(path: Path, key: str, value: Any, valid, kind: str) -> tuple[str, ...
         raise _fail(path, key, f"expected a non-empty list of {kind}s; valid {kind}s: {', '.join(valid)}")
     for i, name in enumerate(value):
         if name not in valid:
-            raise _fail(path, f"{key}[{i}]", f"unknown {kind} {_q(name)}; valid {kind}s: {', '.join(valid)}")
+            raise _fail(path, f"{key}[{i}]", f"unknown {kind} {_q(name)}{did_you_mean(str(name), valid)}; "
+                                             f"valid {kind}s: {', '.join(valid)}")
     if len(set(value)) != len(value):
         raise _fail(path, key, f"a {kind} is listed twice: {_q(value)}")
     return tuple(value)

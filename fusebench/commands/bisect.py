@@ -39,6 +39,7 @@ from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
 from fusebench.history import bisect, bisect_git, noise, runrecord
 from fusebench.history.bisect_probe import ChildMeasurer
+from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS, PRECISIONS
 
@@ -54,15 +55,20 @@ def parse_case(text: str) -> str:
     probed commit's to know).
 
     Raises:
-        UsageError: not of that form, or an unknown backend or dtype.
+        UsageError: not of that form (the lowercase spelling offered where it is), or an unknown
+            backend or dtype (the closest offered).
     """
     if not _CASE.fullmatch(text):
-        raise UsageError(f"bad case {text!r}; give op/backend/shape/dtype, e.g. gelu/triton/16777216/float32")
+        hint = f" (did you mean {text.lower()}?)" if _CASE.fullmatch(text.lower()) else ""
+        raise UsageError(f"bad case {text!r}{hint}; give op/backend/shape/dtype, e.g. "
+                         "gelu/triton/16777216/float32")
     _, backend, _, dtype = text.split("/")
     if backend not in BACKENDS:
-        raise UsageError(f"unknown backend {backend!r} in {text!r}; valid backends: {', '.join(BACKENDS)}")
+        raise UsageError(f"unknown backend {backend!r}{did_you_mean(backend, BACKENDS)} in {text!r}; "
+                         f"valid backends: {', '.join(BACKENDS)}")
     if dtype not in PRECISIONS:
-        raise UsageError(f"unknown dtype {dtype!r} in {text!r}; valid dtypes: {', '.join(PRECISIONS)}")
+        raise UsageError(f"unknown dtype {dtype!r}{did_you_mean(dtype, PRECISIONS)} in {text!r}; "
+                         f"valid dtypes: {', '.join(PRECISIONS)}")
     return text
 
 

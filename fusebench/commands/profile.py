@@ -19,6 +19,7 @@ from fusebench.cli import add_config, pick, positive_int
 from fusebench.errors import UsageError
 from fusebench.lecture import reports, torch_profile
 from fusebench.measure import environment
+from fusebench.names import did_you_mean
 from fusebench.ops import REGISTERED, configured, get_op
 from fusebench.registry import BACKENDS, parse_shape
 
@@ -43,7 +44,8 @@ def run(args: argparse.Namespace) -> int:
     names = [b for b in pick("backend", args.backends, BACKENDS) if args.backends or b in op.backends]
     dtype = args.dtype or op.dtypes[0]
     if dtype not in op.dtypes:
-        raise UsageError(f"unknown dtype {dtype!r} for {op.name}; valid dtypes: {', '.join(op.dtypes)}")
+        raise UsageError(f"unknown dtype {dtype!r}{did_you_mean(dtype, op.dtypes)} for {op.name}; "
+                         f"valid dtypes: {', '.join(op.dtypes)}")
     dev = environment.device()
     shape = parse_shape(args.shape) if args.shape else torch_profile.default_shape(op, dev)
     if op.flops is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from fusebench import config
 from fusebench.errors import UsageError
+from fusebench.names import did_you_mean
 from fusebench.registry import Op
 
 _modules: dict[str, Op] = {}
@@ -88,9 +89,9 @@ def get_op(name: str, ops: dict[str, Op] | None = None) -> Op:
     """The op called ``name`` in ``ops`` (default: ``OPS``).
 
     Raises:
-        UsageError: unknown op (the message lists the valid ones).
+        UsageError: unknown op (the message offers the closest and lists the valid ones).
     """
     ops = configured() if ops is None else ops
     if name not in ops:
-        raise UsageError(f"unknown op {name!r}; valid ops: {', '.join(ops)}")
+        raise UsageError(f"unknown op {name!r}{did_you_mean(name, ops)}; valid ops: {', '.join(ops)}")
     return ops[name]
