@@ -172,3 +172,7 @@ def test_markdown_and_json_formats_give_the_same_verdicts_and_exit_status(tmp_pa
     assert ("| + | regression | `Gelu.track_device_time` (torch, 1024, float32) | 200us | 240us | 1.200x |"
             in out)
     assert "the gate can see a slowdown of" in lines[-1]
+    # issue 41, item 8: the `-` of the p column (one value per case: no rank test) is explained
+    assert "| 1.200x | 1.040x | - |" in out
+    assert ("p: one-sided Mann-Whitney over the rounds; `-`: too few rounds for the test, the limit alone "
+            "decides." in lines)

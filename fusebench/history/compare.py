@@ -457,12 +457,12 @@ def human(value: float | None, unit: str) -> str:
     return f"{value:.4g} {unit}".rstrip()
 
 
-ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
-         FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
-
-
+#: The legend of the p column, under the text table and the markdown one.
 P_LEGEND = ("p: one-sided Mann-Whitney over the rounds; '-': too few rounds for the test, the limit "
             "alone decides")
+
+ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
+         FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
 
 
 def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> str:
@@ -527,7 +527,7 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
                      f"{r.limit:.3f}x" if math.isfinite(r.limit) else "",
                      f"{r.p_value:.3f}" if r.p_value is not None else "-", r.note]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
-        out += ["", p_legend]
+        out += ["", p_legend.replace("'-'", "`-`") + "."]
     else:
         out.append("No case changed by more than the factor.")
     out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]
