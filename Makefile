@@ -212,7 +212,7 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 # into site/node_modules) so the site works offline; without npm it fails unless CDN=1.
 # compare: exits 1 when a case of MACHINE (default: this host's) regressed (slower than its own
 # limit: FACTOR, its drift in the committed A/A history, its noise between rounds; rounds
-# separated) or newly fails between BASE and HEAD; 2 on an unknown rev or no results.
+# separated) or newly fails between BASE and HEAD; 2 on an unknown rev, no results, or nothing judged.
 # FORMAT=markdown|json prints the table for a PR comment or a CI artifact. publish: STRICT=1 exits 1 when a stored result will not
 # be drawn (its commit off main's first-parent line). BASE_RESULTS / HEAD_RESULTS: the results
 # folders of each side (default results/): the A/A check of a one-GPU and a GPUS=all run of one

@@ -91,10 +91,57 @@ def test_slower_within_the_noise_passes(tmp_path, commits, gate):
 def test_bandwidth_never_gates(tmp_path, commits, gate):
     """Bandwidth inherits the device time and the run's ceiling: shown, never judged."""
     base, head = commits
-    write_result(tmp_path, "box", base, {BW: {TORCH: 3000.0, TRITON: 3000.0}}, AXES)
-    write_result(tmp_path, "box", head, {BW: {TORCH: 2000.0, TRITON: 3500.0}}, AXES)
+    write_result(tmp_path, "box", base, {BW: {TORCH: 3000.0, TRITON: 3000.0}, T: {TORCH: 1e-3}}, AXES)
+    write_result(tmp_path, "box", head, {BW: {TORCH: 2000.0, TRITON: 3500.0}, T: {TORCH: 1e-3}}, AXES)
     code, out, err = gate(base, head)
     assert code == 0 and out.strip() == "no case changed by more than the factor", out + err
+
+
+WALL = "suite.Gelu.track_wall_time"
+
+
+def test_nothing_judged_is_exit_2_saying_what_is_missing(tmp_path, commits, gate):
+    """Issue 41, item 7: two CPU runs (wall time only) judge nothing; that is not "ok"."""
+    base, head = commits
+    for sha in commits:
+        # as a CPU run stores them: the device times null, the wall time measured
+        write_result(tmp_path, "box", sha, {WALL: {TORCH: 1e-3, EAGER: 2e-3}, BW: {TORCH: 3.0}, T: {}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 2, out + err
+    assert out.strip() == "nothing judged: no case has a gated figure on both sides"
+    lines = err.strip().splitlines()
+    assert lines[0] == (f"compare: nothing judged: of 3 gated case-metrics (hot, cold and graph device "
+                        f"time), base {base[:8]} stored 0 and head {head[:8]} 0: a run without a GPU "
+                        "measures wall time only, shown, never judged")
+    assert lines[-1].endswith("0 same -> nothing judged") and "3 not on both sides" in lines[-1]
+    assert "ok" not in lines[-1].rsplit("->", 1)[1]
+    # the same for each format
+    assert gate(base, head, "--format", "json")[0] == 2
+    code, out, err = gate(base, head, "--format", "markdown")
+    assert code == 2 and "Nothing judged: no case has a gated figure on both sides." in out
+
+
+def test_nothing_judged_names_what_each_side_stored(tmp_path, commits, gate, capsys):
+    """Each side measured other cases: the line says how many and of which op; a machine with two
+    stored commits is offered as a comparison, and the command offered runs as printed."""
+    base, head = commits
+    softmax = "suite.Softmax.track_device_time"
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3, EAGER: None}}, AXES)
+    write_result(tmp_path, "box", head, {softmax: {TORCH: 1e-3}}, AXES)
+    for sha in commits:
+        write_result(tmp_path, "gpu", sha, {T: {TORCH: 1e-3}}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 2, out + err
+    first = err.splitlines()[0]
+    assert first.startswith(f"compare: nothing judged: of 6 gated case-metrics (hot, cold and graph device "
+                            f"time), base {base[:8]} stored 2 (gelu) and head {head[:8]} 1 (softmax), none "
+                            "of the same case on both sides; the newest commits stored for gpu: "), first
+    offered = first.split("; e.g. fusebench ", 1)[1]
+    assert offered.startswith(f"compare --machine gpu --results {tmp_path} --base ")
+    with pytest.raises(SystemExit) as stop:
+        commands.main(offered.split())
+    capsys.readouterr()
+    assert stop.value.code == 0
 
 
 def test_bad_input_is_one_line_and_exit_2(tmp_path, commits, gate):

@@ -81,7 +81,7 @@ def test_a_toy_op_is_listed_measured_and_judged_with_one_module_and_one_entry(tm
 
     judged = _run(clone, "compare", "--base", "HEAD", "--head", "HEAD", "--machine", machine,
                   "--base-results", str(results), "--head-results", str(results), "--format", "json")
-    assert judged.returncode == 0, judged.stdout + judged.stderr
+    assert judged.returncode == 2, judged.stdout + judged.stderr  # nothing judged is not "ok"
     rows = json.loads(judged.stdout)["rows"]
     toy = {(r["benchmark"], r["params"][0]): r["status"] for r in rows
            if r["benchmark"].startswith("suite.Toy.")}
@@ -89,4 +89,5 @@ def test_a_toy_op_is_listed_measured_and_judged_with_one_module_and_one_entry(tm
     assert {(f"suite.Toy.{m}", b) for b in ("eager", "torch")
             for m in ("track_device_time", "track_device_time_cold", "track_device_time_graph")} <= set(toy)
     assert set(toy.values()) == {"not on both sides"}
-    assert "no gated figure on both sides" in judged.stderr
+    assert "compare: nothing judged: " in judged.stderr and "a run without a GPU measures wall time only" \
+        in judged.stderr

@@ -13,9 +13,9 @@ every case, with ``l`` launch path, ``.`` not on both sides and blank same) with
 case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit
 status: 1 when a case regressed or newly fails (whatever else happened: a regression is never
 hidden by another code); else 2 on bad input (unknown revision, no stored results for a commit
-or machine) or when a stored result file of either commit could not be read (named; the rest is
-compared); else 0; 141 when the output's reader
-closed it early (``| head``).
+or machine), when nothing was judged (no case has a gated figure on both sides: the line says
+what each side stored), or when a stored result file of either commit could not be read (named;
+the rest is compared); else 0; 141 when the output's reader closed it early (``| head``).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of
 the machine (``records/<machine>/``, ``fusebench.history.noise``); the run ends with how many
 case-metrics the gate can see a 5, 10 and 20 % slowdown in, naming those it cannot see 20 % in.
@@ -108,11 +108,12 @@ def run(args: argparse.Namespace) -> int:
     history = noise.from_records(runrecord.records_dir(args.results) / args.machine, PROJECT_ROOT)
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
-    failed = compare.failed_gate(rows)
+    failed, judged_none = compare.failed_gate(rows), compare.nothing_judged(rows)
     rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
                       for r in (base_rec, head_rec))
+    outcome = "FAIL" if failed else "nothing judged" if judged_none else "ok"
     verdict = (f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
-               f"{compare.summary(rows)} -> {'FAIL' if failed else 'ok'}")
+               f"{compare.summary(rows)} -> {outcome}")
     if args.format == "json":
         print(json.dumps(compare.as_json(rows, machine=args.machine, base=base, head=head, factor=factor,
                                          failed=failed), indent=1))
@@ -120,10 +121,24 @@ def run(args: argparse.Namespace) -> int:
         print(compare.markdown(rows, show_all=args.all, title=verdict.removeprefix("compare: ")))
     else:
         print(compare.table(rows, show_all=args.all))
-    print(compare.detectable_text(rows), file=sys.stderr)
+    if judged_none:  # nothing judged is not "ok": say what is missing, exit 2
+        print(f"compare: nothing judged: {compare.missing_text(rows, base[:8], head[:8])}"
+              + _elsewhere(args.results, args.machine), file=sys.stderr)
+    else:
+        print(compare.detectable_text(rows), file=sys.stderr)
     print(verdict, file=sys.stderr)
     unreadable = report_unreadable(base_reader, "compare")
     if head_reader is not base_reader:
         unreadable |= report_unreadable(head_reader, "compare")
-    return 1 if failed else 2 if unreadable else 0  # a regression is never hidden by another code
+    return 1 if failed else 2 if unreadable or judged_none else 0  # a regression is never hidden
+
+
+def _elsewhere(results_dir: Path, machine: str) -> str:
+    """``; <another machine's newest commits and the make compare that judges them>`` when another
+    machine of ``results_dir`` has two stored commits (a CPU host's figures are never judged: the
+    committed GPU history is what it can compare), else the empty string."""
+    for other in results.machines(results_dir):
+        if other != machine and len(results.stored_commits(results_dir, other)) >= 2:
+            return f"; {results.compare_hint(results_dir, other)}"
+    return ""
 

@@ -439,6 +439,29 @@ def detectable_text(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def nothing_judged(rows: list[Row]) -> bool:
+    """True when no row got a verdict: every case-metric is ``not on both sides`` (or there is
+    none). Such a comparison is not "ok": the command says what is missing and exits 2."""
+    return all(r.status == NOT_BOTH for r in rows)
+
+
+def missing_text(rows: list[Row], base: str, head: str) -> str:
+    """Why :func:`nothing_judged`: how many gated case-metrics each side stored (a failure counts)
+    and of which ops, e.g. ``of 2232 gated case-metrics (hot, cold and graph device time), base
+    <sha8> stored 0 and head <sha8> 0``, and, when neither stored any, that a run without a
+    GPU measures wall time only."""
+    def side(values: list[float | None]) -> tuple[int, str]:
+        stored = [r for r, v in zip(rows, values) if v is None or math.isfinite(v)]
+        return len(stored), ", ".join(sorted({_op_of(r.benchmark) for r in stored}))
+
+    (nb, ops_b), (nh, ops_h) = side([r.before for r in rows]), side([r.after for r in rows])
+    text = (f"of {len(rows)} gated case-metrics (hot, cold and graph device time), base {base} stored "
+            f"{nb}{f' ({ops_b})' if ops_b else ''} and head {head} {nh}{f' ({ops_h})' if ops_h else ''}")
+    if not nb and not nh:
+        return text + ": a run without a GPU measures wall time only, shown, never judged"
+    return text + ", none of the same case on both sides"
+
+
 def failed_gate(rows: list[Row]) -> bool:
     """True when any row regressed or newly fails."""
     return any(r.status in FAILING for r in rows)
@@ -460,6 +483,8 @@ def human(value: float | None, unit: str) -> str:
 #: The legend of the p column, under the text table and the markdown one.
 P_LEGEND = ("p: one-sided Mann-Whitney over the rounds; '-': too few rounds for the test, the limit "
             "alone decides")
+#: What the table says when :func:`nothing_judged` (the closing lines say what is missing).
+NOTHING_JUDGED = "nothing judged: no case has a gated figure on both sides"
 
 ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
          FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
@@ -485,7 +510,7 @@ def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> 
         lines.append((MARK[r.status], human(r.before, r.unit), human(r.after, r.unit), ratio, noise,
                       limit, p, case))
     if not shown:
-        return "no case changed by more than the factor"
+        return NOTHING_JUDGED if nothing_judged(rows) else "no case changed by more than the factor"
     lines.append(("", "", "", "", "", "", "", p_legend))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join([c.rjust(w) for c, w in zip(line[:-1], widths)] + [line[-1]]).rstrip()
@@ -528,6 +553,8 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
                      f"{r.p_value:.3f}" if r.p_value is not None else "-", r.note]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         out += ["", p_legend.replace("'-'", "`-`") + "."]
+    elif nothing_judged(rows):
+        out.append(NOTHING_JUDGED[0].upper() + NOTHING_JUDGED[1:] + ".")
     else:
         out.append("No case changed by more than the factor.")
     out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]
