@@ -2,14 +2,24 @@
 stored values unchanged, only the fields added since it was written filled with their defaults."""
 
 import json
+import shutil
+import subprocess
 from dataclasses import MISSING, fields
 
 import pytest
+from committed import committed
 
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import FORMAT_VERSION, SEED, Record, Sweep
 
-COMMITTED = sorted((PROJECT_ROOT / "records").glob("*/*.json"))
+
+def committed_records():
+    """The committed run records: git's, not the folder's (a CPU run's record lies beside them,
+    ignored)."""
+    return committed("records/*/*.json")
+
+
+COMMITTED = committed_records()
 FIELDS = {f.name for f in fields(Record)}
 #: A record field's value when the stored file predates the field.
 DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory()
@@ -18,6 +28,21 @@ DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory
 
 def test_the_records_are_committed():
     assert len(COMMITTED) >= 12 and all(p.parent.name == "h200" for p in COMMITTED)
+
+
+def test_a_cpu_runs_record_is_not_taken_for_a_committed_one():
+    """Issue 41, item 1: `make bench` then `make test` on a CPU. The run leaves its record in
+    records/cpu-<arch>/ (ignored by git); the tests read the committed records only."""
+    planted = PROJECT_ROOT / "records" / "cpu-testplanted" / "0123abcd.json"
+    assert not planted.parent.exists()
+    try:
+        planted.parent.mkdir()
+        shutil.copyfile(COMMITTED[-1], planted)
+        ignored = subprocess.run(["git", "check-ignore", "-q", str(planted)], cwd=PROJECT_ROOT)
+        assert ignored.returncode == 0, ".gitignore no longer ignores a CPU machine's records"
+        assert committed_records() == COMMITTED and planted not in COMMITTED
+    finally:
+        shutil.rmtree(planted.parent, ignore_errors=True)
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
