@@ -106,6 +106,8 @@ help: ## list the targets
 	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 	@echo "  make ab:   BASE=<rev> HEAD=<rev> ALL=1 FORMAT=text|markdown|json AB_OUT=<file>"
+	@echo "  bisect:    GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype METRIC=device_time|device_time_cold|"
+	@echo "             device_time_graph|wall_time (a CPU measures wall_time only) BISECT_CACHE=<dir>"
 
 bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when an engine can, else here), store, publish html/
 
@@ -175,10 +177,15 @@ lock: ## regenerate requirements.lock and requirements-reference.lock (needs pip
 	$(PYTHON) -m scripts.lock reference
 	$(PYTHON) -m scripts.lock reference --check
 
-clean: ## remove caches and the unpublished quick results (never results/)
+# clean: also the worktrees `make bisect` made of this repository (those git lists under
+# $(BISECT_CACHE)/worktrees/; the extension builds beside them stay: minutes of work per commit).
+clean: ## remove caches, the unpublished quick results and make bisect's worktrees (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
 	    .asv/quick-records .asv/partial-records .asv/partial-quick-records .asv/dirty-records \
 	    .asv/sweeps .pytest_cache
+	@git worktree list --porcelain 2>/dev/null | sed -n 's/^worktree //p' | while IFS= read -r tree; do \
+	    case "$$tree" in '$(BISECT_TREES)'/*) git worktree remove --force "$$tree" && \
+	        echo "clean: removed the bisect worktree $$tree";; esac; done; git worktree prune 2>/dev/null || true
 
 # --- Profiling: make nsys / make trace (fusebench nsys capture, fusebench trace; nsys/README.md) -
 # One pipeline: `fusebench nsys capture` checks nsys and the GPU, runs `nsys profile` of the
@@ -265,12 +272,16 @@ GOOD          ?=
 BAD           ?=
 CASE          ?=
 METRIC        ?=
+# BISECT_CACHE: the worktrees and extension builds per commit (fusebench bisect --cache); make clean
+# removes the worktrees (git prints them by their resolved path).
+BISECT_CACHE  ?= $(HOME)/.cache/fusebench/bisect
+BISECT_TREES   = $(or $(realpath $(BISECT_CACHE)),$(abspath $(BISECT_CACHE)))/worktrees
 
 .PHONY: bisect
 
 bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype[,...]
 	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/67108864/float32)" >&2; exit 2; }
-	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC))$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
+	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
 	$(FUSEBENCH) plots

@@ -5,6 +5,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -185,3 +186,53 @@ def test_bisect_names_the_slow_commit_on_the_cpu(repo, tmp_path, capsys):
         "bisect.json", "logs", f"probe-001-{shas[1][:8]}.json", f"probe-002-{shas[2][:8]}.json"]
     assert sorted(p.name for p in (tmp_path / "cache" / "worktrees").iterdir()) == sorted(shas)
     assert json.loads((session / "bisect.json").read_text())["first_bad"]["sha"] == shas[2]
+
+
+# Issue 41, item 9: what can be measured is checked before any worktree is made; make help names
+# METRIC=; make clean removes the worktrees make bisect made.
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="a GPU measures device time")
+def test_a_device_time_on_a_cpu_host_is_refused_before_any_worktree(repo, tmp_path, capsys):
+    repo, shas = repo
+    cache, records = tmp_path / "cache", tmp_path / "records"
+    with pytest.raises(SystemExit) as exc:
+        commands.main(["bisect", shas[0], "main", "--case", CASE, "--repo", str(repo), "--cache", str(cache),
+                       "--records", str(records)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2
+    assert err == (f"bisect: error: no CUDA GPU here: hot device time cannot be measured, only wall time; "
+                   f"give --metric wall_time (make bisect GOOD={shas[0]} BAD=main CASE={CASE} "
+                   "METRIC=wall_time)\n")
+    assert not cache.exists() and not records.exists()
+    assert git(repo, "worktree", "list").count("\n") == 0  # the repository's own tree only
+
+
+def _make(*args, cwd=PROJECT_ROOT, **env):
+    top = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
+    return subprocess.run(["make", "--no-print-directory", "-f", str(PROJECT_ROOT / "Makefile"), *args,
+                           f"SYSTEM_PYTHON={sys.executable}"], cwd=cwd, capture_output=True, text=True,
+                          timeout=120, env={**top, **env})
+
+
+def test_make_help_names_the_bisect_variables():
+    out = _make("help")
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    bisect = [ln for ln in lines if ln.startswith("  bisect: ") or "device_time_graph|" in ln]
+    assert "METRIC=device_time|device_time_cold|" in bisect[0] and "CASE=op/backend/shape/dtype" in bisect[0]
+    assert "wall_time (a CPU measures wall_time only)" in bisect[1]
+
+
+def test_make_clean_removes_the_bisect_worktrees_it_made_and_no_other(repo, tmp_path):
+    repo, shas = repo
+    cache = tmp_path / "home" / ".cache" / "fusebench" / "bisect"
+    made = [bisect_git.worktree(repo, cache / "worktrees", sha) for sha in shas[:2]]
+    other = tmp_path / "mine"
+    git(repo, "worktree", "add", "-q", "--detach", str(other), shas[0])
+    out = _make("clean", cwd=repo, HOME=str(tmp_path / "home"))
+    assert out.returncode == 0, out.stderr
+    said = sorted(out.stdout.splitlines()[-2:])
+    assert said == sorted(f"clean: removed the bisect worktree {t}" for t in made), out.stdout
+    assert not any(t.exists() for t in made) and other.exists()
+    listed = git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {other}" in listed and "fusebench/bisect" not in listed

@@ -72,6 +72,26 @@ def parse_case(text: str) -> str:
     return text
 
 
+def check_measurable(metric: str, args: argparse.Namespace, cases: list[str]) -> None:
+    """Refuse, before any worktree is made or built, a metric this host cannot measure: every
+    device time needs a CUDA GPU (the children would build GOOD and BAD, then find no figure).
+
+    Raises:
+        UsageError: a device-time ``metric`` and no CUDA GPU here; the line gives the option and
+            the make command with ``METRIC=wall_time``.
+    """
+    if metric == "wall_time":
+        return
+    import torch  # here only: the command's --help and its bad input need no torch
+
+    if torch.cuda.is_available():
+        return
+    label = metrictable.BY_NAME[METRICS[metric]].label
+    raise UsageError(f"no CUDA GPU here: {label} cannot be measured, only wall time; give --metric "
+                     f"wall_time (make bisect GOOD={args.good} BAD={args.bad} CASE={','.join(cases)} "
+                     "METRIC=wall_time)")
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench bisect``."""
     ap.add_argument("good", metavar="GOOD", help="a git revision without the slowdown")
@@ -206,6 +226,7 @@ def run(args: argparse.Namespace) -> int:
     cases = list(dict.fromkeys(parse_case(c) for c in args.case))
     repo = args.repo.resolve()
     commits = bisect_git.first_parent_line(repo, args.good, args.bad)
+    check_measurable(args.metric, args, cases)
     session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = args.records or repo / "bisect"
     records = root / f"{commits[0].short}-{commits[-1].short}-{session}"
