@@ -7,8 +7,8 @@
 The cases come from the case file (``fusebench.yaml``, or ``--config``; ``fusebench list`` prints
 them); a run with another case file, or of some shapes, is stored apart like a run of some
 backends. ``--json``/``--csv`` also write this run's record (every case; JSON: the format of
-``records/<machine>/<sha8>.json``) to a file. A progress bar with the elapsed and remaining time
-runs on stderr during the rounds when stderr is a terminal.
+``records/<machine>/<sha8>.json``) to a file. A progress bar naming the case it is on, with the
+elapsed and remaining time, runs on stderr while the run builds and times when stderr is a terminal.
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
 skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results``, and a

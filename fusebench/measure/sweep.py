@@ -424,9 +424,11 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     built_cases: list[tuple[int, Record, Callable[[], object] | None]] = []
     for k in ("build", "gate", "profile"):
         phases[k] = 0.0
+    building = progress.build_bar(total)
     for pos, (op, backend, shape, dtype) in todo:
         rec = new_record(op, backend, shape, dtype)
         rec.gpu_index, rec.gpu_serial = identity.get("gpu_index"), identity.get("gpu_serial")
+        progress.show(building, "build", rec.op, rec.backend, rec.shape, rec.dtype)
         built = build_and_gate(op, backend, shape, dtype, dev)
         phases["build"] += built.build_s
         phases["gate"] += built.gate_s
@@ -434,10 +436,12 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         prepare(rec, built, dev)
         phases["profile"] += time.perf_counter() - t
         built_cases.append((pos, rec, built.fn if rec.status == "ok" else None))
+        building.update()
         if rec.status != "ok":
-            print(progress_line(pos + 1, total, rec), file=out, flush=True)
+            progress.say(building, progress_line(pos + 1, total, rec), out)
             if dev.type == "cuda" and rec.status == "failed":
                 torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
+    building.close()
     built_cases.sort(key=lambda c: c[0])
     positions = [c[0] for c in built_cases]
     records = [c[1] for c in built_cases]
@@ -464,12 +468,13 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             fn, rec = fns[idx], records[idx]
             if fn is None or rec.status != "ok":
                 continue
+            progress.show(bar, f"round {r + 1}/{rounds}", rec.op, rec.backend, rec.shape, rec.dtype)
             try:
                 fig = time_round(rec, fn, dev, flush, spent=spent)
             except Exception as exc:
                 rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
                 fns[idx] = None
-                print(progress_line(positions[idx] + 1, total, rec), file=out, flush=True)
+                progress.say(bar, progress_line(positions[idx] + 1, total, rec), out)
                 continue
             bar.update()
             if r == rounds - 1:

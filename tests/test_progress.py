@@ -1,0 +1,55 @@
+"""Issue 41, item 2: while a run builds and times, its progress bar names the case it is on (the
+cases' own lines come only after the last round)."""
+
+import io
+import sys
+
+import pytest
+
+from fusebench.measure import progress, sweep
+from fusebench.ops import get_op
+
+pytest.importorskip("tqdm")
+
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU's grid and skips")
+def test_the_bars_name_the_case_being_built_and_timed(monkeypatch):
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    shown = []
+    real = progress.show
+
+    def spy(bar, phase, *case):
+        real(bar, phase, *case)
+        bar.refresh()
+        shown.append(term.getvalue().rsplit("\r", 1)[-1])  # what the terminal's bar line reads now
+
+    monkeypatch.setattr(progress, "show", spy)
+    gelu = get_op("gelu")
+    todo = [(0, (gelu, "torch", (1024,), "float32")), (1, (gelu, "cuda", (1024,), "float32"))]
+    out = io.StringIO()
+    run = sweep.measure(iter(todo), 2, "cpu-quick", sweep.environment.device(), rounds=2, peak=False,
+                        out=out)
+    assert [r.status for r in run.records] == ["ok", "skipped"]  # cuda: no GPU here (or gated out)
+    assert [line.split(":")[0] for line in shown] == [
+        "build gelu/torch/1024/float32", "build gelu/cuda/1024/float32",
+        "round 1/2 gelu/torch/1024/float32", "round 2/2 gelu/torch/1024/float32"]
+    assert shown[0].startswith("build gelu/torch/1024/float32:   0%") and "0/2" in shown[0]
+    assert "1/2" in shown[1] and "0/2" in shown[2] and "1/2" in shown[3]  # 1 case built x 2 rounds
+    assert "[2/2] gelu     cuda" in out.getvalue()  # the skipped case's line
+
+
+def test_no_bar_when_stderr_is_not_a_terminal(monkeypatch):
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    bar = progress.build_bar(3)
+    progress.show(bar, "build", "gelu", "torch", "1024", "float32")
+    out = io.StringIO()
+    progress.say(bar, "a line", out)
+    bar.update()
+    bar.close()
+    assert bar.disable and sys.stderr.getvalue() == "" and out.getvalue() == "a line\n"
