@@ -7,7 +7,6 @@ same thing."""
 import itertools
 import json
 import math
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -119,9 +118,9 @@ def test_a_record_is_stored_as_asvs_three_files(tmp_path):
     bw = _rows(results / "testbox" / name)["suite.Gelu.track_bandwidth"]
     assert _combo(bw, ("torch", "16384", "float32")) == 13.1 and bw["version"] == asvsuite.SUITE_VERSION
     machine = json.loads((results / "testbox" / "machine.json").read_text())
-    assert machine == {"machine": "testbox", **HOST, "cpu": "x86_64", "num_cpu": "2", "gpu": "none",
-                       "driver": "none", "cuda": "none", "torch": "2.13.0", "triton": "none",
-                       "where": machine["where"], "version": 1}
+    # the series keys only: the host's os, cpu, num_cpu, ram and where stay in the run record
+    assert machine == {"machine": "testbox", "arch": HOST["arch"], "gpu": "none", "driver": "none",
+                       "cuda": "none", "torch": "2.13.0", "triton": "none", "version": 1}
     params = json.loads((results / "testbox" / name).read_text())["params"]
     assert params == {**{k: v for k, v in machine.items() if k != "version"}, "python": VERSION}
     defined = json.loads((results / "benchmarks.json").read_text())
@@ -269,24 +268,30 @@ def test_a_path_named_file_of_another_python_is_kept_as_it_is(tmp_path):
 
 
 def test_a_path_named_file_of_an_interpreter_not_on_this_host_is_carried(tmp_path):
-    """Committed results of earlier versions name /opt/torch/.venv/bin/python3, a path of the GPU
-    host: the record of the commit says which Python measured."""
-    committed = PROJECT_ROOT / "results" / "h200" / "059c9961-existing-py_opt_torch_.venv_bin_python3.json"
+    """Results of earlier versions named /opt/torch/.venv/bin/python3, a path of the GPU host, and
+    carried the host's fields (the committed ones were rewritten once, issue 41): such a file of
+    another host is carried into the version-named file, the record of the commit saying which
+    Python measured, and its host fields are left out of asv's series keys."""
+    ours = PROJECT_ROOT / "results" / "h200" / "059c9961-existing-py3.12.json"
     record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "059c9961.json")
     results = tmp_path / "results"
     (results / "h200").mkdir(parents=True)
-    shutil.copyfile(committed, results / "h200" / committed.name)
+    path = "/opt/torch/.venv/bin/python3"
+    old = json.loads(ours.read_text())
+    old.update(env_name="existing-py_opt_torch_.venv_bin_python3", python=path,
+               params={**old["params"], "python": path, "os": "Linux 6.18.44-fc-v657-gpu", "num_cpu": "16"})
+    theirs = results / "h200" / "059c9961-existing-py_opt_torch_.venv_bin_python3.json"
+    theirs.write_text(json.dumps(old))
     from fusebench.commands.store import stored_host
 
     commit = record.environment["git_commit"]
     staged = _store(record, results, "h200", commit, host=stored_host(results / "h200", commit))
-    assert staged.carried == [results / "h200" / committed.name]
+    assert staged.carried == [theirs]
     assert sorted(p.name for p in (results / "h200").iterdir()) == ["059c9961-existing-py3.12.json",
                                                                    "machine.json"]
     new = json.loads((results / "h200" / "059c9961-existing-py3.12.json").read_text())
-    old = json.loads(committed.read_text())
-    assert new["params"]["os"] == old["params"]["os"]  # the host fields: the carried file's
-    assert set(old["results"]) < set(new["results"])
+    assert new["params"] == json.loads(ours.read_text())["params"]  # the series keys alone, python 3.12
+    assert set(old["results"]) <= set(new["results"])
 
 
 # --- a real asv run of benchmarks/ ------------------------------------------------------------------

@@ -2,6 +2,7 @@
 (``make bench`` on a laptop: ``cpu-<arch>``) are ignored by git, and the README says so
 (issue 13, item 8)."""
 
+import json
 import subprocess
 
 from fusebench.paths import PROJECT_ROOT
@@ -34,3 +35,25 @@ def test_every_committed_result_is_drawn_so_publish_is_quiet():
     from fusebench.history import drawable
 
     assert drawable.undrawn(PROJECT_ROOT / "results") == []
+
+
+def test_each_machines_committed_results_are_one_series_per_case():
+    """Issue 41, item 3: asv draws a series per distinct set of machine fields; host details (CPU
+    count, RAM, kernel build, python path, where it ran) are kept out of them, so every committed
+    result file of a machine carries the same fields: one line per case across every commit."""
+    from committed import committed
+
+    from fusebench.history import store
+
+    by_machine: dict[str, set[str]] = {}
+    for path in committed("results/*/*.json"):
+        if path.name != "machine.json":
+            data = json.loads(path.read_text())
+            by_machine.setdefault(path.parent.name, set()).add(json.dumps(data["params"], sort_keys=True))
+            assert not set(store.HOST_FIELDS) & set(data["params"]), path
+            assert data["env_name"] == f"existing-py{data['params']['python']}", path
+    assert by_machine and all(len(fields) == 1 for fields in by_machine.values()), by_machine
+    (h200,) = by_machine["h200"]
+    assert json.loads(h200) == {"machine": "h200", "arch": "x86_64", "gpu": "NVIDIA H200",
+                                "driver": "580.159.04", "cuda": "13.0", "torch": "2.11.0+cu130",
+                                "triton": "3.6.0", "python": "3.12"}

@@ -173,8 +173,8 @@ def test_every_result_says_where_it_ran():
     image = dict(host, image_digest="sha256:0123456789abcdef0123456789")
     assert where(host) == "on host (python 3.12.3, torch 2.11.0+cu130, triton 3.6.0)"
     assert where(image) == "in image sha256:0123456789ab"
-    assert store.machine_info("h200", host)["where"].startswith("on host (python 3.12.3")
-    assert store.machine_info("h200", image)["where"] == "in image sha256:0123456789ab"
+    # where it ran is the run record's, never a key of asv's series (issue 41, item 3)
+    assert not {"where"} & (set(store.machine_info("h200", host)) | set(store.machine_info("h200", image)))
     s = Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
     assert runrecord.summary_lines(s)[0].endswith("; in image sha256:0123456789ab")
     assert environment.capture(torch.device("cpu"))["where"].startswith("on host (python ")

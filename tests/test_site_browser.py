@@ -100,8 +100,10 @@ def test_the_published_site_works_offline(published, serve):
     runs = [r for r in (results.read_file(f) for f in results.result_files(PROJECT_ROOT / "results", "h200"))
             if r.commit in chain and any(results.is_measured(v)
                                          for v in r.values.get("suite.Gelu.track_bandwidth", {}).values())]
-    same_env = Counter(json.dumps(r.fields, sort_keys=True) for r in runs).most_common(1)[0][1]
-    assert report["longest"] >= same_env >= 2
+    # issue 41, item 3: host details are no series keys, so the whole H200 history is one line
+    envs = Counter(json.dumps(r.fields, sort_keys=True) for r in runs)
+    assert len(envs) == 1, f"the runs' asv machine fields differ: {len(envs)} series per case"
+    assert report["longest"] >= len(runs) >= 2
     assert report["failed"] == [] and report["external"] == [] and not report["error_page"]
 
 

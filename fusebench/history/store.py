@@ -43,20 +43,28 @@ from fusebench import metrictable, tmpdirs
 from fusebench.errors import UsageError
 from fusebench.history import asvsuite, transaction, untrusted
 from fusebench.paths import PROJECT_ROOT
-from fusebench.record import where
 
 ASV_CONF = PROJECT_ROOT / "asv.conf.json"
 #: The folder of the asv suite (``asv.conf.json``'s ``benchmark_dir``).
 BENCHMARK_DIR = PROJECT_ROOT / "benchmarks"
 
 
-def machine_info(name: str, env: dict, host: dict | None = None) -> dict:
-    """The asv machine entry for ``name`` from a captured environment (``environment.capture``).
+#: Fields of the host that measured, kept out of asv's machine entry: every machine field is a key
+#: of asv's series, and two hosts of one GPU model (16 or 32 CPUs, another RAM size or kernel build,
+#: on the host or in the image) would split one case's history into several lines. They stay in
+#: the run record's environment (``records/<machine>/<sha8>.json``).
+HOST_FIELDS = ("os", "cpu", "num_cpu", "ram", "where")
 
-    ``os``, ``arch`` and ``ram`` describe the host that measured: the environment's own (records
-    since they were captured), else ``host``'s (the machine's earlier stored entry), else this
-    host's when ``host`` is None; with a ``host`` that lacks them they are left out rather than
-    taken from another host.
+
+def machine_info(name: str, env: dict, host: dict | None = None) -> dict:
+    """The asv machine entry for ``name`` from a captured environment (``environment.capture``):
+    what defines the GPU and the stack (the series keys: ``machine``, ``arch``, ``gpu``,
+    ``driver``, ``cuda``, ``torch``, ``triton``, and in the image its digests and lock hash),
+    never :data:`HOST_FIELDS`.
+
+    ``arch`` is the environment's own (records since it was captured), else ``host``'s (the
+    machine's earlier stored entry), else this host's when ``host`` is None; with a ``host`` that
+    lacks it, it is left out rather than taken from another host.
     """
     if host is None:
         from fusebench.measure.environment import ram_bytes
@@ -69,11 +77,10 @@ def machine_info(name: str, env: dict, host: dict | None = None) -> dict:
             "driver": env.get("driver", "none"), "cuda": env.get("cuda_runtime") or "none",
             "torch": env.get("torch", ""), "triton": env.get("triton") or "none"}
     info = {k: (str(v) if k in fields else v) for k, v in info.items() if not (k in fields and not v)}
-    info["where"] = env.get("where") or where(env)
     for key in ("image_digest", "base_digest", "lock_hash"):
         if env.get(key):
             info[key] = env[key]
-    return info
+    return {k: v for k, v in info.items() if k not in HOST_FIELDS}
 
 
 def python_version(env: dict) -> str:
