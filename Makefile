@@ -262,7 +262,7 @@ AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head $(HEAD))
 
 ab: $(DEPS) ## did my change make it slower? make ab BASE=<rev> [HEAD=<rev>] [ALL=1]: both measured side by side on this GPU
 	@test -n "$(BASE)" || { echo "ab: give BASE=<rev> (e.g. make ab BASE=origin/main; HEAD= defaults to the checkout)" >&2; exit 2; }
-	$(FUSEBENCH) ab --base $(BASE)$(AB_ARGS)
+	$(FUSEBENCH) ab --base $(BASE) --cache '$(BISECT_CACHE)'$(AB_ARGS)
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its
