@@ -409,3 +409,12 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
     again = run_cli("--from", str(session / "ab.json"), "--format", "json")
     assert json.loads(again.stdout)["rows"][0]["status"] == "regression" and again.returncode == 1
+
+
+def test_the_session_so_far_is_handed_over_after_every_pass():
+    """The command stores it each time: a run stopped on the way keeps every round it made."""
+    seen = []
+    m = Fake(both({"gelu/torch/1024/float32": 0.003}), noise=0.05)
+    ab.run(None, m, A, B, min_pairs=2, max_pairs=5,
+           on_round=lambda partial: seen.append(json.loads(json.dumps(partial.to_dict()))))
+    assert [len(ab.from_dict(s).cases[0].base) for s in seen] == [1, 2, 3, 4]

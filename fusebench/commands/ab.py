@@ -23,7 +23,8 @@ The verdict per case and metric, from the pairs: the ratio head/base with its co
 interval, and the limit, the smallest slowdown these pairs would call a regression (the minimum
 detectable effect); statuses as in `fusebench compare` (docs/ab/README.md has the rule). Every round
 of both sides is kept in the session folder (--scratch, default .asv/ab/), never in results/:
-`fusebench ab --from <session>/ab.json` judges it again without a GPU.
+`fusebench ab --from <session>/ab.json` judges it again without a GPU; the file is written after
+every pass over the open cases, so a run stopped on the way keeps every round it made.
 
 Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
 input or when nothing could be judged (no case measured on both sides); else 0.
@@ -289,11 +290,16 @@ def run(args: argparse.Namespace) -> int:
     measurer = ab_probe.ABChildren(Path(bisect_child.__file__).read_text(), repo, args.cache.resolve(),
                                    session, select, trees, log=log)
     subject = bisect_git.subject(repo, base_sha), bisect_git.subject(repo, head_sha)
+
+    def store(partial) -> None:  # every pass: a run stopped on the way keeps its rounds
+        _write(session / "ab.json", json.dumps(_plain(dict(partial.to_dict(), machine=measurer.machine,
+                                                           changed=changed, partial=True))))
+
     try:
         out = ab.run(None, measurer, Commit(base_sha, subject[0]), Commit(head_sha, subject[1]),
                      head_dirty=dirty, factor=args.factor or ab.FACTOR, target=args.target,
-                     min_pairs=args.min_pairs,
-                     max_pairs=args.max_pairs, time_cap_s=args.time_cap, log=log)
+                     min_pairs=args.min_pairs, max_pairs=args.max_pairs, time_cap_s=args.time_cap,
+                     log=log, on_round=store)
     except ab.ABError as exc:
         print(f"ab: error: {exc}", file=sys.stderr)
         return 2

@@ -254,6 +254,7 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
         head_dirty: bool = False, factor: float = FACTOR, alpha: float = ALPHA, target: float = TARGET,
         min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS, time_cap_s: float = TIME_CAP_S,
         log: Callable[[str], None] = lambda line: None,
+        on_round: Callable[[Outcome], None] = lambda partial: None,
         clock: Callable[[], float] = time.monotonic) -> Outcome:
     """Measure both sides in interleaved rounds until every case stops (the module doc).
 
@@ -262,6 +263,8 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
         measurer: see :class:`Measurer`; started here, stopped before returning.
         min_pairs, max_pairs: the rounds of a case, at least and at most.
         time_cap_s: seconds for the rounds; then every open case is judged on what it has.
+        on_round: gets the session so far after each pass over the open cases (the command stores
+            it, so that a run stopped on the way keeps every round it made).
 
     Raises:
         ABError: a side could not be started, or failed in a round.
@@ -334,6 +337,8 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
                 break
             if open_:
                 log(f"after {r_index} rounds: {len(open_)} case(s) still open")
+                on_round(Outcome(base, head, head_dirty, factor, alpha, target, min_pairs, max_pairs,
+                                 all_rounds, not_built, round(clock() - start, 1), dict(phases), False))
         phases["rounds"] = round(clock() - t, 1)
     finally:
         measurer.stop(BASE)
