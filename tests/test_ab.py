@@ -418,3 +418,15 @@ def test_the_session_so_far_is_handed_over_after_every_pass():
     ab.run(None, m, A, B, min_pairs=2, max_pairs=5,
            on_round=lambda partial: seen.append(json.loads(json.dumps(partial.to_dict()))))
     assert [len(ab.from_dict(s).cases[0].base) for s in seen] == [1, 2, 3, 4]
+
+
+OTHER_TYPES = [("not_built", []), ("phases", "x"), ("cases", [{"case": "a/b/1/c", "base": "x"}])]
+
+
+@pytest.mark.parametrize("field, value", OTHER_TYPES)
+def test_a_session_with_fields_of_other_types_is_one_value_error(field, value):
+    out = ab.run(None, Fake(both({"gelu/torch/1024/float32": 0.003})), A, B)
+    data = json.loads(json.dumps(out.to_dict()))
+    data[field] = value
+    with pytest.raises(ValueError):
+        ab.from_dict(data)

@@ -148,7 +148,8 @@ def main(argv: list[str]) -> int:
                            # a commit's record before the batch sizes has neither: None
                            "hot_calls": getattr(rec, "hot_calls", None),
                            "graph_calls": getattr(rec, "graph_calls", None),
-                           "kernels": [str(k)[:400] for k in (rec.kernels or ())][:64]}
+                           "kernels": ["".join(c for c in str(k) if c.isprintable())[:400]
+                                       for k in (rec.kernels or ())][:64]}
                     for case, rec, _ in built},
           "machine": machine, "not_built": not_built})
     rounds = 0

@@ -388,6 +388,13 @@ def from_dict(data) -> Outcome:
     Raises:
         ValueError: one line saying what is wrong.
     """
+    try:
+        return _from_dict(data)
+    except (AttributeError, TypeError, KeyError) as exc:  # a field of another type than ours
+        raise ValueError(f"a field of the wrong type ({type(exc).__name__}: {exc})") from None
+
+
+def _from_dict(data) -> Outcome:
     def need(cond, what):
         if not cond:
             raise ValueError(what)
