@@ -9,6 +9,8 @@ import sys
 from types import SimpleNamespace
 
 import pytest
+import throwaway
+from throwaway import git
 
 from fusebench import metrictable
 from fusebench.backends import autotuned
@@ -292,12 +294,6 @@ def test_the_cases_follow_the_changed_files(path, pairs):
     assert choice.reasons[0][0] == path
 
 
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           *args],
-                          check=True, capture_output=True, text=True).stdout.strip()
-
-
 def test_changed_files_ignore_comments_and_see_uncommitted_and_untracked_files(tmp_path):
     repo = tmp_path / "r"
     (repo / "fusebench" / "ops" / "gelu").mkdir(parents=True)
@@ -359,26 +355,11 @@ def test_the_autotuner_s_pick_is_named():
     assert autotuned([other]) != autotuned([module])
 
 
-SLOW = ('    return lambda: F.gelu(x, approximate="tanh")',
-        '    return lambda: (__import__("time").sleep(0.002), F.gelu(x, approximate="tanh"))[1]')
-
-
 @pytest.fixture
 def repo(tmp_path):
-    """A repository of this checkout's code: base, a note, GELU's torch backend 2 ms slower."""
-    import shutil
-
-    repo = tmp_path / "repo"
-    shutil.copytree(PROJECT_ROOT / "fusebench", repo / "fusebench", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("fusebench.yaml", "asv.conf.json"):
-        shutil.copy(PROJECT_ROOT / name, repo / name)
-    git(tmp_path, "init", "-q", "-b", "main", str(repo))
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "base")
-    (repo / "notes.txt").write_text("one\n")
-    git(repo, "add", "-A")
-    git(repo, "commit", "-qm", "a note")
+    """A repository of this checkout's code, at its second commit (a note after the base)."""
+    repo, shas = throwaway.make(tmp_path)
+    git(repo, "reset", "-q", "--hard", shas[1])
     return repo
 
 
@@ -392,8 +373,7 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     r = run_cli("--base", "HEAD~1", "--head", "HEAD", *common)
     assert r.returncode == 0, r.stderr
     assert "0 measured file(s) differ" in r.stderr and "nothing to measure" in r.stderr
-    gelu = repo / "fusebench" / "ops" / "gelu" / "__init__.py"
-    gelu.write_text(gelu.read_text().replace(*SLOW))
+    throwaway.slow_down(repo)
     r = run_cli("--base", "HEAD", "--backends", "torch", "--dtypes", "float32", "--shapes", "16384",
                 "--min-pairs", "3", "--max-pairs", "3", "--format", "json", *common)
     assert "fusebench/ops/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr

@@ -3,12 +3,13 @@ on the CPU (a throwaway repository of this checkout's code with a slowdown in on
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import throwaway
+from throwaway import SLOW, git
 
 from fusebench import commands
 from fusebench.commands import bisect_child
@@ -20,40 +21,10 @@ from fusebench.paths import PROJECT_ROOT
 
 CHILD = Path(bisect_child.__file__).read_text()
 CASE = "gelu/torch/16384/float32"  # the cpu-quick grid's GELU shape
-SLOW = ('    return lambda: F.gelu(x, approximate="tanh")',
-        '    return lambda: (__import__("time").sleep(0.002), F.gelu(x, approximate="tanh"))[1]')
-
-
-def git(repo, *args):
-    return subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com",
-                           *args], check=True, capture_output=True, text=True).stdout.strip()
-
-
-def commit(repo, message):
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", message)
-    return git(repo, "rev-parse", "HEAD")
-
-
 @pytest.fixture
 def repo(tmp_path):
     """A repository of this checkout's code: base, a no-op, GELU torch 2 ms slower, a no-op."""
-    repo = tmp_path / "repo"
-    shutil.copytree(PROJECT_ROOT / "fusebench", repo / "fusebench", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    for name in ("fusebench.yaml", "asv.conf.json"):
-        shutil.copy(PROJECT_ROOT / name, repo / name)
-    git(tmp_path, "init", "-q", "-b", "main", str(repo))
-    shas = [commit(repo, "base")]
-    (repo / "notes.txt").write_text("one\n")
-    shas.append(commit(repo, "a note"))
-    gelu = repo / "fusebench" / "ops" / "gelu" / "__init__.py"
-    assert SLOW[0] in gelu.read_text()
-    gelu.write_text(gelu.read_text().replace(*SLOW))
-    shas.append(commit(repo, "gelu: torch backend sleeps 2 ms"))
-    (repo / "notes.txt").write_text("two\n")
-    shas.append(commit(repo, "another note"))
-    return repo, shas
+    return throwaway.make(tmp_path)
 
 
 def test_first_parent_line(repo):

@@ -42,6 +42,7 @@ from pathlib import Path
 
 from fusebench.cli import positive_int
 from fusebench.errors import UsageError
+from fusebench.history.transaction import json_ready, write_atomic
 from fusebench.paths import PROJECT_ROOT
 
 DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
@@ -134,36 +135,6 @@ def _select(args, choice) -> tuple[dict, list[str]]:
     return {"pairs": pairs, "dtypes": dtypes, "shapes": shapes}, [f"{op}/{b}" for op, b in pairs]
 
 
-def _write(path: Path, text: str) -> None:
-    """``text`` into ``path`` atomically (a unique temporary name beside it, then a rename)."""
-    import os
-    import tempfile
-
-    if path.is_symlink():
-        raise UsageError(f"{path} is a symbolic link: refused")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _plain(value):
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 def _load(path: Path):
     from fusebench.history import ab
 
@@ -201,7 +172,7 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
                      "case(s) judged on fewer rounds (--time-cap)")
     lines.append(line)
     if fmt == "json":
-        text = json.dumps(_plain(compare.as_json(rows, base=out.base.sha, head=out.head.sha,
+        text = json.dumps(json_ready(compare.as_json(rows, base=out.base.sha, head=out.head.sha,
                                                  head_dirty=out.head_dirty, machine=machine,
                                                  factor=out.factor,
                                                  alpha=out.alpha, target=out.target, failed=failed,
@@ -292,8 +263,8 @@ def run(args: argparse.Namespace) -> int:
     subject = bisect_git.subject(repo, base_sha), bisect_git.subject(repo, head_sha)
 
     def store(partial) -> None:  # every pass: a run stopped on the way keeps its rounds
-        _write(session / "ab.json", json.dumps(_plain(dict(partial.to_dict(), machine=measurer.machine,
-                                                           changed=changed, partial=True))))
+        data = dict(partial.to_dict(), machine=measurer.machine, changed=changed, partial=True)
+        write_atomic(session / "ab.json", json.dumps(json_ready(data)))
 
     try:
         out = ab.run(None, measurer, Commit(base_sha, subject[0]), Commit(head_sha, subject[1]),
@@ -304,7 +275,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"ab: error: {exc}", file=sys.stderr)
         return 2
     data = dict(out.to_dict(), machine=measurer.machine, changed=changed)
-    _write(session / "ab.json", json.dumps(_plain(data)))
+    write_atomic(session / "ab.json", json.dumps(json_ready(data)))
     text, lines, code = verdict(out, args.format, measurer.machine, [])
     lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge again: fusebench ab --from "
                     f"{session / 'ab.json'})")
@@ -313,7 +284,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _finish(args, text: str, lines: list[str], code: int) -> int:
     if args.output is not None:
-        _write(args.output, text + "\n")
+        write_atomic(args.output, text + "\n")
     else:
         print(text)
     for line in lines:

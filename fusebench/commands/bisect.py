@@ -37,7 +37,7 @@ from fusebench.cli import add_config, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
-from fusebench.history import bisect, bisect_git, noise, runrecord
+from fusebench.history import bisect, bisect_git, noise, runrecord, transaction
 from fusebench.history.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
@@ -141,25 +141,6 @@ def history_limits(metric: metrictable.Metric, machine: Callable[[], str | None]
     return limit
 
 
-def _plain(value):
-    """JSON-ready: NaN and infinities as null."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def write_json(path: Path, data) -> None:
-    """Write ``data`` as JSON atomically (a temporary file, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_plain(data), indent=1))
-    tmp.replace(path)
-
-
 def _ms(value: float) -> str:
     return f"{value:.4f}" if math.isfinite(value) else "n/a"
 
@@ -238,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bisect: {line}", file=sys.stderr, flush=True)
 
     def stored(probe: bisect.Probe) -> None:
-        write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))
+        transaction.write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))
 
     log(f"{len(commits) - 1} commits after GOOD {commits[0].short} up to BAD {commits[-1].short}; "
         f"records in {records}")
@@ -253,9 +234,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"bisect: error: {exc}", file=sys.stderr)
         return 1
     data = dict(out.to_dict(), machine=measurer.machine, records=str(records))
-    write_json(records / "bisect.json", data)
+    transaction.write_json(records / "bisect.json", data)
     if args.format == "json":
-        print(json.dumps(_plain(data), indent=1))
+        print(json.dumps(transaction.json_ready(data), indent=1))
     else:
         print(text(out, records, measurer.machine))
     return 0 if out.status == "found" else 1

@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
+import math
 import os
 import shutil
 from contextlib import contextmanager
@@ -77,6 +78,22 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         tmp.unlink(missing_ok=True)
         raise
     fsync_dir(path.parent)
+
+
+def json_ready(value):
+    """``value`` as JSON can hold it: NaN and infinities as null, tuples as lists."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value
+
+
+def write_json(path: Path, data, indent: int | None = 1) -> None:
+    """``data`` as JSON into ``path`` (:func:`json_ready`, then :func:`write_atomic`)."""
+    write_atomic(path, json.dumps(json_ready(data), indent=indent))
 
 
 class Transaction:
