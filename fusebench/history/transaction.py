@@ -22,6 +22,7 @@ import fcntl
 import json
 import math
 import os
+import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
@@ -204,26 +205,113 @@ class Transaction:
             shutil.rmtree(root / STAGING, ignore_errors=True)
 
 
+#: The largest journal read back (a collect of 3,000 results and records lists about 6,000
+#: moves of under 200 bytes each).
+MAX_JOURNAL = 16 << 20
+#: A stored file's name: what a journal may move onto or delete (``<sha8>-<env>.json``,
+#: ``<sha8>.json``, ``machine.json``, ``benchmarks.json``).
+_STORED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.json")
+#: A staged file's name (:meth:`Transaction._staged`).
+_STAGED_NAME = re.compile(r"[0-9]{1,10}-[0-9]{1,10}\.part")
+
+
+def _inside(base: Path, rel: object, roots: tuple[Path, ...], journal: Path, staged: bool) -> Path:
+    """``rel``, a path of the journal relative to ``base``, as a path that stays in one of
+    ``roots``: a staged file (``<root>/.fusebench-staging/<pid>-<n>.part``) or a stored file
+    (``<root>/[<machine>/]<name>.json``), with no symlink on the way (a committed or pulled
+    journal must never reach another file: issue 42).
+
+    Raises:
+        UsageError: anything else (one line naming the journal and the path).
+    """
+    from fusebench.history.untrusted import MACHINE, _cut
+
+    def bad(why: str) -> UsageError:
+        return UsageError(f"{journal}: refused, not followed: {_cut(rel, 80)} {why} (a journal is this host's "
+                          f"own state, never committed: remove {journal.parent}/ and run again)")
+
+    if not isinstance(rel, str) or "\0" in rel or rel.startswith("/"):
+        raise bad("is not a relative path")
+    parts = rel.split("/")
+    names = {root.name: root for root in roots}
+    if parts[0] not in names or names[parts[0]].parent != base:
+        raise bad("is outside " + ", ".join(f"{r}/" for r in roots))
+    inner = parts[1:]
+    if staged:
+        ok = len(inner) == 2 and inner[0] == STAGING and _STAGED_NAME.fullmatch(inner[1]) is not None
+    else:
+        ok = (1 <= len(inner) <= 2 and _STORED_NAME.fullmatch(inner[-1]) is not None
+              and all(MACHINE.fullmatch(p) is not None for p in inner[:-1]))
+    if not ok:
+        raise bad("is not a " + ("staged file" if staged else "stored file") + " of its folder")
+    path = base.joinpath(*parts)
+    for folder in [path.parent, *path.parent.parents]:  # no symlinked folder under the root
+        if folder == names[parts[0]]:
+            break
+        if folder.is_symlink():
+            raise bad(f"passes through the symlink {folder}")
+    if path.is_symlink():
+        raise bad("is a symlink")
+    return path
+
+
+def read_journal(results_dir: Path, roots: tuple[Path, ...]) -> dict | None:
+    """The journal of ``results_dir``, checked as untrusted input (``docs/untrusted-input.md``):
+    a regular file under :data:`MAX_JOURNAL` in a real staging folder, ``{"moves": [[staged,
+    target], ...], "deletes": [target, ...]}`` and nothing else, every path inside one of
+    ``roots`` (:func:`_inside`). None when there is none.
+
+    Raises:
+        UsageError: the journal is refused (one line naming it and why); nothing was done.
+    """
+    from fusebench.history import untrusted
+
+    folder = results_dir / STAGING
+    path = folder / JOURNAL
+    if not os.path.lexists(path) and not folder.is_symlink():
+        return None
+    if folder.is_symlink():
+        raise UsageError(f"{folder}: refused, not followed: a symlink (a staging folder is this host's "
+                         f"own, never committed: remove it and run again)")
+    try:
+        data = untrusted.parse(path, untrusted.read_bytes(path, MAX_JOURNAL))
+    except untrusted.Refused as exc:
+        raise UsageError(f"{exc.path}: refused, not followed: {exc.why} (remove {folder}/ and run "
+                         "again)") from None
+    roots = (results_dir, *roots)
+    if not (isinstance(data, dict) and set(data) == {"moves", "deletes"}
+            and isinstance(data["moves"], list) and isinstance(data["deletes"], list)
+            and all(isinstance(m, list) and len(m) == 2 for m in data["moves"])):
+        raise UsageError(f"{path}: refused, not followed: not a journal of moves and deletes "
+                         f"(remove {folder}/ and run again)")
+    base = results_dir.parent
+    moves = [(_inside(base, s, roots, path, True), _inside(base, t, roots, path, False))
+             for s, t in data["moves"]]
+    deletes = [_inside(base, t, roots, path, False) for t in data["deletes"]]
+    return {"moves": moves, "deletes": deletes, "path": path}
+
+
 def roll_forward(results_dir: Path, roots: tuple[Path, ...]) -> int:
     """Finish the journal of ``results_dir`` if there is one (each rename done once; a staged file
     already moved is skipped), then remove the staging folders of ``roots``. Returns the files
-    moved now."""
-    path = results_dir / STAGING / JOURNAL
-    base = results_dir.parent
+    moved now.
+
+    Raises:
+        UsageError: the journal is refused (:func:`read_journal`): nothing is moved or removed.
+    """
+    journal = read_journal(results_dir, roots)
     moved = 0
-    if path.is_file():
-        journal = json.loads(path.read_text())
+    if journal is not None:
         for staged, target in journal["moves"]:
-            if os.path.lexists(base / staged):
-                (base / target).parent.mkdir(parents=True, exist_ok=True)
-                os.replace(base / staged, base / target)
+            if os.path.lexists(staged):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(staged, target)
                 moved += 1
         for target in journal["deletes"]:
-            (base / target).unlink(missing_ok=True)
-        for folder in {(base / t).parent for _, t in journal["moves"]} | {(base / t).parent
-                                                                         for t in journal["deletes"]}:
+            target.unlink(missing_ok=True)
+        for folder in {t.parent for _, t in journal["moves"]} | {t.parent for t in journal["deletes"]}:
             fsync_dir(folder)
-        path.unlink()
+        journal["path"].unlink()
     for root in (results_dir, *roots):
         shutil.rmtree(root / STAGING, ignore_errors=True)
     return moved

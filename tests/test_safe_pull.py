@@ -1,0 +1,133 @@
+"""Issue 42: safe to pull, safe to publish. A journal reached by clone or pull is never obeyed
+outside its folder; strings from git reach the site escaped; impossible timings and figures of
+another GPU model are never judged; no reader or writer sees a mixed result/record pair."""
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from fusebench.commands import main
+from fusebench.history import runrecord, transaction
+from fusebench.paths import PROJECT_ROOT
+
+SHA8 = "0a5fc94f"  # a committed H200 run: record, result and machine
+RESULT = f"{SHA8}-existing-py3.12.json"
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """results/ and records/ holding the committed H200 record, result and machine of one commit,
+    and a victim folder beside them that no journal may touch."""
+    (tmp_path / "records" / "h200").mkdir(parents=True)
+    (tmp_path / "results" / "h200").mkdir(parents=True)
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json",
+                    tmp_path / "records" / "h200" / f"{SHA8}.json")
+    for name in ("machine.json", RESULT):
+        shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, tmp_path / "results" / "h200" / name)
+    shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "precious.txt").write_text("precious")
+    (tmp_path / "victim" / "other.json").write_text("other")
+    return tmp_path
+
+
+def _files(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*"))
+            if p.is_file() and not p.is_symlink() and ".fusebench-staging" not in p.parts}
+
+
+def _run(capsys, *argv) -> tuple[int, list[str]]:
+    with pytest.raises(SystemExit) as end:
+        main(list(map(str, argv)))
+    return end.value.code, capsys.readouterr().err.splitlines()
+
+
+# -- item 1: a committed or pulled journal is never obeyed outside its folder ----------------------
+
+def test_the_staging_folders_are_ignored_by_git():
+    for path in ("results/.fusebench-staging/journal.json", "records/.fusebench-staging/1-1.part",
+                 ".asv/quick-results/.fusebench-staging/journal.json"):
+        out = subprocess.run(["git", "check-ignore", "-q", path], cwd=PROJECT_ROOT)
+        assert out.returncode == 0, path
+
+
+def _attack(checkout: Path, how: str) -> None:
+    staging = checkout / "results" / transaction.STAGING
+    staging.mkdir()
+    (staging / "1-1.part").write_text("attacker's text")
+    journal = {"moves": [], "deletes": []}
+    if how == "delete outside":
+        journal["deletes"] = ["../victim/precious.txt"]
+    elif how == "delete through dots":
+        journal["deletes"] = ["results/h200/../../victim/precious.txt"]
+    elif how == "delete absolute":
+        journal["deletes"] = [str(checkout / "victim" / "precious.txt")]
+    elif how == "move onto outside":
+        journal["moves"] = [["results/.fusebench-staging/1-1.part", "victim/other.json"]]
+    elif how == "move an outside file in":
+        journal["moves"] = [["victim/precious.txt", f"results/h200/{RESULT}"]]
+    elif how == "move a stored file away":
+        journal["moves"] = [[f"results/h200/{RESULT}", "results/h200/x.json"]]
+    elif how == "through a symlinked folder":
+        os.symlink(checkout / "victim", checkout / "results" / "evil")
+        journal["deletes"] = ["results/evil/other.json"]
+    elif how == "a staging folder that is a symlink":
+        shutil.rmtree(staging)
+        os.symlink(checkout / "victim", staging)
+        return
+    elif how == "a journal that is a symlink":
+        (checkout / "victim" / "j.json").write_text(json.dumps(
+            {"moves": [], "deletes": ["../victim/precious.txt"]}))
+        os.symlink(checkout / "victim" / "j.json", staging / transaction.JOURNAL)
+        return
+    elif how == "not a journal":
+        journal = {"moves": [["a"]], "deletes": [], "run": "rm -rf /"}
+    (staging / transaction.JOURNAL).write_text(json.dumps(journal))
+
+
+ATTACKS = ["delete outside", "delete through dots", "delete absolute", "move onto outside",
+           "move an outside file in", "move a stored file away", "through a symlinked folder",
+           "a staging folder that is a symlink", "a journal that is a symlink", "not a journal"]
+
+
+@pytest.mark.parametrize("how", ATTACKS)
+def test_a_pulled_journal_is_refused_in_one_line_and_touches_nothing(checkout, capsys, how):
+    """Item 1: ``"deletes": ["../victim_dir/precious.txt"]`` deleted that file, and a planned move
+    overwrote a file in another folder; the only output was "finished storing 1 file(s)"."""
+    _attack(checkout, how)
+    before = _files(checkout)
+    code, err = _run(capsys, "store", checkout / "records" / "h200" / f"{SHA8}.json")
+    assert code == 2
+    assert len(err) == 1 and err[0].startswith("store: error: ") and "refused" in err[0], err
+    assert "remove" in err[0] and ".fusebench-staging" in err[0]
+    assert _files(checkout) == before
+    assert (checkout / "victim" / "precious.txt").read_text() == "precious"
+    assert (checkout / "victim" / "other.json").read_text() == "other"
+
+
+def test_a_journal_is_refused_by_collect_too(checkout, capsys, tmp_path):
+    _attack(checkout, "delete outside")
+    code, err = _run(capsys, "collect", "--into", checkout / "results", checkout / "results")
+    assert code == 2 and len(err) == 1 and "refused" in err[0], err
+    assert (checkout / "victim" / "precious.txt").read_text() == "precious"
+
+
+def test_a_journal_of_this_hosts_own_store_is_still_finished(checkout):
+    results, records = checkout / "results", checkout / "records"
+    txn = transaction.Transaction(results, (records,))
+    txn.add_bytes(results / "h200" / "machine.json", b'{"new": 1}')
+    txn.add_bytes(records / "h200" / "deadbeef.json", b"{}")
+    txn.delete(results / "benchmarks.json")
+    txn.committed = True  # killed after the commit point, before the renames
+    transaction.write_atomic(results / transaction.STAGING / transaction.JOURNAL,
+                             json.dumps({"moves": txn.moves, "deletes": txn.deletes}))
+    with transaction.locked(results, "store", (records,)):
+        pass
+    assert (results / "h200" / "machine.json").read_bytes() == b'{"new": 1}'
+    assert (records / "h200" / "deadbeef.json").read_bytes() == b"{}"
+    assert not (results / "benchmarks.json").exists()
+    assert not (results / transaction.STAGING).exists()
