@@ -131,3 +131,18 @@ def test_a_journal_of_this_hosts_own_store_is_still_finished(checkout):
     assert (records / "h200" / "deadbeef.json").read_bytes() == b"{}"
     assert not (results / "benchmarks.json").exists()
     assert not (results / transaction.STAGING).exists()
+
+
+# -- item 2: every string from git that reaches the site is escaped or refused ---------------------
+
+def test_a_git_tag_with_markup_is_left_out_of_the_sites_index(tmp_path):
+    """Item 2 (the browser test: tests/test_site_browser.py): asv's page writes each tag name of
+    ``index.json`` into HTML as it is."""
+    from fusebench.history import site_fixes
+
+    tags = {"<img/src=x/onerror=alert(1)>": 3, "v1.0": 5, "release/2026-11": 7, "a&b": 8, "x\"y": 9}
+    (tmp_path / "index.json").write_text(json.dumps({"tags": tags, "benchmarks": {}}))
+    left_out = site_fixes.drop_unsafe_tags(tmp_path)
+    assert left_out == [repr("<img/src=x/onerror=alert(1)>"), repr("a&b"), repr("x\"y")]
+    assert json.loads((tmp_path / "index.json").read_text())["tags"] == {"v1.0": 5, "release/2026-11": 7}
+

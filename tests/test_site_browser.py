@@ -186,3 +186,40 @@ def test_the_verdicts_page_loads_and_links_to_graphs_the_site_has(published, ser
     for link in links:
         assert html.unescape(link).split("?")[0] in index["benchmarks"], link
     assert 'href="verdicts/index.html"' in (published / "index.html").read_text()
+
+
+def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
+    """Issue 42, item 2: ``git tag "<img/src=x/onerror=...>" 463f960f`` went raw into
+    ``html/index.json`` and asv's page inserted it as HTML (the page's title became the payload's).
+    The tags are planted in a clone (never in this checkout); the payload, if rendered, requests
+    /pwned-tag from the server, which records every request."""
+    from fusebench.history import site_fixes
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", "--branch", "main", str(PROJECT_ROOT),
+                    str(repo)], check=True)
+    for tag in ("<img/src=pwned-tag>", "v1.0"):
+        subprocess.run(["git", "tag", tag, "463f960f"], cwd=repo, check=True)
+    monkeypatch.setattr(store, "PROJECT_ROOT", repo)  # asv publish reads git tags from there
+    html_dir = tmp_path / "html"
+    assert site.publish(PROJECT_ROOT / "results", html_dir, OPS.values()) == 1  # the tag named, left out
+    index = json.loads((html_dir / "index.json").read_text())
+    assert list(index["tags"]) == ["v1.0"]
+    assert site_fixes.TAG.fullmatch("v1.0")
+    requested: list[str] = []
+
+    class Recording(_Quiet):
+        def do_GET(self):
+            requested.append(self.path)
+            super().do_GET()
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Recording, directory=str(html_dir)))
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    try:
+        code, report = _check(f"http://127.0.0.1:{httpd.server_address[1]}", "--benchmark",
+                              "suite.Gelu.track_bandwidth", site_dir=html_dir)
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert [p for p in requested if "pwned" in p] == []
+    assert code == 0 and report["page_errors"] == [] and report["points"] >= 1, report

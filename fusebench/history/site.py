@@ -465,12 +465,13 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
 
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
     could not be installed (npm missing or failing) and ``cdn`` is False, 1 when a stored file
-    could not be read or was refused (each named on stderr; the site is published without them),
+    could not be read or was refused, or a git tag is not a plain name (each named on stderr; the
+    site is published without them),
     or when ``strict`` and some result will not be drawn; 2 when ``benchmarks.json`` is missing
     or not asv's at all (nothing published).
     """
     from fusebench import tmpdirs
-    from fusebench.history import drawable, results, site_readable, transaction, untrusted
+    from fusebench.history import drawable, results, site_fixes, site_readable, transaction, untrusted
     from fusebench.history.results import report_unreadable
 
     ops = tuple(ops)
@@ -506,6 +507,10 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
                     return 1
                 if status[0] != 0:
                     return status[0]
+                bad_tags = site_fixes.drop_unsafe_tags(stage)  # asv's page writes tag names as HTML
+                for tag in bad_tags:
+                    print(f"publish: error: git tag {tag} is not a plain name (letters, digits and "
+                          ". _ / + = , @ -); left out of the site", file=sys.stderr)
                 transaction.swap_in(stage, real_html)
             finally:
                 shutil.rmtree(stage, ignore_errors=True)
@@ -515,7 +520,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
         print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
               file=sys.stderr)
         return 1
-    return 1 if refused else unreadable
+    return 1 if refused or bad_tags else unreadable
 
 
 def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, python: str, site_dir: Path):

@@ -176,6 +176,25 @@ def escape_code(html_dir: Path) -> int:
     return count
 
 
+#: A git tag name the site may show: asv's page writes each tag into HTML as it is
+#: (``graphdisplay.js``, ``update_tags``), so a name with markup would run as script.
+TAG = re.compile(r"[A-Za-z0-9][A-Za-z0-9._/+=,@-]{0,99}")
+
+
+def drop_unsafe_tags(html_dir: Path) -> list[str]:
+    """Leave out of ``html/index.json`` every git tag whose name is not :data:`TAG` (markup such
+    as ``<img/src=x/onerror=...>``: a tag reaches a checkout by clone or pull). Returns the names
+    left out, each cut to one line, for the caller to name."""
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text())
+    tags = index.get("tags") or {}
+    bad = [t for t in tags if not (isinstance(t, str) and TAG.fullmatch(t))]
+    if bad:
+        index["tags"] = {t: r for t, r in tags.items() if t not in bad}
+        path.write_text(json.dumps(index))
+    return [repr(t[:60]) for t in bad]
+
+
 def apply(html_dir: Path, ops) -> None:
     """Every fix of this module on a published site; ``ops``: the site's
     :class:`~fusebench.registry.Op` objects (their headline shapes)."""
