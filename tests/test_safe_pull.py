@@ -146,3 +146,63 @@ def test_a_git_tag_with_markup_is_left_out_of_the_sites_index(tmp_path):
     assert left_out == [repr("<img/src=x/onerror=alert(1)>"), repr("a&b"), repr("x\"y")]
     assert json.loads((tmp_path / "index.json").read_text())["tags"] == {"v1.0": 5, "release/2026-11": 7}
 
+
+# -- item 3: a timing is a finite positive number, where files enter and where the gate reads -----
+
+HEAD8 = "463f960f"
+#: (where, value): an impossible hot device time in a record's round or in asv's file (where NaN
+#: is asv's "skipped", a case left out, not a figure).
+IMPOSSIBLE = [pytest.param(where, value, id=f"{where}-{name}")
+              for where in ("record", "result")
+              for name, value in (("nan", float("nan")), ("inf", float("inf")), ("negative", -1.0),
+                                  ("zero", 0.0), ("1e308", 1e308))
+              if not (where == "result" and name == "nan")]
+
+
+def _folder(tmp_path: Path, where: str, value: float) -> Path:
+    """A results folder (and its records folder) of commit 463f960f on h200 whose first case's
+    hot device time is ``value``: in the record's first round (``record``) or in asv's file
+    (``result``)."""
+    results = tmp_path / "other" / "results"
+    (results / "h200").mkdir(parents=True)
+    (tmp_path / "other" / "records" / "h200").mkdir(parents=True)
+    shutil.copyfile(PROJECT_ROOT / "results" / "h200" / "machine.json", results / "h200" / "machine.json")
+    result = json.loads((PROJECT_ROOT / "results" / "h200" / f"{HEAD8}-existing-py3.12.json").read_text())
+    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    if where == "record":
+        record["records"][0]["rounds"][0]["device_time_ms"] = value
+    else:
+        result["results"]["suite.Gelu.track_device_time"][0][0] = value
+    (results / "h200" / f"{HEAD8}-existing-py3.12.json").write_text(json.dumps(result))
+    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json").write_text(json.dumps(record))
+    return results
+
+
+@pytest.mark.parametrize("where, value", IMPOSSIBLE)
+def test_an_impossible_timing_is_refused_by_collect(tmp_path, capsys, where, value):
+    """Item 3: collect accepted NaN, Infinity, negative, zero and 1e308 timings."""
+    source = _folder(tmp_path, where, value)
+    into = tmp_path / "results"
+    code, err = _run(capsys, "collect", "--into", into, source)
+    assert code == 2, err
+    bad = source / "h200" / f"{HEAD8}-existing-py3.12.json" if where == "result" else \
+        runrecord.records_dir(source) / "h200" / f"{HEAD8}.json"
+    assert [line for line in err if "error" in line] == [line for line in err if str(bad) in line], err
+    assert any(str(bad) in line and ("device_time" in line) for line in err), err
+    assert not (into / "h200").exists()
+
+
+@pytest.mark.parametrize("where, value", IMPOSSIBLE)
+def test_an_impossible_timing_is_refused_where_the_gate_reads(tmp_path, capsys, where, value):
+    """Item 3: compare judged them: NaN -> "916 same -> ok", -1 -> "246 improvement", Infinity or
+    1e308 -> 850 regressions, 0 -> ``error: ZeroDivisionError`` with no file named."""
+    head = _folder(tmp_path, where, value)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", head)
+    bad = head / "h200" / f"{HEAD8}-existing-py3.12.json" if where == "result" else \
+        runrecord.records_dir(head) / "h200" / f"{HEAD8}.json"
+    assert code == 2, err
+    assert len(err) == 1, err
+    assert err[0].startswith("compare: error: ") and str(bad) in err[0] and "device_time" in err[0], err
+    assert ("not a finite number" if value != value or value == float("inf") else
+            "not positive" if value <= 0 else "larger than") in err[0]

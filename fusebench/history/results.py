@@ -95,9 +95,17 @@ def _reason(exc: BaseException, path: Path) -> str:
 
 
 def _load(path: Path) -> Run:
-    """One asv result file as a :class:`Run`; any failure of asv's loader propagates."""
+    """One asv result file as a :class:`Run`, checked first as collect checks it
+    (``untrusted.check``: its schema, names and figures; stored files come by ``git pull`` too);
+    a refusal or any failure of asv's loader propagates."""
     from asv.results import Results
 
+    from fusebench.history import untrusted
+
+    try:
+        untrusted.check(path, "result", path.parent.name)
+    except untrusted.Refused as exc:
+        raise ValueError(exc.why) from None
     res = Results.load(str(path))
     values: dict[str, dict[Params, float | None]] = {}
     for name in res.get_all_result_keys():
@@ -306,10 +314,10 @@ class Reader:
                              + compare_hint(self.results_dir, machine))
         runs = [r for r in self.runs(machine, f"{commit[:8]}-*.json") if r.commit == commit]
         if not runs:
-            bad = [str(u.path) for u in self.unreadable if u.path.name.startswith(commit[:8])]
+            bad = [str(u) for u in self.unreadable if u.path.name.startswith(commit[:8])]
             if bad:
                 raise UsageError(f"no readable results for commit {commit[:8]} on machine {machine!r}: "
-                                 f"cannot read {', '.join(bad)}")
+                                 + "; ".join(bad))
             raise UsageError(f"no results for commit {commit[:8]} on machine {machine!r} in "
                              f"{self.results_dir}/{machine}/; {compare_hint(self.results_dir, machine)}")
         return merge(sorted(runs, key=lambda r: r.files[0].name))

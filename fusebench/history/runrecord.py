@@ -58,8 +58,13 @@ def load(folder: Path, machine: str, commit: str) -> Sweep | None:
     path = record_path(folder, machine, commit)
     if not path.exists():
         return None
-    try:
+    from fusebench.history import untrusted
+
+    try:  # checked as collect checks it: a pulled record's NaN or zero timing is never judged
+        untrusted.check(path, "record", machine)
         sweep = Sweep.load(path)
+    except untrusted.Refused as exc:
+        raise UsageError(f"cannot read run record {exc.path}: {exc.why}") from None
     except (OSError, ValueError, TypeError, KeyError) as exc:
         raise UsageError(f"cannot read run record {path}: {exc}") from None
     if sweep.environment.get("git_commit") not in (None, commit):

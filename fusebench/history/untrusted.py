@@ -344,16 +344,41 @@ PYTHON = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,4})?")
 STATUSES = ("ok", "failed", "skipped")
 
 
-def check_record_figures(path: Path, data: dict) -> None:
-    """What asv's files are written from, in a run record that passed :func:`check_record`:
-    each case's ``status`` one of :data:`STATUSES`, each metric's field
-    (``fusebench.metrictable``) a finite number or null, no case twice. The machine fields are
-    checked on the entry made of them (:func:`check_machine`); ``environment.python`` names the
-    asv environment, so it must be a version."""
+#: The largest figure a run can produce, per asv unit (a call of an hour; 1 PB/s; ...). A larger
+#: one is impossible, and asv's step detection grew past 13 GB in 90 s on 1e308 (issue 42).
+MAX_FIGURE = {"seconds": 3600.0, "GB/s": 1e6, "%": 1e5, "TFLOP/s": 1e6, "mJ": 1e9}
+
+
+def figure_problem(value: object, metric, asv: bool = False) -> str | None:
+    """Why ``value``, a figure of ``metric`` (``fusebench.metrictable.Metric``) in its record's
+    unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a number, not finite, negative, zero (only an IQR may
+    be: a spread), or beyond :data:`MAX_FIGURE`. None when it is a figure a run can produce."""
     import math
 
-    from fusebench.metrictable import METRICS
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not a number"
+    if not math.isfinite(value):
+        return "is not a finite number"
+    spread = metric.field.endswith("_iqr_ms")
+    if value < 0 or (value == 0 and not spread):
+        return "is not positive" if not spread else "is negative"
+    limit = MAX_FIGURE.get(metric.unit, 1e9) / (1.0 if asv else metric.scale)
+    if value > limit:
+        return f"is larger than {limit:g}, more than any run can measure"
+    return None
 
+
+def check_record_figures(path: Path, data: dict) -> None:
+    """What the gate and asv's files read, in a run record that passed :func:`check_record`:
+    each case's ``status`` one of :data:`STATUSES`, each metric's field
+    (``fusebench.metrictable``) and each round's timing (``fusebench.record.ROUND_FIELDS``) null
+    or a figure a run can produce (:func:`figure_problem`), no case twice. The machine fields are
+    checked on the entry made of them (:func:`check_machine`); ``environment.python`` names the
+    asv environment, so it must be a version."""
+    from fusebench.metrictable import METRICS
+    from fusebench.record import ROUND_FIELDS
+
+    by_field = {m.field: m for m in METRICS}
     python = data["environment"].get("python")
     _need(python is None or (isinstance(python, str) and PYTHON.fullmatch(python) is not None), path,
           f"environment.python {_cut(python)} is not a Python version")
@@ -363,12 +388,47 @@ def check_record_figures(path: Path, data: dict) -> None:
               f"records[{i}].status {_cut(rec.get('status'))} is not one of {', '.join(STATUSES)}")
         for m in METRICS:
             value = rec.get(m.field)
-            _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
-                                    and math.isfinite(value)),
-                  path, f"records[{i}].{m.field} {_cut(value)} is not a finite number or null")
+            why = None if value is None else figure_problem(value, m)
+            _need(why is None, path, f"records[{i}].{m.field} {_cut(value)} {why} (null when not measured)")
+        rounds = rec.get("rounds", [])
+        _need(isinstance(rounds, list), path, f"records[{i}].rounds is not a list")
+        for j, rnd in enumerate(rounds):
+            rnd = _object(rnd, path, f"records[{i}].rounds[{j}]")
+            for name in ROUND_FIELDS:
+                value = rnd.get(name)
+                why = None if value is None else figure_problem(value, by_field[name])
+                _need(why is None, path, f"records[{i}].rounds[{j}].{name} {_cut(value)} {why}")
         key = (rec["op"], rec["backend"], rec["shape"], rec["dtype"])
         _need(key not in seen, path, f"records[{i}]: case {'/'.join(key)} is in the record twice")
         seen.add(key)
+
+
+def check_result_figures(path: Path, data: dict) -> None:
+    """Each value of an asv result file that passed :func:`check_result`: null (the case
+    failed), NaN (skipped) or a figure a run can produce (:func:`figure_problem`, in asv's unit)
+    for a metric of ``fusebench.metrictable``; a finite number for another benchmark."""
+    import math
+
+    from fusebench.metrictable import BY_NAME
+
+    column = data["result_columns"].index("result") if "result" in data["result_columns"] else None
+    if column is None:
+        return
+    for name, row in data["results"].items():
+        if column >= len(row):
+            continue
+        values = row[column] if isinstance(row[column], list) else [row[column]]
+        metric = BY_NAME.get(name.rsplit(".", 1)[-1])
+        for value in values:
+            if value is None or (isinstance(value, float) and math.isnan(value)):
+                continue
+            if metric is not None:
+                why = figure_problem(value, metric, asv=True)
+            else:
+                why = None if (isinstance(value, (int, float)) and not isinstance(value, bool)
+                               and math.isfinite(value)) else "is not a finite number"
+            _need(why is None, path, f"a value of {name} {_cut(value)} {why} (null when failed, NaN "
+                                     "when skipped)")
 
 
 @functools.cache
@@ -399,8 +459,10 @@ def check(path: Path, kind: str, machine: str | None = None) -> Checked:
     commit = None
     if kind == "result":
         commit = check_result(path, value, machine)
+        check_result_figures(path, value)
     elif kind == "record":
         commit = check_record(path, value, machine)
+        check_record_figures(path, value)
     elif kind == "machine":
         check_machine(path, value, machine)
     else:
@@ -450,7 +512,11 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
         try:
             data = read_bytes(path, MAX_BYTES[kind])
             value = parse(path, data)
-            (check_result if kind == "result" else check_machine)(path, value, machine)
+            if kind == "result":
+                check_result(path, value, machine)
+                check_result_figures(path, value)
+            else:
+                check_machine(path, value, machine)
         except Refused as exc:
             refused.append(exc)
             return False
