@@ -206,3 +206,45 @@ def test_an_impossible_timing_is_refused_where_the_gate_reads(tmp_path, capsys, 
     assert err[0].startswith("compare: error: ") and str(bad) in err[0] and "device_time" in err[0], err
     assert ("not a finite number" if value != value or value == float("inf") else
             "not positive" if value <= 0 else "larger than") in err[0]
+
+
+# -- item 4: a comparison of two GPU models is refused ---------------------------------------------
+
+@pytest.mark.parametrize("where", ["both", "result", "record"])
+def test_a_comparison_of_two_gpu_models_is_refused_in_one_line(tmp_path, capsys, where):
+    """Item 4: ``HEAD_RESULTS=<a folder whose gpu fields say NVIDIA H100, figures x1.5>`` gave
+    "867 regression -> FAIL"."""
+    head = tmp_path / "other" / "results"
+    (head / "h200").mkdir(parents=True)
+    (tmp_path / "other" / "records" / "h200").mkdir(parents=True)
+    name = f"{HEAD8}-existing-py3.12.json"
+    result = json.loads((PROJECT_ROOT / "results" / "h200" / name).read_text())
+    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    machine = json.loads((PROJECT_ROOT / "results" / "h200" / "machine.json").read_text())
+    if where in ("both", "result"):
+        result["params"]["gpu"] = machine["gpu"] = "NVIDIA H100 80GB HBM3"
+    if where in ("both", "record"):
+        record["environment"]["gpu"] = "NVIDIA H100 80GB HBM3"
+    for row in result["results"].values():
+        row[0] = [v * 1.5 if isinstance(v, float) else v for v in row[0]]
+    (head / "h200" / name).write_text(json.dumps(result))
+    (head / "h200" / "machine.json").write_text(json.dumps(machine))
+    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json").write_text(json.dumps(record))
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", head)
+    assert code == 2 and len(err) == 1, err
+    if where == "both":
+        assert err[0] == (f"compare: error: the sides ran on different GPU models: base {HEAD8} on "
+                          f"'NVIDIA H200' ({PROJECT_ROOT / 'results' / 'h200'}), head {HEAD8} on "
+                          f"'NVIDIA H100 80GB HBM3' ({head / 'h200'}); the gate compares one GPU model "
+                          "with itself")
+    else:
+        assert err[0].startswith("compare: error: the head side's result says GPU "), err
+        assert "'NVIDIA H100 80GB HBM3'" in err[0] and "'NVIDIA H200'" in err[0]
+
+
+def test_two_runs_of_one_gpu_model_are_still_compared(tmp_path, capsys):
+    head = _folder(tmp_path, "record", 0.018)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", head)
+    assert code in (0, 1) and err[-1].startswith(f"compare: h200 {HEAD8} -> {HEAD8}"), err

@@ -69,6 +69,34 @@ def parse_factor(text: str) -> float:
     return value
 
 
+def gpu_of(run: results.Run, record, side: str) -> str:
+    """The GPU model one side ran on: its result's ``gpu`` field, which its record's environment
+    (when there is one) must repeat.
+
+    Raises:
+        UsageError: the side's result and record name different GPU models.
+    """
+    gpu = str(run.fields.get("gpu") or "none")
+    if record is not None and str(record.environment.get("gpu") or "none") != gpu:
+        raise UsageError(f"the {side} side's result says GPU {gpu!r} but its run record "
+                         f"{record.environment.get('gpu')!r}: refused, not compared")
+    return gpu
+
+
+def same_gpu(before: results.Run, after: results.Run, base_rec, head_rec) -> None:
+    """A comparison's two sides ran on one GPU model (a figure of an H100 against one of an H200
+    measures the boards, not the code: issue 42).
+
+    Raises:
+        UsageError: they did not (one line saying what differs and where each side was read).
+    """
+    base_gpu, head_gpu = gpu_of(before, base_rec, "base"), gpu_of(after, head_rec, "head")
+    if base_gpu != head_gpu:
+        raise UsageError(f"the sides ran on different GPU models: base {before.commit[:8]} on {base_gpu!r} "
+                         f"({before.files[0].parent}), head {after.commit[:8]} on {head_gpu!r} "
+                         f"({after.files[0].parent}); the gate compares one GPU model with itself")
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench compare``."""
     ap.add_argument("--base", required=True, help="git revision compared against")
@@ -105,6 +133,7 @@ def run(args: argparse.Namespace) -> int:
     before, after = base_reader.commit(args.machine, base), head_reader.commit(args.machine, head)
     base_rec = runrecord.load(runrecord.records_dir(base_dir), args.machine, base)
     head_rec = runrecord.load(runrecord.records_dir(head_dir), args.machine, head)
+    same_gpu(before, after, base_rec, head_rec)
     history = noise.from_records(runrecord.records_dir(args.results) / args.machine, PROJECT_ROOT)
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
