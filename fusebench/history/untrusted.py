@@ -355,9 +355,7 @@ def figure_problem(value: object, metric, asv: bool = False) -> str | None:
     be: a spread), or beyond :data:`MAX_FIGURE`. None when it is a figure a run can produce."""
     import math
 
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return "is not a number"
-    if not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "is not a finite number"
     spread = metric.field.endswith("_iqr_ms")
     if value < 0 or (value == 0 and not spread):
@@ -389,7 +387,8 @@ def check_record_figures(path: Path, data: dict) -> None:
         for m in METRICS:
             value = rec.get(m.field)
             why = None if value is None else figure_problem(value, m)
-            _need(why is None, path, f"records[{i}].{m.field} {_cut(value)} {why} (null when not measured)")
+            _need(why is None, path, f"records[{i}].{m.field} {_cut(value)} {why}"
+                  + (" or null" if why == "is not a finite number" else " (null when not measured)"))
         rounds = rec.get("rounds", [])
         _need(isinstance(rounds, list), path, f"records[{i}].rounds is not a list")
         for j, rnd in enumerate(rounds):
