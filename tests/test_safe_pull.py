@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,121 @@ def test_two_runs_of_one_gpu_model_are_still_compared(tmp_path, capsys):
     code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
                      "--head-results", head)
     assert code in (0, 1) and err[-1].startswith(f"compare: h200 {HEAD8} -> {HEAD8}"), err
+
+
+# -- item 5: no reader or writer sees a result of one run beside the record of another ------------
+
+STORED = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"  # a committed H200 run with result and record
+
+#: The child: a re-run of two cases of STORED stored into argv[1] (results/, records/ beside it)
+#: as make bench stores it, SIGKILLed just before the transaction's argv[2]-th rename (the
+#: journal's is the first; 0: never); it prints how many renames it made.
+_KILLED_STORE = """
+import os, signal, sys
+from pathlib import Path
+from fusebench.commands import bench
+from fusebench.history import runrecord, transaction
+from fusebench.ops import OPS
+from fusebench.paths import PROJECT_ROOT
+from fusebench.record import Sweep
+
+results, kill_at, count = Path(sys.argv[1]), int(sys.argv[2]), [0]
+
+class Os:
+    def __getattr__(self, name):
+        return getattr(os, name)
+    def replace(self, a, b):
+        count[0] += 1
+        if count[0] == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        os.replace(a, b)
+
+transaction.os = Os()
+sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "%s.json")
+sweep.records = sweep.records[:2]
+sweep.records[0].device_time_ms = 123.0
+ops = [OPS[name] for name in sorted({r.op for r in sweep.records})]
+records = runrecord.records_dir(results)
+with transaction.locked(results, "bench", (records,)):
+    bench.store_run(sweep, "h200", "%s", results, ops)
+print("renames", count[0], file=sys.stderr)
+""" % (STORED[:8], STORED)
+
+
+def _stored_run(tmp_path: Path) -> Path:
+    results = tmp_path / "results"
+    (results / "h200").mkdir(parents=True)
+    (tmp_path / "records" / "h200").mkdir(parents=True)
+    for name in ("machine.json", f"{STORED[:8]}-existing-py3.12.json"):
+        shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, results / "h200" / name)
+    shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", results / "benchmarks.json")
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{STORED[:8]}.json",
+                    tmp_path / "records" / "h200" / f"{STORED[:8]}.json")
+    return results
+
+
+def _which_run(results: Path) -> tuple[str, str]:
+    """("new", "new") when the stored result, and the record, hold the re-run's 123 ms case."""
+    from fusebench.history.results import read_file
+
+    run = read_file(results / "h200" / f"{STORED[:8]}-existing-py3.12.json")
+    record = json.loads((runrecord.records_dir(results) / "h200" / f"{STORED[:8]}.json").read_text())
+    new_result = 0.123 in run.values["suite.Softmax.track_device_time"].values()
+    new_record = any(r["device_time_ms"] == 123.0 for r in record["records"])
+    return ("new" if new_result else "old"), ("new" if new_record else "old")
+
+
+@pytest.mark.slow  # a store killed at each of its renames: six processes importing torch
+def test_a_store_killed_at_each_rename_is_finished_or_refused_by_readers_and_writers(tmp_path, capsys):
+    """Item 5: with a kill between the renames of one store, compare ran on a new result beside an
+    old record, and ``fusebench store RECORD``, reading the record before taking the lock, rolled
+    the journal forward and then rewrote the result from the old record, for good."""
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    kill_at, renames = 1, None
+    while renames is None or kill_at <= renames:
+        where = tmp_path / str(kill_at)
+        results = _stored_run(where)
+        out = subprocess.run([sys.executable, "-c", _KILLED_STORE, str(results), str(kill_at)], env=env,
+                             capture_output=True, text=True, timeout=300)
+        if out.returncode == 0:  # no kill: how many renames a store makes
+            renames = int(out.stderr.split("renames ")[-1])
+            assert renames >= 5 and _which_run(results) == ("new", "new")
+            break
+        assert out.returncode == -9, out.stderr
+        committed = (results / transaction.STAGING / transaction.JOURNAL).exists()
+        assert committed == (kill_at > 1)
+        for who in ("compare", "store"):  # a reader, then (on a copy) the next writer
+            folder = where / who
+            shutil.copytree(where, folder, symlinks=True, ignore=shutil.ignore_patterns("compare", "store"))
+            if who == "compare":
+                code, err = _run(capsys, "compare", "--machine", "h200", "--base", STORED, "--head", STORED,
+                                 "--results", folder / "results")
+            else:
+                code, err = _run(capsys, "store", folder / "records" / "h200" / f"{STORED[:8]}.json")
+            assert code == 0, (kill_at, who, err)
+            assert any("finished storing" in line for line in err) == committed, err
+            expected = ("new", "new") if committed else ("old", "old")
+            assert _which_run(folder / "results") == expected, (kill_at, who)
+            # a killed writer's uncommitted staging is left to the next writer (the files are as they were)
+            assert (folder / "results" / transaction.STAGING).exists() == (not committed and who == "compare")
+        kill_at += 1
+    assert renames is not None and kill_at > 5
+
+
+def test_a_reader_refuses_while_a_writer_holding_the_lock_has_a_journal(tmp_path, capsys, monkeypatch):
+    results = _stored_run(tmp_path)
+    staging = results / transaction.STAGING
+    staging.mkdir()
+    (staging / transaction.JOURNAL).write_text(json.dumps({"moves": [], "deletes": []}))
+    monkeypatch.setattr(transaction, "SETTLE_WAIT_S", 0.2)
+    fd = os.open(results, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        import fcntl
+
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a writer in its renames
+        code, err = _run(capsys, "compare", "--machine", "h200", "--base", STORED, "--head", STORED,
+                         "--results", results)
+    finally:
+        os.close(fd)
+    assert code == 2 and err[1:] == [f"compare: error: {results}/ is being stored into by another fusebench "
+                                 "run; compare refused: run it again once that one has finished"]

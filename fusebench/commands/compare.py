@@ -128,8 +128,8 @@ def run(args: argparse.Namespace) -> int:
     if base == head and base_dir.resolve() == head_dir.resolve():
         print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
               "for an A/A check of two runs", file=sys.stderr)
-    base_reader = results.Reader(base_dir)  # an unreadable file is named, the rest compared, exit 2
-    head_reader = base_reader if head_dir.resolve() == base_dir.resolve() else results.Reader(head_dir)
+    base_reader = results.Reader(base_dir, "compare")  # an unreadable file is named, the rest compared, exit 2
+    head_reader = base_reader if head_dir.resolve() == base_dir.resolve() else results.Reader(head_dir, "compare")
     before, after = base_reader.commit(args.machine, base), head_reader.commit(args.machine, head)
     base_rec = runrecord.load(runrecord.records_dir(base_dir), args.machine, base)
     head_rec = runrecord.load(runrecord.records_dir(head_dir), args.machine, head)

@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     if not stored:
         raise UsageError(f"no machine has results in {args.results}/")
     machines = pick("machine", args.machines, stored)
-    reader = results.Reader(args.results)
+    reader = results.Reader(args.results, "plots")
     ops = list(configured(args.config).values())
     written = plots.write_plots(args.results, args.out, ops, machines, reader=reader)
     for path in written:

@@ -102,13 +102,14 @@ def run(args: argparse.Namespace) -> int:
     from fusebench.ops import configured
 
     suite = tuple(configured(args.config).values())
-    todo: dict[Path, list] = {}
+    todo: dict[Path, list[Path]] = {}
     for path in args.records:
-        record, machine = checked(path)
-        results = args.results or results_for(path)
-        todo.setdefault(results, []).append((path, record, machine))
-    for results, runs in todo.items():
+        todo.setdefault(args.results or results_for(path), []).append(path)
+    for results, paths in todo.items():
         with transaction.locked(results, "store", (runrecord.records_dir(results),)):
+            # read under the lock, after an interrupted store is finished: never a record that a
+            # killed run's journal is about to replace (issue 42)
+            runs = [(path, *checked(path)) for path in paths]
             txn = transaction.Transaction(results)
             try:
                 lines = []

@@ -221,12 +221,20 @@ class Reader:
     that cannot be read is named in :attr:`unreadable` and left out, and the rest is read, never
     taken for "this machine never measured it". The caller prints :meth:`lines` and exits non-zero.
 
+    An interrupted store of ``results_dir`` is finished first, or refused (one line, naming
+    ``who`` reads: ``transaction.settle``).
+
     Attributes:
         results_dir: the asv results folder (``results/``).
         unreadable: the files that could not be read so far, in the order met, each once.
     """
 
-    def __init__(self, results_dir: Path):
+    def __init__(self, results_dir: Path, who: str = "read"):
+        from fusebench.history import runrecord, transaction
+
+        # an interrupted store is finished (or refused) first: never a result of one run read
+        # beside the record of another (issue 42)
+        transaction.settle(results_dir, (runrecord.records_dir(results_dir),), who)
         self.results_dir = results_dir
         self.unreadable: list[Unreadable] = []
         self._runs: dict[Path, Run | None] = {}

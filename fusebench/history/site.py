@@ -475,6 +475,9 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     from fusebench.history.results import report_unreadable
 
     ops = tuple(ops)
+    from fusebench.history import runrecord
+
+    transaction.settle(results_dir, (runrecord.records_dir(results_dir),), "publish")  # before any read
     try:
         undrawn = drawable.undrawn(results_dir)
     except RuntimeError as exc:

@@ -362,6 +362,60 @@ def locked(results_dir: Path, who: str, roots: tuple[Path, ...] = ()):
                 pass
 
 
+#: How long a reader waits for a writer that holds the lock to finish its renames (milliseconds
+#: of work once the journal is written) before it refuses.
+SETTLE_WAIT_S = 10.0
+
+
+def settle(results_dir: Path, roots: tuple[Path, ...], who: str) -> int:
+    """Before reading ``results_dir`` (and ``roots``, its records folder): finish what an
+    interrupted store committed, so a reader never sees the result of one run beside the record
+    of another. No journal: nothing to do (a killed writer's uncommitted staging leaves the
+    stored files as they were). A journal and a free lock: finished now under the lock, said in
+    one line. A journal and a held lock: a writer is renaming; waited for, up to
+    :data:`SETTLE_WAIT_S`. Returns the files moved now.
+
+    Raises:
+        UsageError: the journal is refused (:func:`read_journal`), cannot be finished here (a
+            folder this user cannot write), or a writer is still renaming after the wait.
+    """
+    import time
+
+    journal = results_dir / STAGING / JOURNAL
+    deadline = time.monotonic() + SETTLE_WAIT_S
+    while os.path.lexists(journal) or (results_dir / STAGING).is_symlink():
+        try:
+            fd = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError as exc:
+            raise UsageError(f"cannot read {results_dir}/: {exc.strerror}") from None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as exc:
+                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
+                    raise
+                if time.monotonic() > deadline:
+                    raise UsageError(f"{results_dir}/ is being stored into by another fusebench run; {who} "
+                                     "refused: run it again once that one has finished") from None
+                time.sleep(0.05)
+                continue
+            try:
+                moved = roll_forward(results_dir, roots)
+            except OSError as exc:
+                raise UsageError(f"{journal}: an interrupted store of {results_dir}/ cannot be finished "
+                                 f"here ({exc.strerror or exc}); {who} refused: run fusebench store or "
+                                 "make collect where the folder is writable") from None
+        finally:
+            os.close(fd)
+        if moved:
+            import sys
+
+            print(f"{who}: finished storing {moved} file(s) an interrupted run had committed in "
+                  f"{results_dir}/", file=sys.stderr)
+        return moved
+    return 0
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Swap the paths ``a`` and ``b`` in one step (Linux ``renameat2(RENAME_EXCHANGE)``); False
     where the system or filesystem cannot."""
