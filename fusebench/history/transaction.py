@@ -227,8 +227,8 @@ def _inside(base: Path, rel: object, roots: tuple[Path, ...], journal: Path, sta
     from fusebench.history.untrusted import MACHINE, _cut
 
     def bad(why: str) -> UsageError:
-        return UsageError(f"{journal}: refused, not followed: {_cut(rel, 80)} {why} (a journal is this host's "
-                          f"own state, never committed: remove {journal.parent}/ and run again)")
+        return UsageError(f"{journal}: refused, not followed: {_cut(rel, 80)} {why} (a journal is this "
+                          f"host's own state, never committed: remove {journal.parent}/ and run again)")
 
     if not isinstance(rel, str) or "\0" in rel or rel.startswith("/"):
         raise bad("is not a relative path")
