@@ -367,3 +367,70 @@ def test_a_reader_refuses_while_a_writer_holding_the_lock_has_a_journal(tmp_path
         os.close(fd)
     assert code == 2 and err[1:] == [f"compare: error: {results}/ is being stored into by another fusebench "
                                  "run; compare refused: run it again once that one has finished"]
+
+
+# -- item 6: one schema per stored file kind, used by collect and every reader ---------------------
+
+def _poison(record: dict, result: dict, how: str) -> None:
+    rec = record["records"][0]
+    if how == "rounds":
+        record["rounds"] = "three"
+    elif how == "ceilings":
+        record["ceilings_gbps"] = "x"
+    elif how == "phases":
+        record["phases"] = {"measure": "long"}
+    elif how == "status":
+        rec["status"] = "pwned"
+    elif how == "wall time":
+        rec["wall_time_ms"] = "fast"
+    elif how == "string value":
+        result["results"]["suite.Gelu.track_device_time"][0][0] = "fast"
+    elif how == "object value":
+        result["results"]["suite.Gelu.track_device_time"][0][0] = {"a": 1}
+
+
+WRONG_TYPES = ["rounds", "ceilings", "phases", "status", "wall time", "string value", "object value"]
+
+
+def _typed_folder(tmp_path: Path, how: str) -> tuple[Path, Path]:
+    """A results folder of 463f960f on h200 with one wrong type; and the file that holds it."""
+    results = _folder(tmp_path, "record", 0.018)
+    result_path = results / "h200" / f"{HEAD8}-existing-py3.12.json"
+    record_path = runrecord.records_dir(results) / "h200" / f"{HEAD8}.json"
+    record, result = json.loads(record_path.read_text()), json.loads(result_path.read_text())
+    _poison(record, result, how)
+    record_path.write_text(json.dumps(record))
+    result_path.write_text(json.dumps(result))
+    return results, result_path if how.endswith("value") else record_path
+
+
+@pytest.mark.parametrize("how", WRONG_TYPES)
+def test_a_wrong_type_is_refused_by_collect_naming_the_file(tmp_path, capsys, how):
+    """Item 6: ``rounds: "three"``, ``ceilings_gbps: "x"``, string phases, ``status: "pwned"``,
+    ``wall_time_ms: "fast"`` and results with string or object values passed collect."""
+    source, bad = _typed_folder(tmp_path, how)
+    code, err = _run(capsys, "collect", "--into", tmp_path / "results", source)
+    assert code == 2 and [line for line in err if "error" in line] == [
+        line for line in err if line.startswith(f"collect: error: {bad}: ")], err
+    assert any(str(bad) in line for line in err)
+
+
+@pytest.mark.parametrize("how", WRONG_TYPES)
+def test_a_wrong_type_in_a_stored_file_is_one_line_for_compare_and_table(tmp_path, capsys, how):
+    """Item 6: then compare crashed (``AttributeError: 'str' object has no attribute 'get'``), and
+    table, plots and publish with a traceback, without naming the file."""
+    results, bad = _typed_folder(tmp_path, how)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", results)
+    assert code == 2 and len(err) == 1 and err[0].startswith("compare: error: ") and str(bad) in err[0], err
+    if not how.endswith("value"):
+        code, err = _run(capsys, "table", bad)
+        assert code == 2 and err == [err[0]] and err[0].startswith(f"table: error: cannot read run record {bad}: ")
+
+
+def test_a_wrong_type_in_a_stored_result_is_named_by_plots(tmp_path, capsys):
+    results, bad = _typed_folder(tmp_path, "string value")
+    code, err = _run(capsys, "plots", "--results", results, "--out", tmp_path / "plots")
+    assert code != 0 and any(line.startswith(f"plots: error: cannot read {bad}: ") for line in err), err
+    assert not any("Traceback" in line for line in err)
+

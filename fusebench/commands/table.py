@@ -20,7 +20,6 @@ from pathlib import Path
 from fusebench.errors import UsageError
 from fusebench.history import resultsdoc, runrecord, summary
 from fusebench.paths import PROJECT_ROOT
-from fusebench.record import Sweep
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -44,10 +43,7 @@ def run(args: argparse.Namespace) -> int:
         if not stored:
             raise UsageError("no run record under records/: make bench stores one per run")
         path = max((p for _, p in stored), key=lambda p: p.stat().st_mtime)
-    try:
-        sweep = Sweep.load(path)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UsageError(f"cannot read run record {path}: {exc}") from None
+    sweep = runrecord.read(path, named=False)  # checked as collect checks it: one line if refused
     ops = [args.op] if args.op else list(dict.fromkeys(r.op for r in sweep.records))
     tables = [t for op in ops if (t := summary.ceiling_table(sweep, op)) is not None]
     if not tables:

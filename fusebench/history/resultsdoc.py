@@ -23,10 +23,9 @@ def doc_path(machine: str, root: Path = PROJECT_ROOT) -> Path:
 
 def load(path: Path) -> Sweep:
     """The run record at ``path``; a file that cannot be read is one line (:class:`UsageError`)."""
-    try:
-        return Sweep.load(path)
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UsageError(f"cannot read run record {path}: {exc}") from None
+    from fusebench.history import runrecord
+
+    return runrecord.read(path)
 
 
 def _timed_ops(sweep: Sweep) -> list[str]:

@@ -58,19 +58,36 @@ def load(folder: Path, machine: str, commit: str) -> Sweep | None:
     path = record_path(folder, machine, commit)
     if not path.exists():
         return None
-    from fusebench.history import untrusted
-
-    try:  # checked as collect checks it: a pulled record's NaN or zero timing is never judged
-        untrusted.check(path, "record", machine)
-        sweep = Sweep.load(path)
-    except untrusted.Refused as exc:
-        raise UsageError(f"cannot read run record {exc.path}: {exc.why}") from None
-    except (OSError, ValueError, TypeError, KeyError) as exc:
-        raise UsageError(f"cannot read run record {path}: {exc}") from None
+    sweep = read(path)
     if sweep.environment.get("git_commit") not in (None, commit):
         raise UsageError(f"run record {path} is of commit {sweep.environment.get('git_commit')}, "
                          f"not {commit}")
     return sweep
+
+
+def read(path: Path, named: bool = True) -> Sweep:
+    """The run record at ``path``, checked first as collect checks a record from another host
+    (``untrusted``: size, schema with each field's type, figures; stored records come by ``git
+    pull`` too). Every reader of a record goes through here; ``named``: its file name must be
+    ``<sha8>.json`` of its commit (False for a record exported elsewhere, ``bench --json``).
+
+    Raises:
+        UsageError: the file is refused or unreadable (one line naming it and why).
+    """
+    from fusebench.history import untrusted
+
+    try:
+        raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])
+        data = untrusted.parse(path, raw)
+        untrusted.check_record(path, data, None, named=named)
+        untrusted.check_record_figures(path, data)
+        data["records"] = [Record(**r) for r in data["records"]]
+        data.setdefault("methods", {})  # stored before methods were: version 1 of every metric
+        return Sweep(**data)
+    except untrusted.Refused as exc:
+        raise UsageError(f"cannot read run record {exc.path}: {exc.why}") from None
+    except (TypeError, ValueError) as exc:
+        raise UsageError(f"cannot read run record {path}: {exc}") from None
 
 
 def _merged(sweep: Sweep, folder: Path, machine: str, commit: str) -> Sweep:

@@ -305,12 +305,13 @@ _RECORD_TEXT = {"op": IDENT, "backend": IDENT, "dtype": IDENT}
 _SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
 
 
-def check_record(path: Path, data: object, machine: str) -> str:
+def check_record(path: Path, data: object, machine: str | None, named: bool = True) -> str:
     """A run record ``records/<machine>/<sha8>.json`` (``fusebench.record.Sweep``, its
     format version). Returns its commit.
 
-    Its keys are the Sweep's (those without a default present), ``environment.git_commit`` is 40
-    hex digits whose first 8 name the file, and each case's keys are a ``Record``'s with op,
+    Its keys are the Sweep's (those without a default present) with their types,
+    ``environment.git_commit`` is 40 hex digits whose first 8 name the file (unless not ``named``:
+    a record exported elsewhere, ``bench --json``), and each case's keys are a ``Record``'s with op,
     backend, dtype and shape matching their patterns.
     """
     from fusebench.record import FORMAT_VERSION, Record, Sweep
@@ -319,17 +320,20 @@ def check_record(path: Path, data: object, machine: str) -> str:
     _need(data.get("format_version") == FORMAT_VERSION, path,
           f"not a fusebench run record of format {FORMAT_VERSION}")
     _keys(data, Sweep, path, "run record")
-    named = RECORD_NAME.fullmatch(path.name)
-    _need(named is not None, path, "not named <sha8>.json")
+    _types(data, Sweep, path, "run record")
+    name = RECORD_NAME.fullmatch(path.name)
+    _need(name is not None or not named, path, "not named <sha8>.json")
     env = _object(data["environment"], path, "environment")
     commit = _match(COMMIT, env.get("git_commit"), path, "environment.git_commit")
-    _need(commit[:8] == named.group(1), path, f"git_commit {commit[:12]} disagrees with the file name")
+    _need(name is None or commit[:8] == name.group(1), path,
+          f"git_commit {commit[:12]} disagrees with the file name")
     _need(isinstance(data["grid"], str) and IDENT.fullmatch(data["grid"].replace("-", "_")) is not None,
           path, f"grid {_cut(data['grid'])} is not a grid name")
     _need(isinstance(data["records"], list), path, "records is not a list")
     for i, rec in enumerate(data["records"]):
         rec = _object(rec, path, f"records[{i}]")
         _keys(rec, Record, path, f"records[{i}]")
+        _types(rec, Record, path, f"records[{i}]")
         for key, pattern in _RECORD_TEXT.items():
             _match(pattern, rec[key], path, f"records[{i}].{key}")
         _match(_SHAPE, rec["shape"], path, f"records[{i}].shape")
@@ -351,8 +355,9 @@ MAX_FIGURE = {"seconds": 3600.0, "GB/s": 1e6, "%": 1e5, "TFLOP/s": 1e6, "mJ": 1e
 
 def figure_problem(value: object, metric, asv: bool = False) -> str | None:
     """Why ``value``, a figure of ``metric`` (``fusebench.metrictable.Metric``) in its record's
-    unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a number, not finite, negative, zero (only an IQR may
-    be: a spread), or beyond :data:`MAX_FIGURE`. None when it is a figure a run can produce."""
+    unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a finite number,
+    negative, zero (only an IQR may be: a spread), or beyond :data:`MAX_FIGURE`. None when it is
+    a figure a run can produce."""
     import math
 
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
@@ -428,6 +433,36 @@ def check_result_figures(path: Path, data: dict) -> None:
                                and math.isfinite(value)) else "is not a finite number"
             _need(why is None, path, f"a value of {name} {_cut(value)} {why} (null when failed, NaN "
                                      "when skipped)")
+
+
+def _is(value: object, kind: str) -> bool:
+    """Whether ``value`` (parsed JSON) is of the dataclass annotation ``kind`` (``"int | None"``,
+    ``"list[float]"``, ``"dict[str, int]"``; the annotations of ``Record`` and ``Sweep``). An int
+    is a float; a bool is neither."""
+    if " | " in kind:
+        return any(_is(value, k) for k in kind.split(" | "))
+    if kind == "None":
+        return value is None
+    if kind in ("int", "float"):
+        return (isinstance(value, int) or (kind == "float" and isinstance(value, float))) \
+            and not isinstance(value, bool)
+    if kind in ("str", "bool", "dict"):
+        return isinstance(value, {"str": str, "bool": bool, "dict": dict}[kind])
+    if kind.startswith("list[") and kind.endswith("]"):
+        inner = kind[5:-1]
+        return isinstance(value, list) and (inner == "Record" or all(_is(v, inner) for v in value))
+    if kind.startswith("dict[str, ") and kind.endswith("]"):
+        inner = kind[10:-1]
+        return isinstance(value, dict) and all(_is(v, inner) for v in value.values())
+    raise ValueError(f"no check for the annotation {kind!r}")
+
+
+def _types(data: dict, cls, path: Path, what: str) -> None:
+    """Each of ``data``'s values is of its ``cls`` field's annotation (a string where ``rounds``
+    must be a number crashed the gate, the tables and publish with a traceback: issue 42)."""
+    kinds = {f.name: f.type for f in fields(cls)}
+    for key, value in data.items():
+        _need(_is(value, kinds[key]), path, f"{what}.{key} {_cut(value)} is not of type {kinds[key]}")
 
 
 @functools.cache
