@@ -434,3 +434,41 @@ def test_a_wrong_type_in_a_stored_result_is_named_by_plots(tmp_path, capsys):
     assert code != 0 and any(line.startswith(f"plots: error: cannot read {bad}: ") for line in err), err
     assert not any("Traceback" in line for line in err)
 
+
+# -- item 8: a record that cannot be read is reported, not silently dropped ------------------------
+
+def _history(tmp_path: Path) -> tuple[Path, Path]:
+    """results/ and records/ with every committed h200 file; the newest record truncated."""
+    shutil.copytree(PROJECT_ROOT / "results" / "h200", tmp_path / "results" / "h200")
+    shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
+    shutil.copytree(PROJECT_ROOT / "records" / "h200", tmp_path / "records" / "h200")
+    bad = tmp_path / "records" / "h200" / "0395b139.json"
+    bad.write_bytes(bad.read_bytes()[:5000])
+    return tmp_path / "results", bad
+
+
+def test_a_truncated_record_of_the_history_is_named_by_compare(tmp_path, capsys):
+    """Item 8: a truncated record was dropped from the A/A history without a word (38 -> 36 pairs,
+    a limit moving 1.292 -> 1.301)."""
+    results, bad = _history(tmp_path)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", "0a5fc94f", "--head", HEAD8,
+                     "--results", results)
+    assert code == 2
+    errors = [line for line in err if "error" in line]
+    assert len(errors) == 1, err
+    assert errors[0].startswith(f"compare: error: cannot read run record {bad}: not valid JSON: ")
+    assert errors[0].endswith("; left out of the A/A history the limits are learned from")
+
+
+def test_a_truncated_record_on_the_runs_page_is_named_by_publish(tmp_path):
+    """Item 8: publish said "every stored file was read" while its Runs page said "unreadable
+    record"."""
+    from fusebench.history import results as results_mod
+    from fusebench.history import site
+
+    results, bad = _history(tmp_path)
+    reader = results_mod.Reader(results)
+    site.write_runs_page(tmp_path / "html", runrecord.records_dir(results), reader)
+    assert [u.path for u in reader.unreadable] == [bad]
+    assert reader.lines("publish")[0].startswith(f"publish: error: cannot read {bad}: not valid JSON")
+    assert "unreadable record" in (tmp_path / "html" / "runs" / "index.html").read_text()

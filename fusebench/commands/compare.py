@@ -128,13 +128,15 @@ def run(args: argparse.Namespace) -> int:
     if base == head and base_dir.resolve() == head_dir.resolve():
         print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
               "for an A/A check of two runs", file=sys.stderr)
-    base_reader = results.Reader(base_dir, "compare")  # an unreadable file is named, the rest compared, exit 2
-    head_reader = base_reader if head_dir.resolve() == base_dir.resolve() else results.Reader(head_dir, "compare")
+    base_reader = results.Reader(base_dir, "compare")  # an unreadable file is named, the rest compared
+    head_reader = (base_reader if head_dir.resolve() == base_dir.resolve()
+                   else results.Reader(head_dir, "compare"))
     before, after = base_reader.commit(args.machine, base), head_reader.commit(args.machine, head)
     base_rec = runrecord.load(runrecord.records_dir(base_dir), args.machine, base)
     head_rec = runrecord.load(runrecord.records_dir(head_dir), args.machine, head)
     same_gpu(before, after, base_rec, head_rec)
-    history = noise.from_records(runrecord.records_dir(args.results) / args.machine, PROJECT_ROOT)
+    left_out: list[str] = []  # records of the A/A history that could not be read: named, exit 2
+    history = noise.from_records(runrecord.records_dir(args.results) / args.machine, PROJECT_ROOT, left_out)
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
     failed, judged_none = compare.failed_gate(rows), compare.nothing_judged(rows)
@@ -156,7 +158,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(compare.detectable_text(rows), file=sys.stderr)
     print(verdict, file=sys.stderr)
-    unreadable = report_unreadable(base_reader, "compare")
+    for line in left_out:
+        print(f"compare: error: {line}; left out of the A/A history the limits are learned from",
+              file=sys.stderr)
+    unreadable = report_unreadable(base_reader, "compare") or bool(left_out)
     if head_reader is not base_reader:
         unreadable |= report_unreadable(head_reader, "compare")
     return 1 if failed else 2 if unreadable or judged_none else 0  # a regression is never hidden

@@ -327,21 +327,27 @@ def fallback(per_launch_ms: float | None) -> float | None:
     return next((allowed for below, allowed in FALLBACK if per_launch_ms < below), None)
 
 
-def load_records(folder: Path) -> list[Sweep]:
-    """Every readable run record in ``folder`` (one machine's); unreadable files are skipped."""
+def load_records(folder: Path, unreadable: list[str] | None = None) -> list[Sweep]:
+    """Every readable run record in ``folder`` (one machine's), each checked
+    (``runrecord.read``). A file that cannot be read or is refused (truncated, a symlink) is left
+    out of the history and, one line each, appended to ``unreadable``: a pair dropped moves the
+    limits, so its caller must say so (issue 42)."""
+    from fusebench.errors import UsageError
+    from fusebench.history import runrecord
+
     out = []
     for path in sorted(Path(folder).glob("*.json")):
-        if path.is_symlink():
-            continue
         try:
-            out.append(Sweep.load(path))
-        except (OSError, ValueError, TypeError, KeyError):
-            continue
+            out.append(runrecord.read(path))
+        except UsageError as exc:
+            if unreadable is not None:
+                unreadable.append(str(exc))
     return out
 
 
-def from_records(folder: Path, repo: Path) -> History:
-    """The history of the records in ``folder``, with the changed files from git in ``repo``."""
+def from_records(folder: Path, repo: Path, unreadable: list[str] | None = None) -> History:
+    """The history of the records in ``folder``, with the changed files from git in ``repo``;
+    the records that could not be read are appended to ``unreadable`` (:func:`load_records`)."""
     cache: dict[frozenset[str], set[str] | None] = {}
     texts: dict[str, str | None] = {}
 
@@ -351,7 +357,7 @@ def from_records(folder: Path, repo: Path) -> History:
             cache[k] = _git_changed(repo, a, b, texts)
         return cache[k]
 
-    return History(load_records(folder), changed)
+    return History(load_records(folder, unreadable), changed)
 
 
 def calibration(history: History) -> dict[str, dict[str, float]]:

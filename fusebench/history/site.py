@@ -376,27 +376,29 @@ def records_newest_first(records: list[tuple[str, Path]],
     return sorted(records, key=key)
 
 
-def write_runs_page(html_dir: Path, records_folder: Path) -> Path:
+def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
     """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
     its ops' % of the copy ceiling per backend (``summary.ceiling_table``) and, where measured,
     energy per call (``summary.energy_tables``), newest commit first per machine; no script. An
-    unreadable record is named on the page."""
+    unreadable record (``runrecord.read``: refused or broken) is named on the page and noted in
+    ``reader`` (a ``results.Reader``: publish then names it and exits 1)."""
     from fusebench.errors import UsageError
     from fusebench.history import runrecord, summary
 
     body = []
-    from fusebench.record import Sweep
 
     for machine, path in records_newest_first(runrecord.all_records(records_folder)):
         tables, energy = [], []
         try:
-            sweep = Sweep.load(path)
+            sweep = runrecord.read(path)
             lines = runrecord.summary_lines(sweep)
             tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
                       if (t := summary.ceiling_table(sweep, op)) is not None]
             energy = summary.energy_tables(sweep)
         except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
             lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
+            if reader is not None:
+                reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
         items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
         body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>"
                     + "".join(table_html(t) for t in tables) + energy_html(energy))
@@ -543,7 +545,7 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
         reader = results.Reader(results_dir)
         pngs = plots.write_plots(results_dir, side / PLOTS, list(ops), reader=reader)
         write_plots_page(side, pngs, reader.check())
-        write_runs_page(side, runrecord.records_dir(results_dir))
+        write_runs_page(side, runrecord.records_dir(results_dir), reader)
         # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
         verdicts.write_page(side, results_dir, machines=results.machines(checked))
         status = published.result()
