@@ -472,3 +472,34 @@ def test_a_truncated_record_on_the_runs_page_is_named_by_publish(tmp_path):
     assert [u.path for u in reader.unreadable] == [bad]
     assert reader.lines("publish")[0].startswith(f"publish: error: cannot read {bad}: not valid JSON")
     assert "unreadable record" in (tmp_path / "html" / "runs" / "index.html").read_text()
+
+
+# -- item 7: a symlink inside the stored tree is refused by publish --------------------------------
+
+@pytest.mark.parametrize("link", ["file", "folder"])
+def test_a_symlinked_record_is_not_shown_on_the_runs_page(tmp_path, link):
+    """Item 7: ``records/h200/deadbeef.json`` -> an outside file was followed by publish: the
+    outside file's text appeared on the Runs page."""
+    from fusebench.history import results as results_mod
+    from fusebench.history import site
+
+    results, _ = _history(tmp_path)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    record["environment"]["git_commit"] = "deadbeef" + "0" * 32
+    record["environment"]["cpu"] = "SECRET-TEXT-OF-ANOTHER-FILE"
+    (outside / "deadbeef.json").write_text(json.dumps(record))
+    records = runrecord.records_dir(results)
+    if link == "file":
+        os.symlink(outside / "deadbeef.json", records / "h200" / "deadbeef.json")
+        linked = records / "h200" / "deadbeef.json"
+    else:
+        os.symlink(outside, records / "h100")
+        linked = records / "h100" / "deadbeef.json"
+    reader = results_mod.Reader(results)
+    page = site.write_runs_page(tmp_path / "html", records, reader).read_text()
+    assert "SECRET-TEXT" not in page
+    assert linked in [u.path for u in reader.unreadable]
+    assert any(line.startswith(f"publish: error: cannot read {linked}: ") and "symlink" in line
+               for line in reader.lines("publish"))

@@ -102,6 +102,8 @@ def _load(path: Path) -> Run:
 
     from fusebench.history import untrusted
 
+    if path.parent.is_symlink():  # a machine folder linked elsewhere: refused as a symlinked file is
+        raise ValueError(f"in {path.parent}/, a symlink; stored folders must be real")
     try:
         untrusted.check(path, "result", path.parent.name)
     except untrusted.Refused as exc:

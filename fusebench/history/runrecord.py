@@ -67,8 +67,8 @@ def load(folder: Path, machine: str, commit: str) -> Sweep | None:
 
 def read(path: Path, named: bool = True) -> Sweep:
     """The run record at ``path``, checked first as collect checks a record from another host
-    (``untrusted``: size, schema with each field's type, figures; stored records come by ``git
-    pull`` too). Every reader of a record goes through here; ``named``: its file name must be
+    (``untrusted``: not a symlink nor in a symlinked folder, size, schema with each field's type,
+    figures; stored records come by ``git pull`` too). Every reader of a record goes through here; ``named``: its file name must be
     ``<sha8>.json`` of its commit (False for a record exported elsewhere, ``bench --json``).
 
     Raises:
@@ -77,6 +77,8 @@ def read(path: Path, named: bool = True) -> Sweep:
     from fusebench.history import untrusted
 
     try:
+        if path.parent.is_symlink():  # a machine folder linked elsewhere: as a symlinked file, refused
+            raise untrusted.Refused(path, f"in {path.parent}/, a symlink; stored folders must be real")
         raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])
         data = untrusted.parse(path, raw)
         untrusted.check_record(path, data, None, named=named)
