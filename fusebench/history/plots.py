@@ -515,7 +515,10 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
         global _JOB
         _JOB = (results_dir, out_root, groups, dpi, reader)
         try:
-            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork")) as pool:
+            from fusebench.children import ending_with_parent
+
+            with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
+                                     initializer=ending_with_parent()) as pool:  # a killed publish ends them
                 done.update(zip(todo, pool.map(_draw_job, todo)))
         finally:
             _JOB = None

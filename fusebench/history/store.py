@@ -307,5 +307,7 @@ def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> 
                     env_dir=str(Path(tmp) / "env"))
         path = Path(tmp) / "asv.conf.json"
         path.write_text(json.dumps(conf, indent=4))
+        from fusebench.children import ending_with_parent
+
         return subprocess.run([python, "-m", "asv", "publish", "--config", str(path)],
-                              cwd=PROJECT_ROOT).returncode
+                              cwd=PROJECT_ROOT, preexec_fn=ending_with_parent()).returncode
