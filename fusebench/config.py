@@ -44,6 +44,13 @@ DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 #: plus the float64 reference (24 B per element), within an H200's 141 GB; checked on reading,
 #: before any tensor is built.
 MAX_ELEMENTS = 1 << 32
+#: Bytes a case holds per element of its shape at most: a float32 input and output, and the
+#: float64 input and reference of the correctness gate. A run refuses, before measuring, a shape
+#: the device's memory cannot hold (``preflight.memory``).
+BYTES_PER_ELEMENT = 24
+#: The most rounds a run may have: a round of the default grid takes minutes on an H200, so 100
+#: is hours; more is a typo (``100000000000`` was accepted and would never end).
+MAX_ROUNDS = 100
 
 _TOP_KEYS = ("settings", "ops")
 _SETTINGS_KEYS = ("rounds", "gate")
@@ -248,8 +255,9 @@ def load(path: Path | str | None = None) -> Config:
     settings = _mapping(path, "settings", data.get("settings"), _SETTINGS_KEYS)
     gate = _mapping(path, "settings.gate", settings.get("gate"), _GATE_KEYS)
     rounds = settings.get("rounds", DEFAULT_ROUNDS)
-    if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
-        raise _fail(path, "settings.rounds", f"bad value {_q(rounds)}; valid: an integer >= 1")
+    if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
+        raise _fail(path, "settings.rounds", f"bad value {_q(rounds)}; valid: an integer from 1 to "
+                                             f"{MAX_ROUNDS} (a round of the default grid takes minutes)")
     factor = _number(path, "settings.gate.factor", gate.get("factor", DEFAULT_FACTOR), 1.0, 100.0,
                      "a number from 1 to 100 (1.04 allows 4 %)")
     alpha = _number(path, "settings.gate.alpha", gate.get("alpha", DEFAULT_ALPHA), 1e-9, 0.5,

@@ -102,6 +102,13 @@ _Loader.add_constructor("tag:yaml.org,2002:bool", _Loader.construct_yaml_bool)
 _Loader.add_constructor("tag:yaml.org,2002:map", _Loader.construct_yaml_map)
 
 
+def _control(exc: "yaml.reader.ReaderError") -> StrictYAMLError:
+    """A character YAML does not allow (a NUL byte was exit 1 with no file named: issue 42)."""
+    code = exc.character if isinstance(exc.character, int) else ord(exc.character)
+    return StrictYAMLError(f"not valid YAML (character {exc.position + 1}): character #x{code:04x} is "
+                           "not allowed in YAML (a NUL or other control byte)")
+
+
 def load(text: str):
     """``text`` parsed as one YAML document by the strict rules of this module.
 
@@ -111,9 +118,14 @@ def load(text: str):
     """
     if len(text.encode("utf-8", "surrogatepass")) > MAX_BYTES:
         raise StrictYAMLError(f"larger than {MAX_BYTES // 1024} KB; a case file is a few KB")
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # reads the first characters: a NUL byte there is refused here
+    except yaml.reader.ReaderError as exc:
+        raise _control(exc) from None
     try:
         return loader.get_single_data()
+    except yaml.reader.ReaderError as exc:  # a control byte further on
+        raise _control(exc) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark else ""

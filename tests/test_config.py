@@ -104,7 +104,10 @@ SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 10
     (_set(["ops", "matmul", "grids", "cpu", 1], "64x128"),
      "ops.matmul.grids.cpu[1]: shape 64x128 is not in the default grid (asv's parameters); valid shapes: "
      "64x64, 128x128, 256x256, 512x512, 1024x1024, 2048x2048, 4096x4096, 8192x8192"),
-    (_set(["settings", "rounds"], 0), "settings.rounds: bad value 0; valid: an integer >= 1"),
+    (_set(["settings", "rounds"], 0), "settings.rounds: bad value 0; valid: an integer from 1 to 100 (a round "
+                                      "of the default grid takes minutes)"),
+    (_set(["settings", "rounds"], 100000000000), "settings.rounds: bad value 100000000000; valid: an integer "
+                                                 "from 1 to 100 (a round of the default grid takes minutes)"),
     (_set(["settings", "gate", "factor"], 0.9),
      "settings.gate.factor: bad value 0.9; valid: a number from 1 to 100 (1.04 allows 4 %)"),
     (_set(["settings", "gate", "alpha"], 2), "settings.gate.alpha: bad value 2; valid: a number above 0 and "

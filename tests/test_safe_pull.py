@@ -575,3 +575,59 @@ def test_a_killed_publish_leaves_no_child_behind(tmp_path, kind, count):
     for k in left:  # a failed test leaves nothing behind either
         os.kill(k, signal.SIGKILL)
     assert left == []
+
+
+# -- item 10: bounds on rounds and shape size, a NUL byte in the case file named -------------------
+
+def _case_file(tmp_path: Path, change) -> Path:
+    import yaml
+
+    data = yaml.safe_load((PROJECT_ROOT / "fusebench.yaml").read_text())
+    change(data)
+    path = tmp_path / "cases.yaml"
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def test_a_shape_the_device_cannot_hold_is_refused_before_measuring(tmp_path, capsys):
+    """Item 10: a 65536x65536 shape (2^32 elements) was accepted; on this host (or any GPU under
+    103 GB) it can only fail after minutes."""
+    from fusebench.history import preflight
+    from fusebench.ops import OPS
+
+    def big(data):
+        for grid in ("default", "cpu"):
+            data["ops"]["gelu"]["grids"][grid].append("65536x65536")
+
+    path = _case_file(tmp_path, big)
+    code, err = _run(capsys, "bench", "--config", path, "--ops", "gelu", "--dry-run")
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith("bench: error: gelu shape 65536x65536: 4.29e+09 elements need about 103 GB "
+                             "(24 B each: input, output and the float64 reference), more than the "), err
+    assert err[0].endswith("; nothing measured (leave it out with SHAPES= or the case file)")
+    cases = [(OPS["gelu"], "torch", (65536, 65536), "float32"), (OPS["gelu"], "torch", (1024,), "float32")]
+    preflight.memory(cases, 141 << 30, "NVIDIA H200")  # an H200 holds it
+    with pytest.raises(Exception, match="more than the 80 GB of NVIDIA H100"):
+        preflight.memory(cases, 80 * 10**9, "NVIDIA H100")
+
+
+def test_rounds_beyond_what_a_run_can_do_are_refused_at_once(tmp_path, capsys):
+    """Item 10: ``rounds: 100000000000`` was accepted."""
+    path = _case_file(tmp_path, lambda d: d["settings"].update(rounds=100000000000))
+    code, err = _run(capsys, "list", "--config", path)
+    assert code == 2 and err == [f"list: error: {path}: settings.rounds: bad value 100000000000; valid: an "
+                                 "integer from 1 to 100 (a round of the default grid takes minutes)"]
+    with pytest.raises(SystemExit) as end:
+        main(["bench", "--rounds", "100000000000", "--dry-run"])
+    assert end.value.code == 2
+    assert "argument --rounds: invalid rounds_arg value: '100000000000'" in capsys.readouterr().err
+
+
+def test_a_nul_byte_in_the_case_file_is_one_line_naming_it(tmp_path, capsys):
+    """Item 10: a NUL byte in the case file was exit 1 with no file named."""
+    path = tmp_path / "cases.yaml"
+    path.write_bytes((PROJECT_ROOT / "fusebench.yaml").read_bytes().replace(b"ops:", b"ops:\x00", 1))
+    code, err = _run(capsys, "list", "--config", path)
+    assert code == 2 and len(err) == 1, err
+    assert err[0].startswith(f"list: error: {path}: not valid YAML (character ")
+    assert err[0].endswith("): character #x0000 is not allowed in YAML (a NUL or other control byte)")

@@ -201,12 +201,28 @@ def plan_line(planned, grid: str) -> str:
             + (f", {sum(skipped.values())} skipped ({reasons})" if skipped else ""))
 
 
+def rounds_arg(text: str) -> int:
+    """``--rounds``: an integer from 1 to ``config.MAX_ROUNDS`` (argparse's one-line error)."""
+    value = positive_int(text)
+    if value > config.MAX_ROUNDS:
+        raise ValueError(text)
+    return value
+
+
+def device_memory(dev: torch.device) -> tuple[int, str]:
+    """The bytes a run on ``dev`` can hold, and what they are: the GPU's memory, else the host's
+    RAM (0 where unknown)."""
+    if dev.type == "cuda":
+        return torch.cuda.get_device_properties(dev).total_memory, torch.cuda.get_device_name(dev)
+    return int(environment.ram_bytes()), "this host's RAM"
+
+
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench bench``."""
     add_selection(ap)
-    ap.add_argument("--rounds", type=positive_int,
+    ap.add_argument("--rounds", type=rounds_arg,
                     help=f"interleaved rounds per case (default: the case file's settings.rounds, "
-                         f"{config.DEFAULT_ROUNDS} unless set); noise: their spread")
+                         f"{config.DEFAULT_ROUNDS} unless set; at most {config.MAX_ROUNDS}); noise: their spread")
     ap.add_argument("--gpus", help="all, or comma-separated GPU indices (0,1): one worker per GPU, "
                     "pulling cases from one queue (default: one GPU, in this process)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
@@ -230,6 +246,10 @@ def run(args: argparse.Namespace) -> int:
     if commit is None:
         raise UsageError("not a git checkout: asv stores results per commit (git rev-parse HEAD failed)")
     slots = workers.parse_gpus(args.gpus, workers.visible_gpus()) if args.gpus else None
+    if not slots:  # a shape the device cannot hold, said at once (a GPUS= parent leaves CUDA alone)
+        dev = environment.device()
+        preflight.memory(sweep.cases(ops, sweep.grid_name(dev, args.quick), backends, dtypes),
+                         *device_memory(dev))
     # Only the backends the chosen ops register: a way out the refusal suggests must run as printed.
     applicable = [b for b in backends if any(b in op.backends for op in ops)]
     checked = before_sweep(results, applicable, dirty=args.dirty, gpu=True if slots else None)

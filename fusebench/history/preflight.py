@@ -65,3 +65,27 @@ def check(folders: dict[str, Path], cases: int) -> None:
         if free < need:
             raise UsageError(f"{free >> 20} MB free for the {what} in {folder}, the run needs about "
                              f"{need >> 20} MB; nothing measured")
+
+
+def memory(cases, have_bytes: int, where: str) -> None:
+    """Refuse, before measuring, a run with a case whose shape ``where``'s memory (``have_bytes``:
+    the GPU's, or the host's RAM on the CPU) cannot hold: ``config.BYTES_PER_ELEMENT`` per
+    element (a 65536x65536 shape, 2^32 elements, needs 103 GB). ``cases``: ``sweep.cases``.
+
+    Raises:
+        UsageError: one line naming the largest such shape and both figures.
+    """
+    import math
+
+    from fusebench.config import BYTES_PER_ELEMENT
+    from fusebench.registry import shape_label
+
+    if not cases or have_bytes <= 0:
+        return
+    op, _, shape, _ = max(cases, key=lambda c: math.prod(c[2]))
+    need = math.prod(shape) * BYTES_PER_ELEMENT
+    if need > have_bytes:
+        raise UsageError(f"{op.name} shape {shape_label(shape)}: {math.prod(shape):.3g} elements need about "
+                         f"{need / 1e9:.0f} GB ({BYTES_PER_ELEMENT} B each: input, output and the float64 "
+                         f"reference), more than the {have_bytes / 1e9:.0f} GB of {where}; nothing measured "
+                         "(leave it out with SHAPES= or the case file)")
