@@ -631,3 +631,25 @@ def test_a_nul_byte_in_the_case_file_is_one_line_naming_it(tmp_path, capsys):
     assert code == 2 and len(err) == 1, err
     assert err[0].startswith(f"list: error: {path}: not valid YAML (character ")
     assert err[0].endswith("): character #x0000 is not allowed in YAML (a NUL or other control byte)")
+
+
+# -- item 11: docs/untrusted-input.md says what preflight checks -----------------------------------
+
+def test_the_document_names_the_folders_preflight_checks(tmp_path, monkeypatch):
+    """Item 11: the document said preflight checks a writable HOME (and .asv/); it does not (a
+    read-only HOME costs only the offline site)."""
+    import contextlib
+    import re
+
+    from fusebench.commands import bench
+    from fusebench.history import preflight
+
+    seen: dict = {}
+    monkeypatch.setattr(preflight, "check", lambda folders, cases: seen.update(folders))
+    with contextlib.ExitStack() as held:
+        bench.ready(held, set(), tmp_path / "results", 10)
+    text = (PROJECT_ROOT / "docs" / "untrusted-input.md").read_text()
+    bullet = text.split("- **Preflight**")[1].split("\n- **")[0]
+    claimed = re.search(r"creates and\s+removes a file in the (.+?) folders", bullet).group(1)
+    assert claimed.replace("\n  ", " ").split(" and ") == list(seen) == ["results", "run records"]
+    assert "`HOME` is not checked" in bullet and "A read-only `HOME` costs only the offline site" in bullet
