@@ -71,13 +71,14 @@ def parse_factor(text: str) -> float:
 
 def gpu_of(run: results.Run, record, side: str) -> str:
     """The GPU model one side ran on: its result's ``gpu`` field, which its record's environment
-    (when there is one) must repeat.
+    (when there is one, and it names a GPU) must repeat.
 
     Raises:
         UsageError: the side's result and record name different GPU models.
     """
     gpu = str(run.fields.get("gpu") or "none")
-    if record is not None and str(record.environment.get("gpu") or "none") != gpu:
+    said = None if record is None else record.environment.get("gpu")
+    if said is not None and str(said) != gpu:  # a record that names no GPU says nothing against it
         raise UsageError(f"the {side} side's result says GPU {gpu!r} but its run record "
                          f"{record.environment.get('gpu')!r}: refused, not compared")
     return gpu
