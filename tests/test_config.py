@@ -104,8 +104,8 @@ SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 10
     (_set(["ops", "matmul", "grids", "cpu", 1], "64x128"),
      "ops.matmul.grids.cpu[1]: shape 64x128 is not in the default grid (asv's parameters); valid shapes: "
      "64x64, 128x128, 256x256, 512x512, 1024x1024, 2048x2048, 4096x4096, 8192x8192"),
-    (_set(["settings", "rounds"], 0), "settings.rounds: bad value 0; valid: an integer from 1 to 100 (a round "
-                                      "of the default grid takes minutes)"),
+    (_set(["settings", "rounds"], 0), "settings.rounds: bad value 0; valid: an integer from 1 to 100 "
+                                      "(a round of the default grid takes minutes)"),
     (_set(["settings", "rounds"], 100000000000), "settings.rounds: bad value 100000000000; valid: an integer "
                                                  "from 1 to 100 (a round of the default grid takes minutes)"),
     (_set(["settings", "gate", "factor"], 0.9),

@@ -222,7 +222,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     add_selection(ap)
     ap.add_argument("--rounds", type=rounds_arg,
                     help=f"interleaved rounds per case (default: the case file's settings.rounds, "
-                         f"{config.DEFAULT_ROUNDS} unless set; at most {config.MAX_ROUNDS}); noise: their spread")
+                         f"{config.DEFAULT_ROUNDS} unless set; at most {config.MAX_ROUNDS}); noise: their "
+                         "spread")
     ap.add_argument("--gpus", help="all, or comma-separated GPU indices (0,1): one worker per GPU, "
                     "pulling cases from one queue (default: one GPU, in this process)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")

@@ -68,8 +68,9 @@ def load(folder: Path, machine: str, commit: str) -> Sweep | None:
 def read(path: Path, named: bool = True) -> Sweep:
     """The run record at ``path``, checked first as collect checks a record from another host
     (``untrusted``: not a symlink nor in a symlinked folder, size, schema with each field's type,
-    figures; stored records come by ``git pull`` too). Every reader of a record goes through here; ``named``: its file name must be
-    ``<sha8>.json`` of its commit (False for a record exported elsewhere, ``bench --json``).
+    figures; stored records come by ``git pull`` too). Every reader of a record goes through
+    here; ``named``: its file name must be ``<sha8>.json`` of its commit (False for a record
+    exported elsewhere, ``bench --json``).
 
     Raises:
         UsageError: the file is refused or unreadable (one line naming it and why).
