@@ -94,18 +94,19 @@ def _reason(exc: BaseException, path: Path) -> str:
     return text.strip(" :.") or type(exc).__name__
 
 
-def _load(path: Path) -> Run:
+def _load(path: Path, checked: bool = True) -> Run:
     """One asv result file as a :class:`Run`, checked first as collect checks it
     (``untrusted.check``: its schema, names and figures; stored files come by ``git pull`` too);
-    a refusal or any failure of asv's loader propagates."""
+    a refusal or any failure of asv's loader propagates. ``checked=False``: asv's loader only."""
     from asv.results import Results
 
     from fusebench.history import untrusted
 
-    if path.parent.is_symlink():  # a machine folder linked elsewhere: refused as a symlinked file is
+    if checked and path.parent.is_symlink():  # a machine folder linked elsewhere: as a symlinked file
         raise ValueError(f"in {path.parent}/, a symlink; stored folders must be real")
     try:
-        untrusted.check(path, "result", path.parent.name)
+        if checked:
+            untrusted.check(path, "result", path.parent.name)
     except untrusted.Refused as exc:
         raise ValueError(exc.why) from None
     res = Results.load(str(path))
@@ -231,8 +232,10 @@ class Reader:
         unreadable: the files that could not be read so far, in the order met, each once.
     """
 
-    def __init__(self, results_dir: Path, who: str = "read"):
+    def __init__(self, results_dir: Path, who: str = "read", checked: bool = True):
         from fusebench.history import runrecord, transaction
+
+        self.checked = checked  # each file checked as collect checks it (False: asv's loader only)
 
         # an interrupted store is finished (or refused) first: never a result of one run read
         # beside the record of another (issue 42)
@@ -254,7 +257,7 @@ class Reader:
         """The run of one result file (read once, then cached), or None if it is unreadable."""
         if path not in self._runs:
             try:
-                self._runs[path] = _load(path)
+                self._runs[path] = _load(path, self.checked)
             except Exception as exc:  # asv's UserError, OSError, JSON and format errors alike
                 self._runs[path] = None
                 self._note(path, _reason(exc, path))

@@ -491,7 +491,8 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     with tmpdirs.scratch("publish") as tmp:
         checked = tmp / "results"
         refused = untrusted.checked_copy(results_dir, checked)
-        named = {u.path for u in results.Reader(results_dir).check()}  # named by report_unreadable
+        # the files asv cannot load at all: named by report_unreadable, not again here
+        named = {u.path for u in results.Reader(results_dir, "publish", checked=False).check()}
         for exc in refused:
             if exc.path not in named:
                 print(f"publish: error: {exc}; left out of the site", file=sys.stderr)
@@ -520,6 +521,11 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
             finally:
                 shutil.rmtree(stage, ignore_errors=True)
     reader = status[1]
+    # a file refused above (or in a machine folder refused whole) is named once, as refused
+    gone = {exc.path for exc in refused} | {exc.path.parent for exc in refused
+                                            if exc.path.name == "machine.json"}
+    reader.unreadable[:] = [u for u in reader.unreadable
+                            if u.path in named or not (u.path in gone or u.path.parent in gone)]
     unreadable = report_unreadable(reader, "publish", count=True)
     if strict and undrawn:
         print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
