@@ -15,6 +15,7 @@ import errno
 import functools
 import hashlib
 import json
+import math
 import os
 import re
 import stat
@@ -358,8 +359,6 @@ def figure_problem(value: object, metric, asv: bool = False) -> str | None:
     unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a finite number,
     negative, zero (only an IQR may be: a spread), or beyond :data:`MAX_FIGURE`. None when it is
     a figure a run can produce."""
-    import math
-
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         return "is not a finite number"
     spread = metric.field.endswith("_iqr_ms")
@@ -386,24 +385,29 @@ def check_record_figures(path: Path, data: dict) -> None:
     _need(python is None or (isinstance(python, str) and PYTHON.fullmatch(python) is not None), path,
           f"environment.python {_cut(python)} is not a Python version")
     seen = set()
-    for i, rec in enumerate(data["records"]):
-        _need(rec.get("status", "ok") in STATUSES, path,
-              f"records[{i}].status {_cut(rec.get('status'))} is not one of {', '.join(STATUSES)}")
-        for m in METRICS:
-            value = rec.get(m.field)
-            why = None if value is None else figure_problem(value, m)
-            _need(why is None, path, f"records[{i}].{m.field} {_cut(value)} {why}"
-                  + (" or null" if why == "is not a finite number" else " (null when not measured)"))
+    metrics = [(m.field, m) for m in METRICS]
+    timings = [(name, by_field[name]) for name in ROUND_FIELDS]
+    for i, rec in enumerate(data["records"]):  # messages built only on a refusal: 10^6 figures a collect
+        if rec.get("status", "ok") not in STATUSES:
+            raise Refused(path, f"records[{i}].status {_cut(rec.get('status'))} is not one of "
+                                f"{', '.join(STATUSES)}")
+        for name, m in metrics:
+            value = rec.get(name)
+            if value is not None and (why := figure_problem(value, m)) is not None:
+                tail = " or null" if why == "is not a finite number" else " (null when not measured)"
+                raise Refused(path, f"records[{i}].{name} {_cut(value)} {why}{tail}")
         rounds = rec.get("rounds", [])
         _need(isinstance(rounds, list), path, f"records[{i}].rounds is not a list")
         for j, rnd in enumerate(rounds):
-            rnd = _object(rnd, path, f"records[{i}].rounds[{j}]")
-            for name in ROUND_FIELDS:
+            if not isinstance(rnd, dict):
+                raise Refused(path, f"records[{i}].rounds[{j}] is not a JSON object")
+            for name, m in timings:
                 value = rnd.get(name)
-                why = None if value is None else figure_problem(value, by_field[name])
-                _need(why is None, path, f"records[{i}].rounds[{j}].{name} {_cut(value)} {why}")
+                if value is not None and (why := figure_problem(value, m)) is not None:
+                    raise Refused(path, f"records[{i}].rounds[{j}].{name} {_cut(value)} {why}")
         key = (rec["op"], rec["backend"], rec["shape"], rec["dtype"])
-        _need(key not in seen, path, f"records[{i}]: case {'/'.join(key)} is in the record twice")
+        if key in seen:
+            raise Refused(path, f"records[{i}]: case {'/'.join(key)} is in the record twice")
         seen.add(key)
 
 
@@ -435,40 +439,52 @@ def check_result_figures(path: Path, data: dict) -> None:
                                      "when skipped)")
 
 
-def _is(value: object, kind: str) -> bool:
-    """Whether ``value`` (parsed JSON) is of the dataclass annotation ``kind`` (``"int | None"``,
-    ``"list[float]"``, ``"dict[str, int]"``; the annotations of ``Record`` and ``Sweep``). An int
-    is a float; a bool is neither."""
+@functools.cache
+def _is(kind: str):
+    """A test of whether a value (parsed JSON) is of the dataclass annotation ``kind``
+    (``"int | None"``, ``"list[float]"``, ``"dict[str, int]"``: the annotations of ``Record`` and
+    ``Sweep``), built once per annotation (a collect checks millions of fields). An int is a
+    float; a bool is neither."""
     if " | " in kind:
-        return any(_is(value, k) for k in kind.split(" | "))
+        tests = [_is(k) for k in kind.split(" | ")]
+        return lambda v: any(t(v) for t in tests)
     if kind == "None":
-        return value is None
-    if kind in ("int", "float"):
-        return (isinstance(value, int) or (kind == "float" and isinstance(value, float))) \
-            and not isinstance(value, bool)
+        return lambda v: v is None
+    if kind == "int":
+        return lambda v: type(v) is int
+    if kind == "float":
+        return lambda v: type(v) is float or type(v) is int
     if kind in ("str", "bool", "dict"):
-        return isinstance(value, {"str": str, "bool": bool, "dict": dict}[kind])
+        py = {"str": str, "bool": bool, "dict": dict}[kind]
+        return lambda v: isinstance(v, py)
+    if kind == "list[Record]":  # each checked as a Record by check_record
+        return lambda v: isinstance(v, list)
     if kind.startswith("list[") and kind.endswith("]"):
-        inner = kind[5:-1]
-        return isinstance(value, list) and (inner == "Record" or all(_is(v, inner) for v in value))
+        inner = _is(kind[5:-1])
+        return lambda v: isinstance(v, list) and all(inner(x) for x in v)
     if kind.startswith("dict[str, ") and kind.endswith("]"):
-        inner = kind[10:-1]
-        return isinstance(value, dict) and all(_is(v, inner) for v in value.values())
+        inner = _is(kind[10:-1])
+        return lambda v: isinstance(v, dict) and all(inner(x) for x in v.values())
     raise ValueError(f"no check for the annotation {kind!r}")
+
+
+@functools.cache
+def _typed_fields(cls) -> dict:
+    """``{field: (annotation, its test)}`` of the dataclass ``cls``, less a metric's figure (left
+    to :func:`check_record_figures`, which says what a figure must be)."""
+    from fusebench.metrictable import METRICS
+
+    figures = {m.field for m in METRICS}
+    return {f.name: (f.type, _is(f.type)) for f in fields(cls) if f.name not in figures}
 
 
 def _types(data: dict, cls, path: Path, what: str) -> None:
     """Each of ``data``'s values is of its ``cls`` field's annotation (a string where ``rounds``
-    must be a number crashed the gate, the tables and publish with a traceback: issue 42); a
-    metric's figure is left to :func:`check_record_figures`, which says what a figure must be."""
-    from fusebench.metrictable import METRICS
-
-    kinds = {f.name: f.type for f in fields(cls)}
-    figures = {m.field for m in METRICS}
+    must be a number crashed the gate, the tables and publish with a traceback: issue 42)."""
+    typed = _typed_fields(cls)
     for key, value in data.items():
-        if key in figures:
-            continue
-        _need(_is(value, kinds[key]), path, f"{what}.{key} {_cut(value)} is not of type {kinds[key]}")
+        if key in typed and not typed[key][1](value):
+            raise Refused(path, f"{what}.{key} {_cut(value)} is not of type {typed[key][0]}")
 
 
 @functools.cache
