@@ -224,7 +224,8 @@ def test_make_slurm_tests_case_file_measures_the_cpu_quick_grid():
 
 WORKFLOW = PROJECT_ROOT / "deploy" / "github" / "ab.yml"
 ACTIONLINT_CONFIG = PROJECT_ROOT / "deploy" / "github" / "actionlint.yaml"
-AB_COMMAND = "make in-image CMD='make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md'"
+AB_COMMAND = ("make in-image CMD='make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md "
+              "BISECT_CACHE=/cache/bisect'")
 
 
 def _workflow() -> dict:
@@ -309,7 +310,7 @@ def test_the_ab_step_keeps_make_abs_exit_status_and_the_table(tmp_path, status):
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "make.args").read_text().splitlines() == [
-        "in-image", "CMD=make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md"]
+        "in-image", "CMD=make ab BASE=origin/main FORMAT=markdown AB_OUT=ab.md BISECT_CACHE=/cache/bisect"]
     assert (tmp_path / "output").read_text() == f"status={status}\n"
     assert (tmp_path / "summary").read_text() == "| case | ratio |\n"
     fail = subprocess.run(["bash", "-eo", "pipefail", "-c", _step("Fail unless")["run"]],
