@@ -2,6 +2,7 @@
 //
 //   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
 //                               [--block-external] [--screenshot FILE.png] [--x-axis shape]
+//                               [--legend click|address]
 //
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
@@ -22,6 +23,10 @@
 // with the parameter values it selected), `titles` (the grid's tile titles) and `drawn` (series
 // with at least one point inside the plotted x range: a series whose x values are null or shifted
 // off the axis is loaded but not drawn). --x-axis opens the graph against that parameter.
+// --legend click presses the graph's legend button once, --legend address opens the graph with
+// show-legend=true; the report then says `legend_rows` (rows of the legend flot drew, on the plot
+// or beside it), `legend_over_plot` (the legend's box overlaps the plot's) and `legend_hash` (the
+// address after it).
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -50,23 +55,45 @@ function parseArgs(argv) {
     else if (argv[i] === "--block-external") opts.blockExternal = true;
     else if (argv[i] === "--screenshot") opts.screenshot = argv[++i];
     else if (argv[i] === "--x-axis") opts.xAxis = argv[++i];
+    else if (argv[i] === "--legend") opts.legend = argv[++i];
     else rest.push(argv[i]);
   }
   if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
-      !opts.machine || !opts.benchmark) {
+      !opts.machine || !opts.benchmark || ![undefined, "click", "address"].includes(opts.legend)) {
     console.error("browser_check: error: usage: browser_check.mjs http://127.0.0.1:PORT " +
-      "[--machine NAME] [--benchmark NAME] [--block-external]");
+      "[--machine NAME] [--benchmark NAME] [--block-external] [--legend click|address]");
     process.exit(2);
   }
   opts.origin = new URL(rest[0]).origin;
   return opts;
 }
 
+// The legend flot drew (as a table: on the plot in div.legend, or in the container it was given)
+// after the legend button was pressed once (`click`) or as the address asked: its rows, whether
+// its box overlaps the plot's, and the address then.
+async function legend(page, click) {
+  const rowsSel = "#main-graph .legend table tr, #fusebench-legend table tr";
+  if (click) await page.click("#show-legend");
+  try {
+    await page.waitForFunction((sel) => Array.from(document.querySelectorAll(sel))
+      .some((tr) => tr.getBoundingClientRect().height > 0), rowsSel, { timeout: 5000 });
+  } catch (e) { /* no legend drawn: reported as 0 rows */ }
+  return page.evaluate((sel) => {
+    const visible = Array.from(document.querySelectorAll(sel)).filter((tr) => tr.getBoundingClientRect().height > 0);
+    const plot = document.querySelector("#main-graph").getBoundingClientRect();
+    const over = visible.some((tr) => {
+      const r = tr.getBoundingClientRect();
+      return r.left < plot.right && r.right > plot.left && r.top < plot.bottom && r.bottom > plot.top;
+    });
+    return { legend_rows: visible.length, legend_over_plot: over, legend_hash: decodeURIComponent(location.hash) };
+  }, rowsSel);
+}
+
 async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const report = { ok: false, failed: [], bad_status: [], missing_graphs: [], page_errors: [], external: [],
     error_page: false, benchmarks: [], titles: [], machine_button: false, series: 0, points: 0,
-    longest: 0, drawn: 0, hash: "", problems: [] };
+    longest: 0, drawn: 0, hash: "", legend_rows: 0, legend_over_plot: false, legend_hash: "", problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
   let context;
   try {
@@ -103,7 +130,8 @@ async function main() {
     }
 
     const xAxis = opts.xAxis ? `&x-axis=${encodeURIComponent(opts.xAxis)}` : "";
-    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}${xAxis}`,
+    const legendOn = opts.legend === "address" ? "&show-legend=true" : "";
+    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}${xAxis}${legendOn}`,
       { waitUntil: "load", timeout: TIMEOUT_MS });
     try {
       await waitFor(page, "#main-graph canvas.flot-base");
@@ -127,6 +155,7 @@ async function main() {
       Object.assign(report, shape);
       report.machine_button = await page.$$eval("#graphdisplay-state-params a, #graphdisplay-state-params button",
         (els, m) => els.some((el) => el.textContent.trim() === m), opts.machine);
+      if (opts.legend) Object.assign(report, await legend(page, opts.legend === "click"));
     } catch (e) {
       report.problems.push(`no graph of ${opts.benchmark}: ${String(e.message).split("\n")[0]}`);
     }

@@ -223,3 +223,15 @@ def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
         httpd.server_close()
     assert [p for p in requested if "pwned" in p] == []
     assert code == 0 and report["page_errors"] == [] and report["points"] >= 1, report
+
+
+def test_the_legend_shows_on_the_first_click_beside_the_plot(published, serve):
+    """Issue 41, item 4: the legend button's first click turned it active and drew nothing (the
+    address got no show-legend); with ?show-legend=true the legend's rows covered the plot."""
+    base = serve(published)
+    code, report = _check(base, "--legend", "click", site_dir=published)
+    assert code == 0, report
+    assert report["legend_rows"] >= 5 and not report["legend_over_plot"], report  # a row per backend
+    assert "show-legend=true" in report["legend_hash"]
+    code, report = _check(base, "--legend", "address", site_dir=published)
+    assert code == 0 and report["legend_rows"] >= 5 and not report["legend_over_plot"], report

@@ -60,13 +60,25 @@ def test_a_page_opened_from_the_file_system_says_how_to_open_it(tmp_path):
     assert not site_readable.explain_file_urls(html)  # once
 
 
-def test_a_graph_opens_with_its_legend_hidden(tmp_path):
+def test_a_graph_opens_with_its_legend_hidden_and_shows_it_beside_the_plot(tmp_path):
+    """Issue 41, item 4: the first click of the legend button did nothing (the handler wrote
+    show-legend only to turn it off), and the legend was drawn over the plot."""
     html = _asv_pages(tmp_path)
-    assert site_readable.legend_off_at_first(html)
+    assert site_readable.legend_beside_the_plot(html)
     js = (html / "graphdisplay.js").read_text()
     assert "var show_legend = false;" in js and "var show_legend = true;" not in js
+    assert "update_state_url({'show-legend': show_legend ? [true] : []});" in js  # on: in the address
     assert js.count("show_legend_button.addClass('active')") == 1  # only when the address asks
-    assert not site_readable.legend_off_at_first(html)  # already patched: left as it is
+    assert "container: $('#fusebench-legend').toggle(show_legend).find('.panel-body')," in js
+    page = (html / "index.html").read_text()
+    nav = page[page.index('id="graphdisplay-navigation"'):page.index('left: 220px')]
+    assert nav.index('id="show-legend"') < nav.index('id="fusebench-legend"')  # the left column
+    assert not site_readable.legend_beside_the_plot(html)  # already patched: left as it is
+    assert (html / "graphdisplay.js").read_text() == js and page.count('id="fusebench-legend"') == 1
+    (html / "graphdisplay.js").write_text("another asv")
+    (html / "index.html").write_text(page.replace(site_readable.LEGEND_PANEL, ""))
+    assert not site_readable.legend_beside_the_plot(html)
+    assert 'id="fusebench-legend"' not in (html / "index.html").read_text()  # nothing half done
 
 
 @pytest.mark.slow

@@ -10,9 +10,11 @@
   with requests a browser refuses on ``file://``, and it then showed asv's "active internet
   connection" message although the site works offline when served. ``index.html`` now sends a
   ``file://`` reader to an error page that says ``make preview`` (:func:`explain_file_urls`).
-* **A graph opens with the plot in view.** asv draws the legend inside the plot, over the lines
-  (twenty series on one graph): it now opens hidden, its ``legend`` button shows it
-  (:func:`legend_off_at_first`).
+* **A graph opens with the plot in view, and its legend beside it.** asv draws the legend inside
+  the plot, over the lines (eight backends or more on one graph). It now opens hidden; the
+  ``legend`` button shows it on its first click (the address then says ``show-legend=true``), in
+  a "legend" panel of the left column under the plot settings, never over the plot
+  (:func:`legend_beside_the_plot`).
 """
 
 from __future__ import annotations
@@ -38,9 +40,37 @@ ERROR_TEXT = """<p>
 ASV_ERROR_PARAGRAPH = "Make sure you have an active internet connection"
 FILE_CHECK = ('<script>if (window.location.protocol === "file:") '
               '{ window.location.replace("error.html"); }</script>')
-LEGEND_DEFAULT = "    var show_legend = true;\n"
-LEGEND_BUTTON_DEFAULT = ("        else {\n            show_legend_button.addClass('active');\n"
-                         "        }\n")
+#: ``(asv 0.6.6's graphdisplay.js text, what replaces it)``, each found exactly once. asv shows the
+#: legend by default and its button's handler writes ``show-legend`` only to turn it off
+#: (``show_legend ? [] : [false]``): with the default turned off, the first click wrote nothing, the
+#: address did not change, nothing was redrawn. Now the address carries ``show-legend=true`` while
+#: it shows (no ``show-legend``: hidden), and flot draws the legend into the panel
+#: :data:`LEGEND_PANEL`, not onto the plot (flot's ``legend.container``).
+LEGEND_JS = (
+    ("    var show_legend = true;\n",
+     "    var show_legend = false;  // fusebench: the plot in view first, the legend on request\n"),
+    ("            update_state_url({'show-legend': show_legend ? [] : [false]});\n",
+     "            update_state_url({'show-legend': show_legend ? [true] : []});  // fusebench\n"),
+    ("        else {\n            show_legend_button.addClass('active');\n        }\n",
+     "        else {\n            show_legend = false;  // fusebench: no show-legend, no legend\n"
+     "            show_legend_button.removeClass('active');\n        }\n"),
+    ("                show: show_legend,\n                position: \"nw\",\n",
+     "                show: show_legend,\n                position: \"nw\",\n"
+     "                // fusebench: into the left column's legend panel, shown only with the legend\n"
+     "                container: $('#fusebench-legend').toggle(show_legend).find('.panel-body'),\n"),
+)
+#: The left column's panel the legend is drawn into (hidden until the legend is shown).
+LEGEND_PANEL = """        <div id="fusebench-legend" class="panel panel-default" style="display: none">
+          <div class="panel-heading">
+            legend
+          </div>
+          <div class="panel-body" style="padding: 4px; overflow-x: auto"></div>
+        </div>
+"""
+#: The end of asv 0.6.6's left column of the graph page (``index.html``): the panel goes before it.
+LEGEND_PANEL_ANCHOR = """      </div>
+      <div style="position: absolute; left: 220px; top: 60px; bottom: 10px; right: 20px;">
+"""
 
 
 def is_cpu(machine: str) -> bool:
@@ -98,22 +128,26 @@ def explain_file_urls(html_dir: Path) -> bool:
     return changed
 
 
-def legend_off_at_first(html_dir: Path) -> bool:
-    """asv's graph page (``graphdisplay.js``) with its legend hidden until the ``legend`` button
-    is pressed (a ``show-legend`` in the address still wins). Returns True when patched."""
-    path = html_dir / "graphdisplay.js"
-    if not path.is_file():
+def legend_beside_the_plot(html_dir: Path) -> bool:
+    """Patch asv's ``graphdisplay.js`` (:data:`LEGEND_JS`) and put :data:`LEGEND_PANEL` into
+    ``index.html``'s left column, so that the legend opens hidden, shows on the button's first
+    click and is drawn beside the plot. Returns True when patched now; False when there is no
+    ``graphdisplay.js``, it was patched before, or it or the page is not asv 0.6.6's (every anchor
+    must be there exactly once; nothing is changed otherwise)."""
+    path, index = html_dir / "graphdisplay.js", html_dir / "index.html"
+    if not path.is_file() or not index.is_file():
         return False
-    js = path.read_text()
-    if LEGEND_DEFAULT not in js or LEGEND_BUTTON_DEFAULT not in js:
-        return False  # another asv: left as it is
-    js = js.replace(LEGEND_DEFAULT, "    var show_legend = false;  // fusebench: the plot in view first\n", 1)
-    js = js.replace(LEGEND_BUTTON_DEFAULT, "        else {\n            show_legend = false;\n        }\n", 1)
+    js, page = path.read_text(), index.read_text()
+    if any(js.count(old) != 1 for old, _ in LEGEND_JS) or page.count(LEGEND_PANEL_ANCHOR) != 1:
+        return False  # another asv, or patched already: left as it is
+    for old, new in LEGEND_JS:
+        js = js.replace(old, new, 1)
     path.write_text(js)
+    index.write_text(page.replace(LEGEND_PANEL_ANCHOR, LEGEND_PANEL + LEGEND_PANEL_ANCHOR, 1))
     return True
 
 
 def apply(html_dir: Path) -> None:
     """The page fixes of this module on a published site."""
     explain_file_urls(html_dir)
-    legend_off_at_first(html_dir)
+    legend_beside_the_plot(html_dir)
