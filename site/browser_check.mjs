@@ -2,7 +2,7 @@
 //
 //   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
 //                               [--block-external] [--screenshot FILE.png] [--x-axis shape]
-//                               [--legend click|address]
+//                               [--legend click|address] [--list]
 //
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
@@ -26,7 +26,9 @@
 // --legend click presses the graph's legend button once, --legend address opens the graph with
 // show-legend=true; the report then says `legend_rows` (rows of the legend flot drew, on the plot
 // or beside it), `legend_over_plot` (the legend's box overlaps the plot's) and `legend_hash` (the
-// address after it).
+// address after it). --list also opens the benchmark list (#summarylist) and reports `changes`:
+// [benchmark text, recent change text, its colour class ("positive-change": red, "negative-change":
+// green, "" none)] for every row with a change.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -56,6 +58,7 @@ function parseArgs(argv) {
     else if (argv[i] === "--screenshot") opts.screenshot = argv[++i];
     else if (argv[i] === "--x-axis") opts.xAxis = argv[++i];
     else if (argv[i] === "--legend") opts.legend = argv[++i];
+    else if (argv[i] === "--list") opts.list = true;
     else rest.push(argv[i]);
   }
   if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
@@ -93,7 +96,7 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const report = { ok: false, failed: [], bad_status: [], missing_graphs: [], page_errors: [], external: [],
     error_page: false, benchmarks: [], titles: [], machine_button: false, series: 0, points: 0,
-    longest: 0, drawn: 0, hash: "", legend_rows: 0, legend_over_plot: false, legend_hash: "", problems: [] };
+    longest: 0, drawn: 0, hash: "", legend_rows: 0, legend_over_plot: false, legend_hash: "", changes: [], problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
   let context;
   try {
@@ -159,6 +162,22 @@ async function main() {
     } catch (e) {
       report.problems.push(`no graph of ${opts.benchmark}: ${String(e.message).split("\n")[0]}`);
     }
+    if (opts.list) {
+      try {
+        await page.goto(`${opts.origin}/index.html#summarylist?machine=${opts.machine}`,
+          { waitUntil: "load", timeout: TIMEOUT_MS });
+        await waitFor(page, "#summarylist-body table tbody tr td.change a");
+        report.changes = await page.$$eval("#summarylist-body table tbody tr", (trs) => trs
+          .filter((tr) => tr.querySelector("td.change a"))
+          .map((tr) => {
+            const td = tr.querySelector("td.change");
+            const cls = ["positive-change", "negative-change"].find((c) => td.classList.contains(c)) || "";
+            return [tr.querySelector("td").textContent.trim(), td.textContent.trim(), cls];
+          }));
+      } catch (e) {
+        report.problems.push(`no benchmark list: ${String(e.message).split("\n")[0]}`);
+      }
+    }
     if (page.url().includes("error.html")) report.error_page = true;
     if (opts.screenshot) await page.screenshot({ path: opts.screenshot, fullPage: true });
   } catch (e) {
@@ -175,8 +194,8 @@ async function main() {
   if (report.page_errors.length) report.problems.push(`${report.page_errors.length} page error(s)`);
   if (report.error_page) report.problems.push("asv's error page was shown");
   report.ok = report.problems.length === 0;
-  console.log(JSON.stringify(report, null, 1));
-  process.exit(report.ok ? 0 : 1);
+  // exit once the report is written: process.exit right after a large write to a pipe cuts it off
+  process.stdout.write(JSON.stringify(report, null, 1) + "\n", () => process.exit(report.ok ? 0 : 1));
 }
 
 main();

@@ -235,3 +235,22 @@ def test_the_legend_shows_on_the_first_click_beside_the_plot(published, serve):
     assert "show-legend=true" in report["legend_hash"]
     code, report = _check(base, "--legend", "address", site_dir=published)
     assert code == 0 and report["legend_rows"] >= 5 and not report["legend_over_plot"], report
+
+
+def test_the_benchmark_list_colours_a_change_by_the_metrics_direction(published, serve):
+    """Issue 41, item 5: a bandwidth gain (+102.0 % GB/s) was coloured red, like a regression. Now
+    red is worse and green better for every metric (asv colours beyond 5 %)."""
+    from fusebench import metrictable
+
+    code, report = _check(serve(published), "--list", site_dir=published)
+    assert code == 0, report
+    seen = Counter()
+    for name, change, cls in report["changes"]:
+        metric = metrictable.metric(name.split(" ")[0])
+        rise = change.startswith("+")  # asv writes a fall with U+2212
+        if cls:
+            worse = rise if metric.better == metrictable.LOWER else not rise
+            assert cls == ("positive-change" if worse else "negative-change"), (name, change, cls)
+            seen[(metric.better, rise, cls)] += 1
+    assert seen[("higher", True, "negative-change")] >= 10  # bandwidth gains, green
+    assert seen[("lower", True, "positive-change")] >= 10  # slower device times, red

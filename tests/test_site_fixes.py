@@ -86,3 +86,26 @@ def test_tile_titles_carry_the_unit(tmp_path):
     out = json.loads((tmp_path / "index.json").read_text())["benchmarks"]
     assert out["suite.Softmax.track_device_time"]["pretty_name"] == "Softmax.track_device_time [seconds]"
     assert out["suite.Gelu.track_device_time"]["pretty_name"] == "GELU hot device time, s"  # kept
+
+
+def test_the_benchmark_list_colours_a_change_by_the_metrics_direction(tmp_path):
+    """Issue 41, item 5: asv coloured every rise red, so a bandwidth gain looked like a regression."""
+    import shutil
+    from pathlib import Path
+
+    import asv
+
+    shutil.copy(Path(asv.__file__).parent / "www" / "summarylist.js", tmp_path / "summarylist.js")
+    (tmp_path / "index.json").write_text(json.dumps(_index()))
+    assert site_fixes.colour_by_direction(tmp_path) == 3  # track_bandwidth of Gelu, Softmax, Matmul
+    bms = json.loads((tmp_path / "index.json").read_text())["benchmarks"]
+    assert bms["suite.Gelu.track_bandwidth"][site_fixes.BETTER_KEY] == "higher"
+    assert site_fixes.BETTER_KEY not in bms["suite.Gelu.track_device_time"]  # lower: asv's reading
+    js = (tmp_path / "summarylist.js").read_text()
+    assert site_fixes.SUMMARYLIST_COLOURS not in js and js.count(site_fixes.SUMMARYLIST_BY_DIRECTION) == 1
+    assert "fusebench_better === 'higher' ? -change : change;" in js
+    site_fixes.colour_by_direction(tmp_path)  # once
+    assert (tmp_path / "summarylist.js").read_text() == js
+    (tmp_path / "summarylist.js").write_text("another asv")
+    with pytest.raises(ValueError, match="not asv 0.6.6's"):
+        site_fixes.colour_by_direction(tmp_path)

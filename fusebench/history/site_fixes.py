@@ -14,6 +14,12 @@ bar but the centred one is shifted to NaN or far off the axis. :func:`patch_orde
 plugin measure a categories axis in categories (its labels count 0, 1, 2, ...), in the copy under
 ``html/vendor/`` (a site published with ``CDN=1`` keeps the CDN's file and the fault).
 
+asv's benchmark list colours a "recent change" above +5 % red and below -5 % green, i.e. as if
+every metric were lower-is-better (asv has no direction flag, asv #1617): a bandwidth gain
+(``+102.0% (+16.5 GB/s)``) showed red like a regression. :func:`colour_by_direction` marks each
+benchmark of a higher-is-better metric (``fusebench.metrictable``) in ``index.json`` and makes the
+list colour a change by that direction: worse red, better green.
+
 Each fix is one function; :func:`apply` runs them all (called at the end of
 ``fusebench.history.site.publish``).
 """
@@ -195,6 +201,64 @@ def drop_unsafe_tags(html_dir: Path) -> list[str]:
     return [repr(t[:60]) for t in bad]
 
 
+#: The key :func:`colour_by_direction` adds to a benchmark of ``index.json`` whose metric is
+#: higher-is-better (value ``"higher"``); asv's page ignores keys it does not know.
+BETTER_KEY = "fusebench_better"
+#: asv 0.6.6's colouring of the benchmark list's "recent change" (``summarylist.js``): a rise red
+#: (``positive-change``), a fall green, whatever the metric.
+SUMMARYLIST_COLOURS = """\
+                if (change > 5) {
+                    change_td.addClass('positive-change');
+                }
+                else if (change < -5) {
+                    change_td.addClass('negative-change');
+                }
+"""
+SUMMARYLIST_BY_DIRECTION = """\
+                // fusebench patch (fusebench/history/site_fixes.py): red is worse, green better, by the
+                // metric's direction (a higher-is-better metric's rise is a gain)
+                var fbWorse = $.asv.main_json.benchmarks[row.name].%s === 'higher' ? -change : change;
+                if (fbWorse > 5) {
+                    change_td.addClass('positive-change');
+                }
+                else if (fbWorse < -5) {
+                    change_td.addClass('negative-change');
+                }
+""" % BETTER_KEY
+
+
+def colour_by_direction(html_dir: Path) -> int:
+    """Mark each benchmark of ``html/index.json`` whose metric is higher-is-better
+    (``{BETTER_KEY: "higher"}``; a name no metric ends in is left unmarked, lower-is-better as asv
+    reads it) and patch ``summarylist.js`` to colour a change by it (:data:`SUMMARYLIST_BY_DIRECTION`).
+    Returns the benchmarks marked.
+
+    Raises:
+        ValueError: ``summarylist.js`` is neither asv 0.6.6's nor patched (its colouring is missing).
+    """
+    from fusebench import metrictable
+
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text())
+    count = 0
+    for name, bm in index.get("benchmarks", {}).items():
+        try:
+            higher = metrictable.metric(name).better == metrictable.HIGHER
+        except KeyError:
+            continue  # not a fusebench metric: asv's reading
+        if higher:
+            bm[BETTER_KEY] = "higher"
+            count += 1
+    path.write_text(json.dumps(index))
+    js_path = html_dir / "summarylist.js"
+    js = js_path.read_text()
+    if SUMMARYLIST_BY_DIRECTION not in js:
+        if js.count(SUMMARYLIST_COLOURS) != 1:
+            raise ValueError(f"{js_path} is not asv 0.6.6's (its change colouring is missing)")
+        js_path.write_text(js.replace(SUMMARYLIST_COLOURS, SUMMARYLIST_BY_DIRECTION, 1))
+    return count
+
+
 def apply(html_dir: Path, ops) -> None:
     """Every fix of this module on a published site; ``ops``: the site's
     :class:`~fusebench.registry.Op` objects (their headline shapes)."""
@@ -202,3 +266,4 @@ def apply(html_dir: Path, ops) -> None:
     open_at_headline(html_dir, ops)
     titles_with_units(html_dir)
     escape_code(html_dir)
+    colour_by_direction(html_dir)
