@@ -2,7 +2,7 @@
 //
 //   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
 //                               [--block-external] [--screenshot FILE.png] [--x-axis shape]
-//                               [--legend click|address] [--list]
+//                               [--legend click|address] [--list] [--pages]
 //
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
@@ -28,7 +28,10 @@
 // or beside it), `legend_over_plot` (the legend's box overlaps the plot's) and `legend_hash` (the
 // address after it). --list also opens the benchmark list (#summarylist) and reports `changes`:
 // [benchmark text, recent change text, its colour class ("positive-change": red, "negative-change":
-// green, "" none)] for every row with a change.
+// green, "" none)] for every row with a change. --pages also opens fusebench's pages (plots/, runs/,
+// verdicts/) and reports `pages`: per page its navigation bar's tabs, the active one, whether the
+// bar is styled (bootstrap loaded: position fixed), its h2 headings, and for the Verdicts page its
+// case rows ([status, link text, href]).
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -59,6 +62,7 @@ function parseArgs(argv) {
     else if (argv[i] === "--x-axis") opts.xAxis = argv[++i];
     else if (argv[i] === "--legend") opts.legend = argv[++i];
     else if (argv[i] === "--list") opts.list = true;
+    else if (argv[i] === "--pages") opts.pages = true;
     else rest.push(argv[i]);
   }
   if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
@@ -96,7 +100,7 @@ async function main() {
   const opts = parseArgs(process.argv.slice(2));
   const report = { ok: false, failed: [], bad_status: [], missing_graphs: [], page_errors: [], external: [],
     error_page: false, benchmarks: [], titles: [], machine_button: false, series: 0, points: 0,
-    longest: 0, drawn: 0, hash: "", legend_rows: 0, legend_over_plot: false, legend_hash: "", changes: [], problems: [] };
+    longest: 0, drawn: 0, hash: "", legend_rows: 0, legend_over_plot: false, legend_hash: "", changes: [], pages: {}, problems: [] };
   const userDataDir = mkdtempSync(join(tmpdir(), "fusebench-chromium-"));
   let context;
   try {
@@ -176,6 +180,26 @@ async function main() {
           }));
       } catch (e) {
         report.problems.push(`no benchmark list: ${String(e.message).split("\n")[0]}`);
+      }
+    }
+    for (const name of opts.pages ? ["plots", "runs", "verdicts"] : []) {
+      try {
+        await page.goto(`${opts.origin}/${name}/index.html`, { waitUntil: "load", timeout: TIMEOUT_MS });
+        report.pages[name] = await page.evaluate(() => {
+          const nav = document.querySelector("nav#nav");
+          return {
+            tabs: nav ? Array.from(nav.querySelectorAll("li[id^='nav-li-'] a")).map((a) => a.textContent.trim()) : [],
+            active: Array.from(document.querySelectorAll("nav#nav li.active a")).map((a) => a.textContent.trim()),
+            styled: nav ? getComputedStyle(nav).position === "fixed" : false,
+            headings: Array.from(document.querySelectorAll("h2")).map((h) => h.textContent.trim()),
+            cases: Array.from(document.querySelectorAll("table.cases tr[data-status]")).map((tr) => {
+              const a = tr.querySelector("a");
+              return [tr.dataset.status, a ? a.textContent.trim() : "", a ? a.href : ""];
+            }),
+          };
+        });
+      } catch (e) {
+        report.problems.push(`no page ${name}: ${String(e.message).split("\n")[0]}`);
       }
     }
     if (page.url().includes("error.html")) report.error_page = true;

@@ -210,3 +210,23 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
     assert page.index("<h2>h200 8cd47df5</h2>") < page.index("<h2>h200 93fa9d02</h2>") \
         < page.index("<h2>h200 0a5fc94f</h2>") < page.index("<h2>h200 deadbeef</h2>")
     assert "unreadable record" in page.split("<h2>h200 deadbeef</h2>")[1]
+
+
+def test_the_plots_page_starts_with_the_gpus_titled_by_their_gpu(tmp_path):
+    """Issue 41, item 6: the Plots page started with cpu-x86_64 and named machines, not GPUs."""
+    from fusebench.history import site_pages
+
+    assert site_pages.BOOTSTRAP_CSS in {a.url for a in site.ASSETS}  # rewritten with asv's page
+    results_dir = tmp_path / "results"
+    for machine, fields in (("h200", {"gpu": "NVIDIA H200 <b>"}), ("cpu-x86_64", {}), ("a100", {"gpu": 3})):
+        (results_dir / machine).mkdir(parents=True)
+        (results_dir / machine / "machine.json").write_text(json.dumps({"machine": machine, **fields}))
+    html = tmp_path / "html"
+    pngs = [html / "plots" / m / "gelu-speedup.png" for m in ("cpu-x86_64", "h200", "a100")]
+    page = site.write_plots_page(html, pngs, [], results_dir).read_text()
+    heads = [h.split(">", 1)[1].split("</h2>")[0] for h in page.split("<h2 ")[1:]]
+    assert heads == ["a100", "NVIDIA H200 &lt;b&gt; (h200)", "CPU (cpu-x86_64)"]
+    assert '<li id="nav-li-plots" class="active"><a href="../plots/index.html">Plots</a></li>' in page
+    cpu = page.split('id="cpu-x86_64"')[1]
+    assert "tf32 are not measured there" in cpu and "tf32" not in page.split('id="cpu-x86_64"')[0]
+    assert '<img src="h200/gelu-speedup.png"' in page

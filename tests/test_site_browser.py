@@ -174,17 +174,31 @@ def test_a_site_from_a_folder_carrying_markup_runs_no_script(tmp_path):
     assert len(requested) > 10  # the page did load its scripts and graphs from this server
 
 
-def test_the_verdicts_page_loads_and_links_to_graphs_the_site_has(published, serve):
-    """Issue 29, item 13: each measured commit on main against the previous one, in the gate's
-    words; each regression links to a graph of a benchmark the site lists."""
+def test_the_verdicts_page_names_the_cases_that_moved_each_linking_to_its_graph(published, serve):
+    """Issue 29, item 13, and issue 41, item 6: each measured commit on main against the previous
+    one, in the gate's words; each case that moved is a row linking to the graph of a benchmark
+    the site lists, with that case's parameters; what was not on both sides is said apart."""
     base = serve(published)
-    page = urllib.request.urlopen(f"{base}/verdicts/index.html", timeout=10).read().decode()
-    assert "<h2>h200</h2>" in page and "<th>gate</th>" in page
-    assert page.count("<b>ok</b>") + page.count("<b>FAIL</b>") >= 2
+    code, report = _check(base, "--pages", site_dir=published)
+    assert code == 0, report
+    verdicts_page = report["pages"]["verdicts"]
+    assert verdicts_page["headings"] == ["NVIDIA H200 (h200)"]
+    cases = verdicts_page["cases"]
+    statuses = {c[0] for c in cases}
+    assert {"within noise", "different kernel"} <= statuses, statuses
     index = json.loads(urllib.request.urlopen(f"{base}/index.json", timeout=10).read())
-    links = [part.split('"')[0] for part in page.split('<a href="../index.html#')[1:]]
-    for link in links:
-        assert html.unescape(link).split("?")[0] in index["benchmarks"], link
+    for status, text, href in cases:
+        url = urllib.parse.urlsplit(href)
+        assert url.path == "/index.html", href
+        name, _, query = urllib.parse.unquote(url.fragment).partition("?")
+        assert name in index["benchmarks"] and text.startswith(name.split(".", 1)[1] + " ("), (text, href)
+        params = dict(kv.split("=", 1) for kv in query.split("&"))
+        assert params["machine"] == "h200" and text.endswith(
+            f"({params['p-backend'][1:-1]}, {params['p-shape'][1:-1]}, {params['p-dtype'][1:-1]})"), (text, href)
+    page = urllib.request.urlopen(f"{base}/verdicts/index.html", timeout=10).read().decode()
+    assert page.count('class="label label-success gate">ok<') + page.count('gate">FAIL<') >= 2
+    assert "of reference backends installed on neither side" in page
+    assert "Left out: " in page and "backends the op does not have" in page
     assert 'href="verdicts/index.html"' in (published / "index.html").read_text()
 
 
@@ -223,6 +237,17 @@ def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
         httpd.server_close()
     assert [p for p in requested if "pwned" in p] == []
     assert code == 0 and report["page_errors"] == [] and report["points"] >= 1, report
+
+
+def test_the_plots_runs_and_verdicts_pages_have_the_sites_navigation_bar(published, serve):
+    """Issue 41, item 6: those pages had no navigation bar, and the Plots page was not titled by GPU."""
+    code, report = _check(serve(published), "--pages", site_dir=published)
+    assert code == 0, report
+    tabs = ["Benchmark grid", "Benchmark list", "Regressions", "Plots", "Runs", "Verdicts"]
+    for name, label in (("plots", "Plots"), ("runs", "Runs"), ("verdicts", "Verdicts")):
+        got = report["pages"][name]
+        assert (got["tabs"], got["active"], got["styled"]) == (tabs, [label], True), (name, got)
+    assert report["pages"]["plots"]["headings"] == ["NVIDIA H200 (h200)"]
 
 
 def test_the_legend_shows_on_the_first_click_beside_the_plot(published, serve):

@@ -377,17 +377,21 @@ def records_newest_first(records: list[tuple[str, Path]],
 
 
 def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
-    """``html/runs/index.html``: each stored run record's summary (``runrecord.summary_lines``),
-    its ops' % of the copy ceiling per backend (``summary.ceiling_table``) and, where measured,
-    energy per call (``summary.energy_tables``), newest commit first per machine; no script. An
-    unreadable record (``runrecord.read``: refused or broken) is named on the page and noted in
-    ``reader`` (a ``results.Reader``: publish then names it and exits 1)."""
+    """``html/runs/index.html`` (``templates/runs.html``): each stored run record's summary
+    (``runrecord.summary_lines``), its ops' % of the copy ceiling per backend
+    (``summary.ceiling_table``) and, where measured, energy per call (``summary.energy_tables``),
+    newest commit first per machine, GPU machines first; no script. An unreadable record
+    (``runrecord.read``: refused or broken) is named on the page and noted in ``reader`` (a
+    ``results.Reader``: publish then names it and exits 1)."""
+    from markupsafe import Markup
+
     from fusebench.errors import UsageError
-    from fusebench.history import runrecord, summary
+    from fusebench.history import runrecord, site_pages, summary
 
-    body = []
-
-    for machine, path in records_newest_first(runrecord.all_records(records_folder)):
+    runs = []
+    ordered = records_newest_first(runrecord.all_records(records_folder))
+    rank = {m: i for i, m in enumerate(site_pages.machine_order(m for m, _ in ordered))}
+    for machine, path in sorted(ordered, key=lambda mp: rank[mp[0]]):  # stable: newest first kept
         tables, energy = [], []
         try:
             sweep = runrecord.read(path)
@@ -399,50 +403,42 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
             lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
             if reader is not None:
                 reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
-        items = "".join(f"<li>{htmllib.escape(line)}</li>" for line in lines)
-        body.append(f"<h2>{htmllib.escape(machine)} {htmllib.escape(path.stem)}</h2><ul>{items}</ul>"
-                    + "".join(table_html(t) for t in tables) + energy_html(energy))
-    if not body:
-        body.append("<p>No run records yet: make bench stores one per run.</p>")
+        # table_html and energy_html escape every stored string themselves (tests/test_site.py)
+        runs.append({"machine": machine, "commit": path.stem, "lines": lines,
+                     "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))})
     page = html_dir / RUNS / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>fusebench runs</title>"
-                    "</head>\n<body style=\"font-family:sans-serif\">\n<p><a href=\"../index.html\">"
-                    "&larr; benchmarks</a></p>\n<h1>fusebench: run records (rounds, ceilings, "
-                    "contamination)</h1>\n" + "\n".join(body) + "\n</body></html>\n")
+    page.write_text(site_pages.render("runs.html", "runs", "runs",
+                                      "Run records: rounds, ceilings, contamination", runs=runs))
     return page
 
 
-def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None = None) -> Path:
-    """``html/plots/index.html``: every PNG under ``html/plots/``, grouped by machine; no script.
+def write_plots_page(html_dir: Path, pngs: list[Path], unreadable: list | None = None,
+                     results_dir: Path | None = None) -> Path:
+    """``html/plots/index.html`` (``templates/plots.html``): every PNG under ``html/plots/``, one
+    section per machine titled by its GPU (``site_pages.gpu_title``, from ``results_dir``), GPU
+    machines first; a CPU machine's section says what a host without a GPU does not measure; no
+    script.
 
     ``unreadable``: the stored files that could not be read (``fusebench.history.results.Unreadable``),
     listed at the top so a reader knows what the plots leave out.
     """
+    from fusebench.history import site_pages
+
     plots_dir = html_dir / PLOTS
-    body = []
-    if unreadable:
-        body.append(f"<p><strong>{len(unreadable)} stored file(s) could not be read and are left "
-                    "out:</strong></p>\n<ul class=\"unreadable\">")
-        body += [f"<li>{htmllib.escape(str(u))}</li>" for u in unreadable]
-        body.append("</ul>")
     by_machine: dict[str, list[Path]] = {}
     for png in sorted(pngs):
         by_machine.setdefault(png.parent.name, []).append(png)
-    for machine, files in by_machine.items():
-        body.append(f"<h2>{htmllib.escape(machine)}</h2>")
-        for png in files:
-            rel = png.relative_to(plots_dir).as_posix()
-            body.append(f'<figure><img src="{htmllib.escape(rel)}" alt="{htmllib.escape(png.stem)}" '
-                        f'style="max-width:100%"><figcaption>{htmllib.escape(png.stem)}</figcaption></figure>')
-    if not pngs:
-        body.append("<p>No results to plot.</p>")
+    machines = [{"name": m, "cpu": site_pages.is_cpu(m),
+                 "title": site_pages.gpu_title(results_dir, m) if results_dir else m,
+                 "pngs": [{"src": png.relative_to(plots_dir).as_posix(), "name": png.stem}
+                          for png in by_machine[m]]}
+                for m in site_pages.machine_order(by_machine)]
     page = plots_dir / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text("<!doctype html>\n<html><head><meta charset=\"utf-8\"><title>fusebench plots</title>"
-                    "</head>\n<body style=\"font-family:sans-serif\">\n<p><a href=\"../index.html\">"
-                    "&larr; benchmarks</a></p>\n<h1>fusebench: bandwidth, speedup and energy per GPU</h1>\n"
-                    + "\n".join(body) + "\n</body></html>\n")
+    page.write_text(site_pages.render("plots.html", "plots", "plots",
+                                      "Bandwidth, speedup and energy per GPU", machines=machines,
+                                      unreadable=[str(u) for u in unreadable or []]))
     return page
 
 
@@ -550,13 +546,16 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
         published = asv.submit(store.publish, checked, html_dir, python=python)
         reader = results.Reader(results_dir)
         pngs = plots.write_plots(results_dir, side / PLOTS, list(ops), reader=reader)
-        write_plots_page(side, pngs, reader.check())
+        write_plots_page(side, pngs, reader.check(), results_dir)
         write_runs_page(side, runrecord.records_dir(results_dir), reader)
         # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
-        verdicts.write_page(side, results_dir, machines=results.machines(checked))
+        verdicts.write_page(side, results_dir, machines=results.machines(checked), ops=ops)
         status = published.result()
         if status != 0:
             return status, None
+        # moved in before the CDN URLs are rewritten: they load asv's stylesheet, and get its copy
+        for name in (PLOTS, RUNS, verdicts.VERDICTS):
+            os.replace(side / name, html_dir / name)
         try:
             copy_vendor(npm_install(site_dir), html_dir)
             rewrite_cdn(html_dir)
@@ -567,8 +566,6 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
                 return None
             print(f"publish: warning: {exc}; the site loads its scripts from CDNs and needs internet",
                   file=sys.stderr)
-        for name in (PLOTS, RUNS, verdicts.VERDICTS):
-            os.replace(side / name, html_dir / name)
     add_plots_tab(html_dir)
     site_fixes.apply(html_dir, ops)  # headline shape first, units in titles, bars on category axes
     site_readable.apply(html_dir)  # file:// explained, the legend off the plot
