@@ -208,3 +208,14 @@ def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path)
     for r in record.records:
         r.energy_mj_per_call = r.energy_pj_per_byte = None
     assert plots.energy_figure(record, gelu, "h200") is None
+
+
+def test_the_speedup_plot_has_a_column_per_backend_the_op_registers():
+    """Issue 41, item 6: the H200 GELU speedup plot had liger and quack columns marked n/a, though
+    GELU has no such backends."""
+    latest = results.Reader(PROJECT_ROOT / "results").latest("h200")
+    ticks = {name: [t.get_text() for t in plots.speedup_figure(latest, OPS[name]).axes[0].get_xticklabels()]
+             for name in ("gelu", "softmax")}
+    for name, got in ticks.items():
+        assert got == [b for b in plots.BACKENDS if b in OPS[name].backends], (name, got)
+    assert "liger" not in ticks["gelu"] and "quack" not in ticks["gelu"] and "flaggems" in ticks["gelu"]

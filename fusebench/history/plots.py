@@ -259,8 +259,9 @@ def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), re
 
 
 def speedup_figure(run: results.Run, op: Op, record=None):
-    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored.
-    A bar whose figure or baseline is doubtful (:func:`doubts`) is ``n/a`` with its mark."""
+    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored: one
+    column per backend the op registers (``Op.backends``). A bar whose figure or baseline is
+    doubtful (:func:`doubts`), or not measured, is ``n/a`` with its mark."""
     from matplotlib.figure import Figure
 
     if op.headline is None:
@@ -269,15 +270,17 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     if not any(v is not None for per in table.values() for v in per.values()):
         return None
     label = shape_label(op.headline)
+    # the backends the op registers: a column of a backend it does not have would read "n/a"
+    backends = [b for b in BACKENDS if b in op.backends]
     seen: set[str] = set()
     fig = Figure(figsize=(7.5, 4.2), layout="constrained")
     ax = fig.subplots()
     width = 0.8 / len(op.dtypes)
     for i, dtype in enumerate(op.dtypes):
-        xs = [j + (i - (len(op.dtypes) - 1) / 2) * width for j in range(len(BACKENDS))]
-        ys = [table[b][dtype] for b in BACKENDS]
+        xs = [j + (i - (len(op.dtypes) - 1) / 2) * width for j in range(len(backends))]
+        ys = [table[b][dtype] for b in backends]
         bars = ax.bar(xs, [y or 0.0 for y in ys], width, label=dtype)
-        for bar, y, b in zip(bars, ys, BACKENDS):
+        for bar, y, b in zip(bars, ys, backends):
             kinds = (doubts(run, op, (b, label, dtype), record)
                      + doubts(run, op, (BASELINE, label, dtype), record))
             seen.update(kinds)
@@ -285,7 +288,7 @@ def speedup_figure(run: results.Run, op: Op, record=None):
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
     ax.axhline(1.0, color="black", lw=0.8)
-    ax.set_xticks(range(len(BACKENDS)), list(BACKENDS))
+    ax.set_xticks(range(len(backends)), backends)
     what = "device time" if metric == "track_device_time" else "wall time"
     ax.set_ylabel(f"speedup over {BASELINE} ({what})")
     ax.legend(fontsize=8)
