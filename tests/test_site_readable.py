@@ -102,5 +102,5 @@ def test_publish_leaves_a_cpu_out_and_patches_the_pages(tmp_path, capsys, monkey
     assert "make preview" in (tmp_path / "html" / "error.html").read_text()
     assert "var show_legend = false;" in (tmp_path / "html" / "graphdisplay.js").read_text()
     verdicts = (tmp_path / "html" / "verdicts" / "index.html").read_text()
-    assert "<h2>h200</h2>" in verdicts and "cpu-x86_64" not in verdicts
+    assert '<h2 id="h200">NVIDIA H200 (h200)</h2>' in verdicts and "cpu-x86_64" not in verdicts
     assert 'href="verdicts/index.html">Verdicts</a>' in (tmp_path / "html" / "index.html").read_text()
