@@ -8,7 +8,6 @@ CDN URLs were not rewritten.
 """
 
 import functools
-import html
 import json
 import os
 import shutil
@@ -187,14 +186,14 @@ def test_the_verdicts_page_names_the_cases_that_moved_each_linking_to_its_graph(
     statuses = {c[0] for c in cases}
     assert {"within noise", "different kernel"} <= statuses, statuses
     index = json.loads(urllib.request.urlopen(f"{base}/index.json", timeout=10).read())
-    for status, text, href in cases:
+    for _status, text, href in cases:
         url = urllib.parse.urlsplit(href)
         assert url.path == "/index.html", href
         name, _, query = urllib.parse.unquote(url.fragment).partition("?")
         assert name in index["benchmarks"] and text.startswith(name.split(".", 1)[1] + " ("), (text, href)
         params = dict(kv.split("=", 1) for kv in query.split("&"))
-        assert params["machine"] == "h200" and text.endswith(
-            f"({params['p-backend'][1:-1]}, {params['p-shape'][1:-1]}, {params['p-dtype'][1:-1]})"), (text, href)
+        case = f"({params['p-backend'][1:-1]}, {params['p-shape'][1:-1]}, {params['p-dtype'][1:-1]})"
+        assert params["machine"] == "h200" and text.endswith(case), (text, href)
     page = urllib.request.urlopen(f"{base}/verdicts/index.html", timeout=10).read().decode()
     assert page.count('class="label label-success gate">ok<') + page.count('gate">FAIL<') >= 2
     assert "of reference backends installed on neither side" in page

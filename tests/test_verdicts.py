@@ -72,14 +72,16 @@ def test_each_commit_names_the_cases_that_moved_each_linking_to_its_graph():
             compare.Row(T, TRITON, "seconds", 1e-4, 0.8e-4, 0.8, 0.01, "improvement", 1.1),
             compare.Row(T, ("compile", "1024", "float32"), "seconds", 1e-4, 1.05e-4, 1.05, 0.01,
                         "within noise", 1.1),
-            compare.Row(T, ("cuda", "1024", "float32"), "seconds", 1e-4, 1.3e-4, 1.3, 0.01, "different kernel",
-                        1.1, note="kernels a -> b"),
-            compare.Row(T, ("torch", "1024", "float32"), "seconds", 1e-4, 1.3e-4, 1.3, 0.01, "regression", 1.1)]
+            compare.Row(T, ("cuda", "1024", "float32"), "seconds", 1e-4, 1.3e-4, 1.3, 0.01,
+                        "different kernel", 1.1, note="kernels a -> b"),
+            compare.Row(T, ("torch", "1024", "float32"), "seconds", 1e-4, 1.3e-4, 1.3, 0.01, "regression",
+                        1.1)]
     v = verdicts.Verdict("h200", "a" * 40, "b" * 40, True, moved=sorted(
         rows[1:], key=lambda r: verdicts.MOVED.index(r.status)), same=1)
     page = verdicts.page([v], {"h200": "NVIDIA H200 (h200)"})
     assert '<h2 id="h200">NVIDIA H200 (h200)</h2>' in page
-    assert '<li id="nav-li-verdicts" class="active"><a href="../verdicts/index.html">Verdicts</a></li>' in page
+    active = '<li id="nav-li-verdicts" class="active"><a href="../verdicts/index.html">Verdicts</a></li>'
+    assert active in page
     assert '<li id="nav-li-plots"><a href="../plots/index.html">Plots</a></li>' in page
     assert [line.split('data-status="')[1].split('"')[0] for line in page.splitlines()
             if 'data-status="' in line] == ["regression", "different kernel", "within noise", "improvement"]
@@ -109,8 +111,9 @@ def test_what_was_not_on_both_sides_is_said_apart():
             compare.Row("suite.Gelu.track_device_time", ("triton", "1024", "float32"), "seconds", nan, nan,
                         nan, 0, NB)]
     nb = verdicts.not_both(rows, sweep, sweep, OPS)
-    assert (nb.no_backend, nb.not_installed, nb.neither, nb.base_only, nb.head_only) == (1, {"liger": 1}, 1, 1, 0)
-    assert nb.text() == ("Not judged, 3 case-metrics not on both sides: 1 of reference backends installed on "
-                         "neither side (liger); 1 skipped or not stored on both sides; 1 measured before only. "
-                         "Left out: 1 case-metrics of backends the op does not have.")
+    counts = (nb.no_backend, nb.not_installed, nb.neither, nb.base_only, nb.head_only)
+    assert counts == (1, {"liger": 1}, 1, 1, 0)
+    assert nb.text() == ("Not judged, 3 case-metrics not on both sides: 1 of reference backends installed "
+                         "on neither side (liger); 1 skipped or not stored on both sides; 1 measured before "
+                         "only. Left out: 1 case-metrics of backends the op does not have.")
     assert verdicts.not_both(rows, None, sweep, OPS).not_installed == {}  # a side without its record

@@ -10,9 +10,10 @@ contaminated, different kernel, different libraries), each linking to its graph 
 cases within the factor and those measured on the launch path are counted. What was not judged
 ("not on both sides") is broken down (:class:`NotBoth`): a backend the op does not register is
 left out, a reference backend whose library neither run had installed is said so apart, then the
-cases skipped on both sides for another reason and those measured on one side only. asv's own Regressions tab applies a fixed threshold to the stored medians
-(``asv.conf.json``'s ``regressions_thresholds``) and knows neither rounds, noise history nor
-contamination: where the two disagree, this page is the gate's word (the page says so).
+cases skipped on both sides for another reason and those measured on one side only. asv's own
+Regressions tab applies a fixed threshold to the stored medians (``asv.conf.json``'s
+``regressions_thresholds``) and knows neither rounds, noise history nor contamination: where the
+two disagree, this page is the gate's word (the page says so).
 """
 
 from __future__ import annotations
@@ -240,7 +241,8 @@ def page(verdicts: list[Verdict], titles: dict[str, str] | None = None) -> str:
             items.append({
                 "head8": v.head[:8], "base8": v.base[:8], "error": v.error,
                 "verdict": "not judged" if v.error else ("FAIL" if v.failed else "ok"),
-                "label_class": "label-default" if v.error else ("label-danger" if v.failed else "label-success"),
+                "label_class": ("label-default" if v.error
+                                else "label-danger" if v.failed else "label-success"),
                 "moved_counts": ", ".join(f"{n} {s}" for s, n in counts.items()) or "nothing moved",
                 "rows": [{"status": r.status, "row_class": ROW_CLASS.get(r.status, ""),
                           "link": graph_link(r.benchmark, r.params, machine),
