@@ -132,7 +132,7 @@ def test_a_backend_the_newest_run_lacks_is_drawn_from_an_older_run():
     """The newest RMSNorm runs (95806cbf, 1f091eb7) measured no reference backend; liger and quack
     keep their lines from 5a030682, dashed, their commit in the legend."""
     reader = results.Reader(H200)
-    runs = plots.newest_first(reader, "h200", OPS["rmsnorm"])
+    runs = list(plots.newest_first(reader, "h200", OPS["rmsnorm"]))
     earlier = plots.older_backends(runs[0], runs[1:], OPS["rmsnorm"])
     assert [r.date for r in runs] == sorted((r.date for r in runs), reverse=True)
     assert {b: r.commit[:8] for b, r in earlier.items()} == {"liger": "5a030682", "quack": "5a030682"}
@@ -157,7 +157,7 @@ def test_a_backend_has_one_colour_in_every_panel_and_doubtful_points_are_crossed
     the others there (flaggems cyan in float32, brown in bfloat16). Noisy or contaminated figures
     of the run's record are crossed."""
     reader = results.Reader(H200)
-    runs = plots.newest_first(reader, "h200", OPS["gelu"])
+    runs = list(plots.newest_first(reader, "h200", OPS["gelu"]))
     record = runrecord.load(runrecord.records_dir(H200), "h200", runs[0].commit)
     fig = plots.bandwidth_figure(runs[0], OPS["gelu"], runs[1:], record)
     colours: dict[str, set] = {}

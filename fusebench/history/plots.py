@@ -170,22 +170,34 @@ def _short(commit: str) -> str:
     return commit[:8]
 
 
-def older_backends(run: results.Run, older: list[results.Run], op: Op) -> dict[str, results.Run]:
-    """``{backend: the newest of older runs that measured it}`` for each backend that ``run``
-    measured at no shape of ``op`` (a later run without the reference libraries keeps their
-    earlier lines on the plot, marked with their commit)."""
+#: How many older commits a plot looks back through for a backend its newest run lacks: each is
+#: a file read, and a backend never measured made 3,000 stored results be read per plot.
+LOOKBACK = 50
+
+
+def older_backends(run: results.Run, older, op: Op) -> dict[str, results.Run]:
+    """``{backend: the newest of older runs that measured it}`` for each backend of ``op`` that
+    ``run`` measured at no shape (a later run without the reference libraries keeps their
+    earlier lines on the plot, marked with their commit), among the :data:`LOOKBACK` newest
+    older runs."""
     metric = benchmark_name(op.name, THROUGHPUT[op.roofline].metric)
 
     def measured(r: results.Run, backend: str) -> bool:
         return any(k[0] == backend and results.is_measured(v) for k, v in r.values.get(metric, {}).items())
 
+    missing = [b for b in BACKENDS if b in op.backends and not measured(run, b)]
     out = {}
-    for backend in BACKENDS:
-        if not measured(run, backend):
-            found = next((r for r in older if r.commit != run.commit and measured(r, backend)), None)
-            if found is not None:
-                out[backend] = found
-    return out
+    for n, r in enumerate(older if missing else ()):  # one pass, newest first, read as it goes
+        if n >= LOOKBACK:
+            break
+        if r.commit == run.commit:
+            continue
+        for backend in [b for b in missing if measured(r, b)]:
+            out[backend] = r
+            missing.remove(backend)
+        if not missing:
+            break
+    return {b: out[b] for b in BACKENDS if b in out}
 
 
 def _shape_ticks(ax, series: dict[str, list[tuple[int, float, str]]], x_scale: float) -> None:
@@ -201,7 +213,7 @@ def _shape_ticks(ax, series: dict[str, list[tuple[int, float, str]]], x_scale: f
     top.minorticks_off()
 
 
-def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), record=None):
+def bandwidth_figure(run: results.Run, op: Op, older=(), record=None):
     """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
     GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one.
     A backend ``run`` did not measure is drawn dashed from the newest of ``older`` (newest first)
@@ -210,7 +222,7 @@ def bandwidth_figure(run: results.Run, op: Op, older: list[results.Run] = (), re
     from matplotlib.figure import Figure
 
     t = THROUGHPUT[op.roofline]
-    earlier = older_backends(run, list(older), op)
+    earlier = older_backends(run, older, op)
     series = {d: {**bandwidth_series(run, op, d),
                   **{b: pts for b, r in earlier.items() if (pts := bandwidth_series(r, op, d).get(b))}}
               for d in op.dtypes}
@@ -375,18 +387,15 @@ def sig(x: float) -> str:
     return _sig(x)
 
 
-def newest_first(reader: results.Reader, machine: str, op: Op) -> list[results.Run]:
+def newest_first(reader: results.Reader, machine: str, op: Op):
     """The readable runs of ``machine`` that measured ``op``, one per commit (its files merged),
-    newest commit date first (the first is ``reader.latest``'s)."""
+    newest commit date first (the first is ``reader.latest``'s); an iterator that reads one
+    commit at a time (``Reader.newest_first``): a plot needs the newest run, and an older one
+    only for a backend the newest lacks."""
     prefix = benchmark_name(op.name, "")
-    runs = [r for r in reader.runs(machine)
+    return (r for r in reader.newest_first(machine)
             if any(name.startswith(prefix) and any(results.is_measured(v) for v in vals.values())
-                   for name, vals in r.values.items())]
-    by_commit: dict[str, list[results.Run]] = {}
-    for r in runs:
-        by_commit.setdefault(r.commit, []).append(r)
-    merged = [results.merge(rs) for rs in by_commit.values()]
-    return sorted(merged, key=lambda r: (-r.date, r.commit))
+                   for name, vals in r.values.items()))
 
 
 def kinds(op: Op) -> tuple[str, ...]:
@@ -431,14 +440,14 @@ def draw_group(results_dir: Path, out_root: Path, machine: str, op: Op, dpi: int
                reader: results.Reader) -> list[Path]:
     """Draw and save the plots of one ``machine`` and ``op`` (:func:`write_plots`' unit of work)."""
     runs = newest_first(reader, machine, op)
-    if not runs:
+    run = next(runs, None)
+    if run is None:
         return []  # no readable file of this machine measured the op
-    run = runs[0]
     try:  # the run's record gives the noise and contamination marks
         record = runrecord.load(runrecord.records_dir(results_dir), machine, run.commit)
     except UsageError:
         record = None
-    figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs[1:], record)),
+    figures = ((THROUGHPUT[op.roofline].kind, bandwidth_figure(run, op, runs, record)),
                ("speedup", speedup_figure(run, op, record)),
                ("energy", energy_figure(record, op, machine)))
     written = []
@@ -513,7 +522,7 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
     n = min(cpus() if workers is None else workers, len(todo))
     if n > 1 and "fork" in multiprocessing.get_all_start_methods():
         for machine in dict.fromkeys(groups[i][0] for i in todo):
-            reader.runs(machine)  # read once, in the sequential order (unreadable files named so)
+            reader.read_all(machine)  # once, in order, none kept: unreadable files named so
         import matplotlib.figure  # noqa: F401  imported once, before the fork
         global _JOB
         _JOB = (results_dir, out_root, groups, dpi, reader)

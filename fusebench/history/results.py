@@ -114,10 +114,11 @@ def _load(path: Path, checked: bool = True) -> Run:
     for name in res.get_all_result_keys():
         params = res.get_result_params(name) or []
         flat = res.get_result_value(name, params)
-        combos = list(itertools.product(*params)) if params else [()]
+        # each axis made plain once, not each combination's values (3,000 files: 60 M literal_evals)
+        combos = list(itertools.product(*[[_plain(p) for p in axis] for axis in params])) if params else [()]
         if not isinstance(flat, list):
             flat = [flat]
-        values[name] = {tuple(_plain(p) for p in combo): v for combo, v in zip(combos, flat)}
+        values[name] = dict(zip(combos, flat))
     fields = {k: v for k, v in res.params.items()}
     return Run(machine=fields.get("machine", path.parent.name), commit=res.commit_hash,
                date=res.date or 0, fields=fields, values=values, files=[path])
@@ -217,6 +218,10 @@ def print_compare_hint(machine: str = "", results_dir: Path | None = None) -> No
           file=sys.stderr)
 
 
+#: A file :meth:`Reader.read` read without keeping its run.
+_DROPPED = object()
+
+
 class Reader:
     """Reads the stored results of ``results_dir``, noting each file it could not read.
 
@@ -242,7 +247,8 @@ class Reader:
         transaction.settle(results_dir, (runrecord.records_dir(results_dir),), who)
         self.results_dir = results_dir
         self.unreadable: list[Unreadable] = []
-        self._runs: dict[Path, Run | None] = {}
+        self._runs: dict[Path, object] = {}  # a Run, None (unreadable) or _DROPPED (read, not kept)
+        self._index: dict[str, list] = {}  # machine -> [(commit, (date, files))], newest first
 
     @property
     def files_read(self) -> int:
@@ -253,20 +259,52 @@ class Reader:
         if all(u.path != path for u in self.unreadable):
             self.unreadable.append(Unreadable(path, reason))
 
-    def read(self, path: Path) -> Run | None:
-        """The run of one result file (read once, then cached), or None if it is unreadable."""
-        if path not in self._runs:
+    def read(self, path: Path, keep: bool = True) -> Run | None:
+        """The run of one result file, or None if it is unreadable. Kept once read, unless not
+        ``keep``: a pass over thousands of files (3,000 results held as runs took GBs) reads
+        each again when it is needed, one at a time; an unreadable file is noted either way."""
+        if self._runs.get(path, _DROPPED) is _DROPPED:
             try:
-                self._runs[path] = _load(path, self.checked)
+                run = _load(path, self.checked)
             except Exception as exc:  # asv's UserError, OSError, JSON and format errors alike
                 self._runs[path] = None
                 self._note(path, _reason(exc, path))
+                return None
+            self._runs[path] = run if keep else _DROPPED
+            return run
         return self._runs[path]
+
+    def newest_first(self, machine: str):
+        """The readable runs of ``machine``, one per commit (its files merged), newest commit date
+        first, read one commit at a time as the caller goes on (none kept): the dates come from a
+        light scan of the files (:func:`stored_commits`' reading, once per machine)."""
+        if machine not in self._index:
+            by_commit: dict[str, tuple[int, list[Path]]] = {}
+            for path in result_files(self.results_dir, machine):
+                try:
+                    data = json.loads(path.read_text())
+                    commit, date = str(data["commit_hash"]), int(data.get("date") or 0)
+                except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                    self.read(path, keep=False)  # named as unreadable by the loader's words
+                    continue
+                old = by_commit.get(commit, (0, []))
+                by_commit[commit] = (max(date, old[0]), old[1] + [path])
+            self._index[machine] = sorted(by_commit.items(), key=lambda cd: (-cd[1][0], cd[0]))
+        for commit, (_, paths) in self._index[machine]:
+            runs = [r for r in (self.read(p, keep=False) for p in sorted(paths)) if r is not None]
+            runs = [r for r in runs if r.commit == commit]
+            if runs:
+                yield merge(runs)
 
     def runs(self, machine: str, pattern: str = "*.json") -> list[Run]:
         """The readable runs of ``machine`` (one per result file matching ``pattern``), by file name."""
         files = sorted(p for p in (self.results_dir / machine).glob(pattern) if p.name != "machine.json")
         return [r for r in (self.read(p) for p in files) if r is not None]
+
+    def read_all(self, machine: str) -> None:
+        """Read every result file of ``machine`` once, keeping none (unreadable files noted)."""
+        for path in result_files(self.results_dir, machine):
+            self.read(path, keep=False)
 
     def check(self) -> list[Unreadable]:
         """Read every file ``asv publish`` reads: ``benchmarks.json``, each machine folder's
@@ -294,7 +332,8 @@ class Reader:
                 reason = "missing" if not info.exists() else _reason(exc, info)
                 self._note(info, f"{reason} (asv leaves out the {len(files)} result file(s) beside it)")
             for f in files:
-                self.read(f)
+                if f not in self._runs:  # each file once; noted, not kept: 3,000 files hold none
+                    self.read(f, keep=False)
         return self.unreadable
 
     def lines(self, prog: str) -> list[str]:
