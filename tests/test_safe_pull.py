@@ -654,3 +654,47 @@ def test_the_document_names_the_folders_preflight_checks(tmp_path, monkeypatch):
     claimed = re.search(r"creates and\s+removes a file in the (.+?) folders", bullet).group(1)
     assert claimed.replace("\n  ", " ").split(" and ") == list(seen) == ["results", "run records"]
     assert "`HOME` is not checked" in bullet and "A read-only `HOME` costs only the offline site" in bullet
+
+
+_TERMED_PUBLISH = """
+import signal, sys
+from pathlib import Path
+from fusebench.history import site
+from fusebench.paths import PROJECT_ROOT
+
+def interrupt(*args):
+    raise KeyboardInterrupt  # as fusebench.cli.run_main turns SIGTERM into one
+
+signal.signal(signal.SIGTERM, interrupt)
+tmp = Path(sys.argv[1])
+sleeper = tmp / "python"
+sleeper.write_text("#!/bin/sh\\nexec sleep 120\\n")
+sleeper.chmod(0o755)
+(tmp / "html").mkdir()
+site._build(PROJECT_ROOT / "results", PROJECT_ROOT / "results", tmp / "html", [], False, str(sleeper),
+            tmp / "site")
+"""
+
+
+def test_a_terminated_publish_stops_asv_at_once(tmp_path):
+    """Item 9: a publish ended by SIGTERM waited for ``asv publish`` to finish (minutes at scale)
+    before it exited."""
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
+    parent = subprocess.Popen([sys.executable, "-c", _TERMED_PUBLISH, str(tmp_path)], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not (kids := [k for k in _children(parent.pid) if _alive(k)]):
+            assert parent.poll() is None and time.monotonic() < deadline, "asv publish never started"
+            time.sleep(0.2)
+        parent.send_signal(signal.SIGTERM)
+        parent.wait(timeout=30)  # not the 120 s of the stand-in
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+    left = [k for k in kids if _alive(k)]
+    for k in left:
+        os.kill(k, signal.SIGKILL)
+    assert left == []

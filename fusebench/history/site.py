@@ -28,6 +28,7 @@ bootstrap from CDNs; offline (GPU clusters often are) its ``onerror`` handlers s
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
 import html as htmllib
 import json
@@ -530,6 +531,19 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     return 1 if refused or bad_tags else unreadable
 
 
+@contextlib.contextmanager
+def _stopping_asv_on_error():
+    """An exception (Ctrl-C, SIGTERM) inside the block stops ``asv publish`` at once, before the
+    thread pool waits for it (``store.stop_publishing``)."""
+    from fusebench.history import store
+
+    try:
+        yield
+    except BaseException:
+        store.stop_publishing()
+        raise
+
+
 def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, python: str, site_dir: Path):
     """Build the whole site into ``html_dir`` (a staging folder): asv's pages from ``checked``
     (the checked copy of ``results_dir``), the plots and runs pages from ``results_dir``.
@@ -542,7 +556,8 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     from fusebench import tmpdirs
     from fusebench.history import plots, results, runrecord, site_fixes, site_readable, store, verdicts
 
-    with tmpdirs.scratch("side", html_dir.parent) as side, ThreadPoolExecutor(1) as asv:
+    with tmpdirs.scratch("side", html_dir.parent) as side, ThreadPoolExecutor(1) as asv, \
+            _stopping_asv_on_error():
         published = asv.submit(store.publish, checked, html_dir, python=python)
         reader = results.Reader(results_dir)
         pngs = plots.write_plots(results_dir, side / PLOTS, list(ops), reader=reader)

@@ -309,5 +309,24 @@ def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> 
         path.write_text(json.dumps(conf, indent=4))
         from fusebench.children import ending_with_parent
 
-        return subprocess.run([python, "-m", "asv", "publish", "--config", str(path)],
-                              cwd=PROJECT_ROOT, preexec_fn=ending_with_parent()).returncode
+        proc = subprocess.Popen([python, "-m", "asv", "publish", "--config", str(path)],
+                                cwd=PROJECT_ROOT, preexec_fn=ending_with_parent())
+        RUNNING.add(proc)
+        try:
+            return proc.wait()
+        finally:
+            RUNNING.discard(proc)
+
+
+#: The ``asv publish`` processes running now (:func:`publish` runs in a worker thread; an
+#: interrupted publish stops them, :func:`stop_publishing`, instead of waiting for them).
+RUNNING: set = set()
+
+
+def stop_publishing() -> None:
+    """Terminate every ``asv publish`` of :data:`RUNNING` and wait for it (a Ctrl-C or SIGTERM
+    of ``fusebench publish`` otherwise waited minutes for asv to finish)."""
+    for proc in list(RUNNING):
+        proc.terminate()
+    for proc in list(RUNNING):
+        proc.wait()
