@@ -410,3 +410,31 @@ def test_a_session_with_fields_of_other_types_is_one_value_error(field, value):
     data[field] = value
     with pytest.raises(ValueError):
         ab.from_dict(data)
+
+
+def wall_only(base_ms, head_ms, jitter=0.02, seed=5):
+    rng = random.Random(seed)
+    return SimpleNamespace(
+        start=lambda side, commit: ({"gelu/torch/16384/float32": CaseInfo()}, {}),
+        time=lambda side, case: {"wall_time_ms": (base_ms if side == ab.BASE else head_ms)
+                                 * math.exp(rng.gauss(0, jitter)), "contamination": []},
+        stop=lambda side: None)
+
+
+def test_on_a_host_without_a_gpu_wall_time_is_judged_with_the_wide_margin():
+    """Wall time holds the whole host: a sure 1.3x between two processes is within noise there, a
+    2 ms sleep (30x) a regression."""
+    out = ab.run(None, wall_only(0.06, 0.078), A, B)
+    (row,) = ab.rows(out)
+    assert row.benchmark.endswith("track_wall_time") and row.status == compare.SAME
+    assert row.limit >= ab.WALL_FACTOR and len(out.cases[0].base) < ab.MAX_PAIRS  # it stops, too
+    (row,) = ab.rows(ab.run(None, wall_only(0.06, 2.06), A, B))
+    assert row.status == compare.REGRESSION
+
+
+@pytest.mark.slow
+def test_an_unknown_shape_is_one_line_with_the_closest(tmp_path):
+    r = run_cli("--base", "HEAD", "--all", "--shapes", "1638", "--scratch", str(tmp_path))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1
+    assert "unknown shape '1638' (did you mean 16384?)" in r.stderr
+    assert not any(tmp_path.iterdir())  # refused before a session was made

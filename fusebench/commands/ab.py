@@ -11,7 +11,8 @@ marked "with changes", when no --head is given and the measured files differ fro
 and measured by its own code in its own process, on one GPU, in interleaved rounds whose order
 alternates (A B B A ...), so that what the board does over minutes lands on both sides. A case
 gets --min-pairs rounds, then stops once each gated time (hot, cold, graph device time) is
-decided or its minimum detectable effect is at or under --target, at --max-pairs rounds, or when
+decided or its minimum detectable effect is at or under --target (on a host without a GPU wall
+time, margin 1.5, is judged instead), at --max-pairs rounds, or when
 --time-cap seconds of rounds are spent.
 
 The cases: by default the backends whose measured code differs between the two revisions
@@ -36,6 +37,7 @@ import argparse
 import hashlib
 import json
 import math
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -121,11 +123,12 @@ def _select(args, choice) -> tuple[dict, list[str]]:
     op_names = pick("op", args.ops, ops) if args.ops else list(ops)
     backends = pick("backend", args.backends, BACKENDS) if args.backends else None
     dtypes = pick("dtype", args.dtypes, PRECISIONS) if args.dtypes else None
-    shapes = _names(args.shapes)
-    if shapes:
-        for s in shapes:
-            if not all(part.isdigit() for part in s.split("x")):
-                raise UsageError(f"bad shape {s!r}; give labels like 4096x4096 or 16777216")
+    from fusebench.registry import shape_label
+
+    # a shape of any grid of the chosen ops (each side measures its own grid on its device)
+    valid = list(dict.fromkeys(shape_label(s) for op in op_names for grid in ops[op].grids.values()
+                               for s in grid))
+    shapes = pick("shape", args.shapes.lower(), valid) if args.shapes else None
     if choice is None or choice.pairs is None:
         wanted = [(op, b) for op in op_names for b in ops[op].backends]
     else:
@@ -136,14 +139,19 @@ def _select(args, choice) -> tuple[dict, list[str]]:
 
 
 def _load(path: Path):
+    """The stored session and the machine it names (None when it names none that is valid)."""
     from fusebench.history import ab
+    from fusebench.history.bisect_probe import MACHINE
 
     if path.is_symlink() or not path.is_file():
         raise UsageError(f"{path}: not a file (a stored session is <session>/ab.json)")
     if path.stat().st_size > MAX_SESSION_BYTES:
         raise UsageError(f"{path}: larger than {MAX_SESSION_BYTES >> 20} MB: not a session")
     try:
-        return ab.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        data = json.loads(path.read_text(encoding="utf-8"))
+        machine = data.get("machine") if isinstance(data, dict) else None
+        named = isinstance(machine, str) and MACHINE.fullmatch(machine)
+        return ab.from_dict(data), machine if named else None
     except (ValueError, UnicodeDecodeError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{path}: not a valid session: {why}") from None
@@ -166,7 +174,7 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
     else:
-        lines.append("ab: no case was measured on both sides (the table names why each was not)")
+        lines.append("ab: no case was measured on both sides (the table above says why for each)")
     if out.capped:
         lines.append(f"ab: the time cap ended the rounds: {sum('time cap' in c.stopped for c in out.cases)} "
                      "case(s) judged on fewer rounds (--time-cap)")
@@ -180,8 +188,8 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
                                                  pairs={c.case: len(c.base) for c in out.cases})), indent=1)
     elif fmt == "markdown":
         text = compare.markdown(rows, title=line.removeprefix("ab: "), p_legend=ab.P_LEGEND)
-    else:
-        text = compare.table(rows, p_legend=ab.P_LEGEND)
+    else:  # nothing judged: every row, each with why it was not
+        text = compare.table(rows, show_all=not judged, p_legend=ab.P_LEGEND)
     code = 1 if failed else 0 if judged else 2
     return text, lines, code
 
@@ -189,9 +197,9 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench ab`` with the parsed options; returns the exit status."""
     if args.session is not None:
-        out = _load(args.session)
+        out, machine = _load(args.session)
         out.factor = args.factor or out.factor
-        text, lines, code = verdict(out, args.format, None, [f"ab: judged again from {args.session}"])
+        text, lines, code = verdict(out, args.format, machine, [f"ab: judged again from {args.session}"])
         return _finish(args, text, lines, code)
     if not args.base:
         raise UsageError("give --base REV (make ab BASE=<rev>), or --from <session>/ab.json")
@@ -228,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
             print(line, file=sys.stderr)
         print(f"ab: nothing to measure: no measured code differs between {base_sha[:8]} and "
               f"{head_sha[:8]}{' with changes' if dirty else ''} for the cases selected "
-              "(--all measures every case anyway)", file=sys.stderr)
+              "(--all, ALL=1 through make, measures every case)", file=sys.stderr)
         return 0
     what = ", ".join(measured) if len(measured) <= 12 else f"{len(measured)} op/backend pairs"
     decided.append(f"ab: measuring {what}")
@@ -277,8 +285,8 @@ def run(args: argparse.Namespace) -> int:
     data = dict(out.to_dict(), machine=measurer.machine, changed=changed)
     write_atomic(session / "ab.json", json.dumps(json_ready(data)))
     text, lines, code = verdict(out, args.format, measurer.machine, [])
-    lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge again: fusebench ab --from "
-                    f"{session / 'ab.json'})")
+    again = f"{shlex.quote(sys.executable)} -m fusebench ab --from {shlex.quote(str(session / 'ab.json'))}"
+    lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge it again: {again})")
     return _finish(args, text, lines, code)
 
 
