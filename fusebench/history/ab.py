@@ -25,9 +25,8 @@ ratios a board's drift multiplies alike on both sides). Then:
   board, a compiler's pick at first use that differs between the sides, a stream figure that
   measures the host, a case that builds on one side only.
 
-FACTOR is a margin of practical significance: two processes of one commit differ by a few tenths
-of a percent at most (``docs/ab/README.md`` has the A/A figures), so a whole interval above 1.02 is a
-change of the code. The case's **minimum detectable effect** (its ``limit``) is the smallest ratio
+FACTOR is a margin of practical significance: a whole interval above 1.02 is taken as a change of
+the code, not of the two processes (``docs/ab/README.md`` says what it rests on). The case's **minimum detectable effect** (its ``limit``) is the smallest ratio
 these pairs would call a regression: ``FACTOR · exp(t · sd / sqrt(n))``.
 
 **Stopping** (nvbench's model: repeat until the noise is under a target, within a time limit):
