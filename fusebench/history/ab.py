@@ -26,8 +26,9 @@ ratios a board's drift multiplies alike on both sides). Then:
   measures the host, a case that builds on one side only.
 
 FACTOR is a margin of practical significance: a whole interval above 1.02 is taken as a change of
-the code, not of the two processes (``docs/ab/README.md`` says what it rests on). The case's **minimum detectable effect** (its ``limit``) is the smallest ratio
-these pairs would call a regression: ``FACTOR · exp(t · sd / sqrt(n))``.
+the code, not of the two processes (``docs/ab/README.md`` says what it rests on). The case's
+**minimum detectable effect** (its ``limit``) is the smallest ratio these pairs would call a
+regression: ``FACTOR · exp(t · sd / sqrt(n))``.
 
 **Stopping** (nvbench's model: repeat until the noise is under a target, within a time limit):
 a case gets at least MIN_PAIRS rounds, then stops once every judged metric is decided
