@@ -66,7 +66,14 @@ def _text_at(repo: Path, rev: str, path: str) -> str | None:
 
 def changed_files(repo: Path, base: str, head: str | None) -> list[str]:
     """The measured files whose code differs from ``base`` to ``head`` (None: the working tree,
-    untracked files that git does not ignore included), comment-only changes left out."""
+    untracked files that git does not ignore included), comment-only changes left out.
+
+    Returns:
+        Paths relative to ``repo``, sorted.
+
+    Raises:
+        UsageError: git cannot run, or ``git diff`` fails (an unknown revision).
+    """
     measured = _measured_roots()
     args = ["diff", "--name-only", "-z", base] + ([head] if head else []) + ["--", *measured]
     out = _git(repo, *args)
