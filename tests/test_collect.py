@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench.errors import UsageError
 from fusebench.history import collect, results, runrecord
@@ -34,8 +35,8 @@ def cpu_run(tmp_path_factory) -> Path:
 def h200(tmp_path) -> Path:
     """The committed H200 results and records, copied as another host's output folder."""
     host = tmp_path / "host-h200"
-    shutil.copytree(PROJECT_ROOT / "results", host / "results")
-    shutil.copytree(PROJECT_ROOT / "records", host / "records", ignore=shutil.ignore_patterns("*.md"))
+    shutil.copytree(committed_folder("results"), host / "results")
+    shutil.copytree(committed_folder("records"), host / "records", ignore=shutil.ignore_patterns("*.md"))
     return host
 
 
@@ -254,7 +255,7 @@ def test_not_a_results_folder_or_the_destination_itself_is_refused(tmp_path):
     with pytest.raises(UsageError, match="not a results folder"):
         collect.plan([tmp_path / "empty"], tmp_path / "results")
     with pytest.raises(UsageError, match="is the destination"):
-        collect.plan([PROJECT_ROOT / "results"], PROJECT_ROOT / "results")
+        collect.plan([committed_folder("results")], committed_folder("results"))
 
 
 @pytest.mark.slow

@@ -5,6 +5,8 @@
 import json
 import subprocess
 
+from committed import committed_folder
+
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -34,7 +36,7 @@ def test_every_committed_result_is_drawn_so_publish_is_quiet():
     history); publish then has nothing to say about the committed results."""
     from fusebench.history import drawable
 
-    assert drawable.undrawn(PROJECT_ROOT / "results") == []
+    assert drawable.undrawn(committed_folder("results")) == []
 
 
 def test_each_machines_committed_results_are_one_series_per_case():

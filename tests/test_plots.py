@@ -2,13 +2,14 @@
 
 import pytest
 from asvfiles import main_commits, write_result
+from committed import committed_folder
 
 from fusebench.history import marks, plots, results, runrecord
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
 
-H200 = PROJECT_ROOT / "results"
+H200 = committed_folder("results")
 
 
 @pytest.fixture(scope="module")
@@ -213,7 +214,7 @@ def test_energy_per_byte_is_plotted_from_the_newest_record_that_has_it(tmp_path)
 def test_the_speedup_plot_has_a_column_per_backend_the_op_registers():
     """Issue 41, item 6: the H200 GELU speedup plot had liger and quack columns marked n/a, though
     GELU has no such backends."""
-    latest = results.Reader(PROJECT_ROOT / "results").latest("h200")
+    latest = results.Reader(committed_folder("results")).latest("h200")
     ticks = {name: [t.get_text() for t in plots.speedup_figure(latest, OPS[name]).axes[0].get_xticklabels()]
              for name in ("gelu", "softmax")}
     for name, got in ticks.items():

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench.commands import main
 from fusebench.history import runrecord, transaction
@@ -559,7 +560,7 @@ def test_a_killed_publish_leaves_no_child_behind(tmp_path, kind, count):
 
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
     parent = subprocess.Popen([sys.executable, "-c", _PUBLISH_PARENT, kind, str(tmp_path),
-                               str(PROJECT_ROOT / "results")], env=env)
+                               str(committed_folder("results"))], env=env)
     try:
         deadline = time.monotonic() + 120
         while len(kids := [k for k in _children(parent.pid) if _alive(k)]) < count:
@@ -660,7 +661,6 @@ _TERMED_PUBLISH = """
 import signal, sys
 from pathlib import Path
 from fusebench.history import site
-from fusebench.paths import PROJECT_ROOT
 
 def interrupt(*args):
     raise KeyboardInterrupt  # as fusebench.cli.run_main turns SIGTERM into one
@@ -671,8 +671,8 @@ sleeper = tmp / "python"
 sleeper.write_text("#!/bin/sh\\nexec sleep 120\\n")
 sleeper.chmod(0o755)
 (tmp / "html").mkdir()
-site._build(PROJECT_ROOT / "results", PROJECT_ROOT / "results", tmp / "html", [], False, str(sleeper),
-            tmp / "site")
+results = Path(sys.argv[2])
+site._build(results, results, tmp / "html", [], False, str(sleeper), tmp / "site")
 """
 
 
@@ -683,7 +683,8 @@ def test_a_terminated_publish_stops_asv_at_once(tmp_path):
     import time
 
     env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
-    parent = subprocess.Popen([sys.executable, "-c", _TERMED_PUBLISH, str(tmp_path)], env=env)
+    parent = subprocess.Popen([sys.executable, "-c", _TERMED_PUBLISH, str(tmp_path),
+                               str(committed_folder("results"))], env=env)
     try:
         deadline = time.monotonic() + 120
         while not (kids := [k for k in _children(parent.pid) if _alive(k)]):

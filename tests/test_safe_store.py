@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench import tmpdirs
 from fusebench.history import runrecord, site, store, transaction
@@ -194,7 +195,7 @@ def test_a_killed_publish_leaves_the_site_as_it_was(tmp_path, monkeypatch):
 
     monkeypatch.setattr(store, "publish", killed)
     with pytest.raises(KeyboardInterrupt):
-        site.publish(PROJECT_ROOT / "results", html, [])
+        site.publish(committed_folder("results"), html, [])
     assert hashes(html) == {str(html / "index.html"): hashlib.sha256(b"the site as it was").hexdigest()}
     assert [p.name for p in tmp_path.iterdir()] == ["html"]  # no staging folder left
     assert not [p for p in Path("/tmp").glob(f"fusebench-publish-{os.getpid()}-*")]

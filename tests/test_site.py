@@ -10,6 +10,7 @@ from pathlib import Path
 import asv
 import pytest
 from asvfiles import main_commits, write_result
+from committed import committed_folder
 
 from fusebench.history import site, store
 from fusebench.ops import OPS
@@ -151,10 +152,10 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     site_dir.mkdir()
     shutil.copy(PROJECT_ROOT / "site" / "package-lock.json", site_dir)
     monkeypatch.setattr(site.shutil, "which", lambda name: None)
-    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", OPS.values(), site_dir=site_dir) == 1
+    assert site.publish(committed_folder("results"), tmp_path / "html", OPS.values(), site_dir=site_dir) == 1
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("publish: error: npm not found") and "CDN=1" in err
-    assert site.publish(PROJECT_ROOT / "results", tmp_path / "html", OPS.values(), cdn=True,
+    assert site.publish(committed_folder("results"), tmp_path / "html", OPS.values(), cdn=True,
                         site_dir=site_dir) == 0
     assert "needs internet" in capsys.readouterr().err
     index = (tmp_path / "html" / "index.html").read_text()

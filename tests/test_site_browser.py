@@ -20,6 +20,7 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench.history import results, site, store
 from fusebench.ops import OPS
@@ -82,7 +83,7 @@ def _check(url: str, *args: str, site_dir: Path | None = None) -> tuple[int, dic
 def published(tmp_path_factory):
     html = tmp_path_factory.mktemp("site") / "html"
     # npm ci, vendor files, rewrite, plots
-    assert site.publish(PROJECT_ROOT / "results", html, OPS.values()) == 0
+    assert site.publish(committed_folder("results"), html, OPS.values()) == 0
     return html
 
 
@@ -96,7 +97,8 @@ def test_the_published_site_works_offline(published, serve):
     chain = set(subprocess.run(["git", "rev-list", "--first-parent", "main"], cwd=PROJECT_ROOT,
                                capture_output=True,
                                text=True).stdout.split())
-    runs = [r for r in (results.read_file(f) for f in results.result_files(PROJECT_ROOT / "results", "h200"))
+    files = results.result_files(committed_folder("results"), "h200")
+    runs = [r for r in (results.read_file(f) for f in files)
             if r.commit in chain and any(results.is_measured(v)
                                          for v in r.values.get("suite.Gelu.track_bandwidth", {}).values())]
     # issue 41, item 3: host details are no series keys, so the whole H200 history is one line
@@ -139,7 +141,7 @@ def test_the_plots_page_and_its_images_load(published, serve):
 def test_the_check_fails_on_a_site_that_loads_from_cdns(tmp_path, serve):
     """Without the rewrite the CDN requests fail offline and asv shows its error page."""
     html = tmp_path / "html"
-    assert store.publish(PROJECT_ROOT / "results", html) == 0  # plain asv publish: CDN URLs left
+    assert store.publish(committed_folder("results"), html) == 0  # plain asv publish: CDN URLs left
     code, report = _check(serve(html))
     assert code == 1
     assert any(f.startswith("https://code.jquery.com/jquery-3.3.1.min.js") for f in report["failed"])
@@ -215,7 +217,7 @@ def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
         subprocess.run(["git", "tag", tag, "463f960f"], cwd=repo, check=True)
     monkeypatch.setattr(store, "PROJECT_ROOT", repo)  # asv publish reads git tags from there
     html_dir = tmp_path / "html"
-    assert site.publish(PROJECT_ROOT / "results", html_dir, OPS.values()) == 1  # the tag named, left out
+    assert site.publish(committed_folder("results"), html_dir, OPS.values()) == 1  # the tag named, left out
     index = json.loads((html_dir / "index.json").read_text())
     assert list(index["tags"]) == ["v1.0"]
     assert site_fixes.TAG.fullmatch("v1.0")

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 from asvfiles import main_commits, write_result
+from committed import committed_folder
 
 from fusebench.errors import UsageError
 from fusebench.history import plots, results, site
@@ -59,7 +60,7 @@ def test_write_plots_draws_the_rest_then_names_the_file(two_commits, tmp_path_fa
 def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
     """The issue's case: the committed H200 results with one file truncated."""
     res = tmp_path / "results"
-    shutil.copytree(PROJECT_ROOT / "results", res)
+    shutil.copytree(committed_folder("results"), res)
     bad = next((res / "h200").glob("d0a40cb8-*.json"))
     bad.write_bytes(bad.read_bytes()[:1000])
     out = subprocess.run([sys.executable, "-m", "fusebench", "plots", "--results", str(res), "--out",

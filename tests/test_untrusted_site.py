@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench.history import site
 from fusebench.history.untrusted import _cut
@@ -29,7 +30,7 @@ RESULT = "b34537da-existing-py3.12.json"
 def poisoned_results(folder: Path) -> Path:
     """The committed results, plus markup from 'another host' in every string field."""
     results = folder / "results"
-    shutil.copytree(PROJECT_ROOT / "results", results)
+    shutil.copytree(committed_folder("results"), results)
     bench_path = results / "benchmarks.json"
     bench = json.loads(bench_path.read_text())
     bench[BAD_NAME] = dict(bench["suite.Gelu.track_bandwidth"], name=BAD_NAME)

@@ -5,6 +5,7 @@ import urllib.parse
 
 import pytest
 from asvfiles import main_commits, write_result
+from committed import committed_folder
 
 from fusebench.history import compare, results, runrecord, verdicts
 from fusebench.paths import PROJECT_ROOT
@@ -37,7 +38,7 @@ def test_each_commit_is_judged_against_the_previous_measured_one(tmp_path):
 @pytest.mark.slow
 def test_the_page_agrees_with_make_compare_on_the_committed_results():
     """The newest pair of the H200's measured commits, judged as make compare judges it."""
-    res = PROJECT_ROOT / "results"
+    res = committed_folder("results")
     newest = verdicts.judge_history(res, "h200")[0]
     line = verdicts.measured_line(res, "h200")
     assert (newest.base, newest.head) == (line[-2], line[-1])
