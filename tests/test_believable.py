@@ -9,7 +9,6 @@ import time
 
 import pytest
 import torch
-from committed import committed_folder
 
 from fusebench.errors import UsageError
 from fusebench.history import results
@@ -96,8 +95,10 @@ def test_the_compare_hint_names_the_newest_stored_commits_by_date(tmp_path):
 
 
 def test_the_committed_results_hint_is_a_make_command():
-    hint = results.compare_hint(committed_folder("results"), "h200")
-    commits = results.stored_commits(committed_folder("results"), "h200")
+    # the checkout's own results/ (the hint says `make compare` only for it); h200's files are the
+    # committed ones, whatever a CPU run left beside them
+    hint = results.compare_hint(PROJECT_ROOT / "results", "h200")
+    commits = results.stored_commits(PROJECT_ROOT / "results", "h200")
     base, head = commits[1][0][:8], commits[0][0][:8]
     assert hint.endswith(f"e.g. make compare MACHINE=h200 BASE={base} HEAD={head}")
 
