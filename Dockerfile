@@ -45,7 +45,7 @@ ARG SYSTEM_PACKAGES="python3 python3-venv python3-dev g++ git make ninja-build c
 # versions silently drop the ranges of the `nvtx` package.
 ARG NSYS_VERSION=2025.3.2
 ARG NSYS_PACKAGE_VERSION=2025.3.2.474-1
-# The extension's own -gencode flags (fusebench/ops/cuda_ext.py: sm_80, sm_90, compute_90 PTX) take
+# The extension's own -gencode flags (kernels/cuda_ext.py: sm_80, sm_90, compute_90 PTX) take
 # precedence; this says the same for anything else torch builds here.
 ARG TORCH_CUDA_ARCH_LIST="8.0;9.0+PTX"
 ARG USER_ID=10001
@@ -100,7 +100,7 @@ RUN test -n "${LOCK_HASH}" || { echo "LOCK_HASH is required: make image passes i
  && python -c "import sys, torch; c = torch.version.cuda; assert (c or '').startswith('13') if sys.argv[1] == 'cuda' else c is None, (torch.__version__, c)" "${FLAVOUR}" \
  && rm -rf /tmp/lock
 
-# The reference backends' libraries (Liger-Kernel, QuACK, FlagGems: fusebench/ops/reference_libs.py), the
+# The reference backends' libraries (Liger-Kernel, QuACK, FlagGems: kernels/reference_libs.py), the
 # optional group requirements-reference.lock, installed over the lock with --no-deps so that none of
 # them brings another torch or triton (that file pins each runtime dependency on a line of its own),
 # every hash checked. No `pip check` after it: the packages' metadata names what --no-deps leaves out
@@ -112,7 +112,7 @@ COPY requirements-reference.lock /tmp/reflock/
 RUN if [ "${FLAVOUR}" = cuda ]; then pip install --no-deps --require-hashes -r /tmp/reflock/requirements-reference.lock; fi \
  && rm -rf /tmp/reflock
 
-# The `cuda` backend's extension, built now (no GPU needed: `python -m fusebench.ops.cuda_ext`) into the
+# The `cuda` backend's extension, built now (no GPU needed: `python -m fusebench.kernels.cuda_ext`) into the
 # directory the runtime loads it from. Built from /workspace, where the checkout is mounted at run
 # time, so the sources have the same paths and torch reuses this build (it re-links only when a
 # source changed). World-writable: the container runs as the calling user's uid, and torch takes
@@ -120,8 +120,9 @@ RUN if [ "${FLAVOUR}" = cuda ]; then pip install --no-deps --require-hashes -r /
 ENV FUSEBENCH_EXT_DIR=/opt/fusebench/torch_extensions
 WORKDIR /workspace
 COPY fusebench/ /workspace/fusebench/
+COPY kernels/ /workspace/kernels/
 # differs (5)
-RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.ops.cuda_ext && nsys --version; fi \
+RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.kernels.cuda_ext && nsys --version; fi \
  && mkdir -p /opt/fusebench/torch_extensions \
  && chmod -R a+rwX /opt/fusebench/torch_extensions
 

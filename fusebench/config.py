@@ -1,7 +1,7 @@
 """The case file, ``fusebench.yaml``: per op its shapes per grid, dtypes, backends and headline
 shape, and the run settings (rounds, the gate's factor and alpha).
 
-The ops themselves (reference, declared work, backends) are Python modules in ``fusebench/ops/``; this
+The ops themselves (reference, declared work, backends) are Python modules in ``kernels/``; this
 file says which of their cases a run measures, so adding a shape or a dtype edits only the YAML.
 The file at the repository root is the default (packaged as ``fusebench/fusebench.yaml``, a link
 to it, so that an installed fusebench has it too); ``--config PATH`` names another.

@@ -1,6 +1,6 @@
 """The op and backend registry.
 
-Each op's folder ``fusebench/ops/<op>/`` builds one :class:`Op` (its reference, grids, dtype axis and
+Each op's folder ``kernels/<op>/`` builds one :class:`Op` (its reference, grids, dtype axis and
 declared work: bytes moved, and flops for a compute-bound op) and registers its backends on it with
 :meth:`Op.backend`. A backend is a *factory*: given the input tensor it does all setup
 (allocation, compilation, extension build) and returns a zero-argument callable; only that
@@ -20,9 +20,13 @@ import torch
 
 from fusebench.errors import SkipCase, UsageError
 
+#: The package each op is a module of: ``kernels/`` at the project root, imported under this name
+#: in a checkout and installed alike (fusebench/__init__.py).
+KERNELS = "fusebench.kernels"
+
 #: The fixed backend axis, in report order. ``eager`` is the unfused baseline; after fusebench's own
 #: kernels come the reference backends, the field's public kernels under their library's name
-#: (``fusebench/ops/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
+#: (``kernels/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
 BACKENDS: tuple[str, ...] = ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
 
 #: The plain dtypes (names as used on the command line and in asv); the memory-bound ops'

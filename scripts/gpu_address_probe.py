@@ -6,10 +6,10 @@ project root: PYTHONPATH=. python scripts/gpu_address_probe.py
 """
 
 import torch
+from fusebench.kernels.gelu.triton import gelu as tg
+from fusebench.kernels.softmax.triton import softmax as tsm
 
 from fusebench.measure import inputs, timing
-from fusebench.ops.gelu.triton import gelu as tg
-from fusebench.ops.softmax.triton import softmax as tsm
 
 
 def run(name, make_x, f):

@@ -17,9 +17,9 @@ import time
 
 import pynvml
 import torch
+from fusebench.kernels.gelu.triton import gelu as tg
 
 from fusebench.measure import inputs, timing
-from fusebench.ops.gelu.triton import gelu as tg
 
 pynvml.nvmlInit()
 h = pynvml.nvmlDeviceGetHandleByIndex(0)

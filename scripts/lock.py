@@ -87,7 +87,7 @@ PYTHONS = ("3.11", "3.12", "3.13")
 #: PyTorch's CPU index page of torch: where the CPU build's wheels come from.
 CPU_FIND_LINKS = "https://download.pytorch.org/whl/cpu/torch/"
 
-#: The optional group of the reference backends (fusebench/ops/reference_libs.py) and its lock.
+#: The optional group of the reference backends (kernels/reference_libs.py) and its lock.
 REFERENCE_IN = ROOT / "requirements-reference.in"
 REFERENCE_LOCK = ROOT / "requirements-reference.lock"
 

@@ -17,10 +17,10 @@ import statistics
 import sys
 
 import torch
+from fusebench.kernels.gelu.triton import gelu as triton_gelu
+from fusebench.kernels.softmax.triton import softmax as triton_softmax
 
 from fusebench.measure import inputs, timing
-from fusebench.ops.gelu.triton import gelu as triton_gelu
-from fusebench.ops.softmax.triton import softmax as triton_softmax
 
 CASES = [
     ("triton softmax 4096x65536 float16", triton_softmax, (4096, 65536), torch.float16),

@@ -279,11 +279,11 @@ OPS = {"gelu": ("eager", "torch", "compile", "triton", "cuda"),
 
 
 @pytest.mark.parametrize("path, pairs", [
-    ("fusebench/ops/gelu/triton.py", (("gelu", "triton"),)),
-    ("fusebench/ops/gelu/__init__.py", tuple(("gelu", b) for b in OPS["gelu"])),
-    ("fusebench/ops/gelu/gelu.cu", (("gelu", "cuda"), ("softmax", "cuda"))),
-    ("fusebench/ops/reference_libs.py", (("softmax", "liger"),)),
-    ("fusebench/ops/gelu/tuning.py", (("gelu", ab_cases.EVERY),)),
+    ("kernels/gelu/triton.py", (("gelu", "triton"),)),
+    ("kernels/gelu/__init__.py", tuple(("gelu", b) for b in OPS["gelu"])),
+    ("kernels/gelu/gelu.cu", (("gelu", "cuda"), ("softmax", "cuda"))),
+    ("kernels/reference_libs.py", (("softmax", "liger"),)),
+    ("kernels/gelu/tuning.py", (("gelu", ab_cases.EVERY),)),
     ("fusebench/history/compare.py", ()),
     ("fusebench/measure/timing.py", None),
     ("requirements.lock", None),
@@ -296,8 +296,8 @@ def test_the_cases_follow_the_changed_files(path, pairs):
 
 def test_changed_files_ignore_comments_and_see_uncommitted_and_untracked_files(tmp_path):
     repo = tmp_path / "r"
-    (repo / "fusebench" / "ops" / "gelu").mkdir(parents=True)
-    triton = repo / "fusebench" / "ops" / "gelu" / "triton.py"
+    (repo / "kernels" / "gelu").mkdir(parents=True)
+    triton = repo / "kernels" / "gelu" / "triton.py"
     triton.write_text("def f(x):\n    return x + 1\n")
     (repo / "README.md").write_text("hi\n")
     git(tmp_path, "init", "-q", "-b", "main", str(repo))
@@ -308,9 +308,9 @@ def test_changed_files_ignore_comments_and_see_uncommitted_and_untracked_files(t
     git(repo, "commit", "-qam", "comments")
     assert ab_cases.changed_files(repo, "HEAD~1", "HEAD") == []
     triton.write_text("def f(x):\n    return x + 2\n")
-    (repo / "fusebench" / "ops" / "gelu" / "new.py").write_text("y = 1\n")
-    assert ab_cases.changed_files(repo, "HEAD", None) == ["fusebench/ops/gelu/new.py",
-                                                          "fusebench/ops/gelu/triton.py"]
+    (repo / "kernels" / "gelu" / "new.py").write_text("y = 1\n")
+    assert ab_cases.changed_files(repo, "HEAD", None) == ["kernels/gelu/new.py",
+                                                          "kernels/gelu/triton.py"]
 
 
 def test_what_a_measurement_imports_is_outside_not_run():
@@ -376,7 +376,7 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     throwaway.slow_down(repo)
     r = run_cli("--base", "HEAD", "--backends", "torch", "--dtypes", "float32", "--shapes", "16384",
                 "--min-pairs", "3", "--max-pairs", "3", "--format", "json", *common)
-    assert "fusebench/ops/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr
+    assert "kernels/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr
     out = json.loads(r.stdout)
     assert out["head_dirty"] is True and out["pairs"] == {"gelu/torch/16384/float32": 3}
     (row,) = out["rows"]

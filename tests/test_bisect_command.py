@@ -47,7 +47,7 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
     root = tmp_path / "cache" / "worktrees"
     tree = bisect_git.worktree(repo, root, shas[1])
     assert tree == root / shas[1] and (tree / "notes.txt").read_text() == "one\n"
-    assert SLOW[0] in (tree / "fusebench" / "ops" / "gelu" / "__init__.py").read_text()
+    assert SLOW[0] in (tree / "kernels" / "gelu" / "__init__.py").read_text()
     (tree / "marker").write_text("kept")  # untracked: the tree is reused
     assert bisect_git.worktree(repo, root, shas[1]) == tree and (tree / "marker").exists()
     (tree / "notes.txt").write_text("edited\n")  # a tracked file edited: made again

@@ -122,12 +122,12 @@ def test_each_bad_value_is_one_line_with_file_key_and_valid_values(tmp_path, cha
 
 
 def test_an_op_is_its_module_named_by_the_yaml(tmp_path):
-    # adding an op is fusebench/ops/<name>/ and its YAML entry: the entry names the module
+    # adding an op is kernels/<name>/ and its YAML entry: the entry names the module
     assert list(REGISTERED) == list(config.load().ops)
     path = mutated(tmp_path, _set(["ops", "relu"], {}))
     with pytest.raises(config.ConfigError) as err:
         ops.configured(path)
-    assert str(err.value) == f"{path}: ops.relu: no package fusebench/ops/relu/ builds this op"
+    assert str(err.value) == f"{path}: ops.relu: no package kernels/relu/ builds this op"
 
 
 def test_a_matmul_shape_its_flops_refuse_is_named(tmp_path):

@@ -12,14 +12,14 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-from fusebench.ops import cuda_check
+from fusebench.kernels import cuda_check
 
 NVCC = cuda_check.find_nvcc()
 needs_nvcc = pytest.mark.skipif(
     NVCC is None, reason="nvcc not found (PATH, $CUDA_HOME, /usr/local/cuda)"
 )
 SOURCES = cuda_check.cuda_sources()
-#: Each op's .cu file by name (fusebench/ops/<op>/<name>.cu).
+#: Each op's .cu file by name (kernels/<op>/<name>.cu).
 SRC = {p.name: p for p in SOURCES}
 
 # Real `nvcc -c -arch=sm_90 -Xptxas -v -O3 -maxrregcount=24` output (nvcc 13.0) for a
@@ -121,7 +121,7 @@ def test_cluster_chunk_mirrors_agree():
     """kClusterChunkElems (fusebench_cuda.h) against its mirrors: the Python constant, the refusal's
     and the binding's messages and cluster_dispatch's cases in softmax_cluster.cu."""
     pytest.importorskip("torch")
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     header = (cuda_check.CUDA_DIR / "fusebench_cuda.h").read_text()
     chunks = tuple(int(c) for c in re.search(r"kClusterChunkElems\[\] = \{([^}]*)\}", header)[1].split(","))
@@ -140,7 +140,7 @@ def test_unavailable_reason_without_gpu():
     torch = pytest.importorskip("torch")
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is present: the GPU test suite covers the built extension")
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     reason = cuda_ext.unavailable_reason()
     assert isinstance(reason, str) and reason

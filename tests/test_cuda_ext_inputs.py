@@ -1,4 +1,4 @@
-"""Every entry point of ``fusebench.ops.cuda_ext`` refuses a tensor the extension does not take (not on a
+"""Every entry point of ``fusebench.kernels.cuda_ext`` refuses a tensor the extension does not take (not on a
 CUDA device, or not float32/bfloat16/float16) with a one-line ValueError naming the op, before
 the extension is called, as every other argument check of cuda_ext. The CPU
 tests stand a stub in for the extension that fails if it is touched; the GPU test sends real
@@ -9,8 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
-from fusebench.ops import cuda_ext
+from fusebench.kernels import cuda_ext
 
 #: entry point -> a call of it with its defaults (the op name its refusals carry)
 ENTRY_POINTS = {
@@ -95,7 +94,7 @@ def test_a_result_without_error_is_its_tensor():
 #: would refuse the first two first): each must come back as (None, why), and the process live.
 _PROBE = """
 import torch
-from fusebench.ops import cuda_ext
+from fusebench.kernels import cuda_ext
 print("start")
 m = cuda_ext._module()
 print("loaded")

@@ -175,7 +175,7 @@ def test_dockerfile_pins_base_nsys_and_user():
                 "FUSEBENCH_LOCK_HASH=${LOCK_HASH}", "FUSEBENCH_EXT_DIR=", "VIRTUAL_ENV=/opt/venv"):
         assert env in text
     assert "git config --system --add safe.directory '*'" in text
-    assert ('RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.ops.cuda_ext && nsys --version; fi'
+    assert ('RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.kernels.cuda_ext && nsys --version; fi'
             in text)
 
 
@@ -198,7 +198,7 @@ def test_one_dockerfile_two_bases_the_differing_lines_named():
     # the build context holds only what the Dockerfile copies
     ignore = (PROJECT_ROOT / ".dockerignore").read_text().splitlines()
     copied = {"requirements.lock", "requirements-reference.lock", "scripts/lock_view.sh",
-              "scripts/entrypoint.sh", "fusebench/"}
+              "scripts/entrypoint.sh", "fusebench/", "kernels/"}
     assert "*" in ignore
     sources = {s for ln in re.findall(r"^COPY (.+) \S+$", text, re.M) for s in ln.split()}
     assert sources == copied

@@ -1,4 +1,4 @@
-"""docs/extending.md's checklist for a new op, followed on a clone: one module in fusebench/ops/ and one
+"""docs/extending.md's checklist for a new op, followed on a clone: one package in kernels/ and one
 entry in fusebench.yaml, and the op is listed, measured, stored and judged with no other change."""
 
 import json
@@ -57,8 +57,8 @@ def _run(clone, *args, timeout=600):
 def test_a_toy_op_is_listed_measured_and_judged_with_one_module_and_one_entry(tmp_path):
     clone = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(PROJECT_ROOT), str(clone)], check=True)
-    (clone / "fusebench" / "ops" / "toy").mkdir()
-    (clone / "fusebench" / "ops" / "toy" / "__init__.py").write_text(TOY)
+    (clone / "kernels" / "toy").mkdir()
+    (clone / "kernels" / "toy" / "__init__.py").write_text(TOY)
     cases = clone / "fusebench.yaml"
     cases.write_text(cases.read_text().rstrip("\n") + "\n" + ENTRY)
     git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]

@@ -127,8 +127,9 @@ def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
                 "cuda_ext.py": {"cuda"}, "reference_libs.py": {"quack"}, "softmax/triton.py": set(),
                 "gelu/tuning.py": set()}
     for changed, hit in expected.items():
-        touched = {b for b, p in gelu_paths.items() if noise.touches({f"fusebench/ops/{changed}"}, p)}
-        assert touched == hit, changed
+        for folder in ("fusebench/ops", "kernels"):  # the op packages, before and after the move back
+            touched = {b for b, p in gelu_paths.items() if noise.touches({f"{folder}/{changed}"}, p)}
+            assert touched == hit, (folder, changed)
     assert noise.touches({"fusebench/ops/x.py"}, noise.measured_paths("gelu", "some-new-backend"))
     assert set(noise.REFERENCE_BACKENDS) == {"liger", "quack", "flaggems"}
     # another torch, another method version of the metric, a dirty tree, an unknown diff: no pair
@@ -200,9 +201,10 @@ def test_a_graph_figure_without_history_borrows_the_hot_history_only_where_it_ti
 
 
 def test_every_measured_op_and_backend_names_files_that_exist():
-    """A move of the ops must update the table, or no change would ever end an A/A pair. Each entry
-    names the layout before the op package (``kernels/``, gone since the move: it is kept so that
-    pairs of older runs still tell changed code from unchanged) and the op package's, which must exist."""
+    """A move of the ops must update the table, or no change would ever end an A/A pair. The table
+    names every layout the history holds (``kernels/<op>.py``, then ``fusebench/ops/<op>/``, now
+    ``kernels/<op>/``): the older ones are kept so that pairs of older runs still tell changed code
+    from unchanged, and every path of the current one must exist."""
     import glob
 
     from fusebench import ops
@@ -211,15 +213,13 @@ def test_every_measured_op_and_backend_names_files_that_exist():
     def exists(p: str) -> bool:
         return bool(glob.glob(str(PROJECT_ROOT / p.rstrip("/"))))
 
-    assert not (PROJECT_ROOT / "kernels").exists()  # the old paths below match only older commits
+    assert not (PROJECT_ROOT / "fusebench" / "ops").exists()  # the older paths match older commits only
     for op in ops.configured().values():
+        older = ("fusebench/ops/", f"kernels/{op.name}.py", f"kernels/triton_{op.name}.py")
+        assert f"kernels/{op.name}/__init__.py" in noise.measured_paths(op.name, "torch")
         for backend in op.backends:
-            paths = [p for p in noise.measured_paths(op.name, backend) if not p.startswith("kernels/")]
-            assert paths and all(p.startswith("fusebench/ops/") for p in paths), (op.name, backend, paths)
-            assert exists(f"fusebench/ops/{op.name}/__init__.py"), op.name
-            for own in noise.BACKEND_PATHS.get(backend, noise.ANY_OP_PATHS):
-                if not own.startswith("kernels/"):
-                    assert exists(own.format(op=op.name)), (op.name, backend, own)
+            current = [p for p in noise.measured_paths(op.name, backend) if not p.startswith(older)]
+            assert current and all(exists(p) for p in current), (op.name, backend, current)
 
 
 def test_a_few_drifting_cases_do_not_widen_their_quiet_neighbours():

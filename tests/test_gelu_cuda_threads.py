@@ -15,7 +15,7 @@ from fusebench.ops import get_op
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16], ids=str)
 @pytest.mark.parametrize("numel", [9, 4097, (1 << 22) + 5])
 def test_every_block_size_gives_the_default_result(threads, dtype, numel):
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     g = torch.Generator(device="cuda").manual_seed(numel)
     base = torch.randn(numel + 1, device="cuda", dtype=dtype, generator=g) * 4
@@ -29,7 +29,7 @@ def test_every_block_size_gives_the_default_result(threads, dtype, numel):
 
 @pytest.mark.parametrize("threads", [64, 1024, 0, -1])
 def test_a_block_size_that_is_not_built_is_refused_before_the_extension(threads, monkeypatch):
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     def no_extension():
         raise AssertionError("the extension was reached")

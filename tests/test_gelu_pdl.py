@@ -23,7 +23,7 @@ def _gelu_chain(gelu, x, calls=8):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dtype):
     if backend == "cuda":
-        from fusebench.ops import cuda_ext
+        from fusebench.kernels import cuda_ext
 
         def plain(t):
             return cuda_ext.gelu(t, pdl=False)
@@ -31,7 +31,7 @@ def test_gelu_with_pdl_matches_the_plain_launch_in_a_dependent_chain(backend, dt
         def pdl(t):
             return cuda_ext.gelu(t, pdl=True)
     else:
-        from fusebench.ops.gelu import triton as tg
+        from fusebench.kernels.gelu import triton as tg
 
         d = tg._launch_config(torch.empty((), dtype=dtype).element_size())
         on = tg.GeluConfig(d.block, d.num_warps, pdl=True)

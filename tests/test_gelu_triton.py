@@ -1,4 +1,4 @@
-"""The Triton GELU kernel (fusebench.ops.gelu.triton) against the float64 reference.
+"""The Triton GELU kernel (fusebench.kernels.gelu.triton) against the float64 reference.
 
 Without a CUDA device it runs in the Triton interpreter on CPU tensors; shapes are kept small for it.
 """
@@ -8,9 +8,8 @@ import torch
 
 triton = pytest.importorskip("triton")
 
+from fusebench.kernels.gelu.triton import GeluConfig, gelu
 from kernelcheck import DEVICE, DTYPES, close, randn
-
-from fusebench.ops.gelu.triton import GeluConfig, gelu
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

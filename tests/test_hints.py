@@ -97,7 +97,7 @@ def test_the_trace_hint_names_the_op_and_runs():
 
 @pytest.mark.slow
 def test_the_reference_install_hint_runs():
-    from fusebench.ops.reference_libs import INSTALL
+    from fusebench.kernels.reference_libs import INSTALL
 
     assert suggested(INSTALL) == ["make venv REFERENCE=1"]
     assert make("make venv REFERENCE=1", "-n").returncode == 0

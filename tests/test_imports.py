@@ -17,12 +17,15 @@ CLI = ("fusebench.cli", "fusebench.commands", "fusebench.__main__")
 
 def _module_name(path: Path) -> str:
     parts = list(path.relative_to(PROJECT_ROOT).with_suffix("").parts)
+    if parts[0] == "kernels":  # imported as fusebench.kernels (fusebench/__init__.py)
+        parts.insert(0, "fusebench")
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
 @functools.cache
 def modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in (PROJECT_ROOT / "fusebench").rglob("*.py")}
+    return {_module_name(p): p for folder in ("fusebench", "kernels")
+            for p in (PROJECT_ROOT / folder).rglob("*.py")}
 
 
 def _target(name: str) -> str | None:
@@ -64,7 +67,8 @@ def _reachable(start: str) -> set[str]:
 def test_the_graph_sees_function_level_imports():
     # fusebench.history.site imports the plots inside publish(): the graph must see that edge
     assert "fusebench.history.plots" in imports()["fusebench.history.site"]
-    assert "fusebench.ops.rmsnorm" in modules() and "fusebench.registry" in imports()["fusebench.ops.rmsnorm"]
+    assert "fusebench.kernels.rmsnorm" in modules()
+    assert "fusebench.registry" in imports()["fusebench.kernels.rmsnorm"]
 
 
 def test_no_import_circle():
@@ -81,7 +85,9 @@ def test_nothing_below_the_command_line_imports_it():
 
 def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
     reached = _reachable("fusebench.config")
-    below = [m for m in reached if m.startswith(("fusebench.history", "fusebench.measure", "fusebench.ops"))]
+    below = [m for m in reached
+             if m.startswith(("fusebench.history", "fusebench.measure", "fusebench.ops",
+                              "fusebench.kernels"))]
     assert not below, below
 
 

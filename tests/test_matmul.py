@@ -5,12 +5,12 @@ import math
 
 import pytest
 import torch
+from fusebench.kernels.matmul import tolerance
 
 from fusebench.errors import SkipCase
 from fusebench.history import asvsuite, summary
 from fusebench.measure import correctness, metrics, sweep
 from fusebench.ops import get_op
-from fusebench.ops.matmul import tolerance
 from fusebench.record import Record, Sweep
 from fusebench.registry import DTYPES, PRECISIONS, Op, _tf32_matmul
 

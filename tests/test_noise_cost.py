@@ -33,15 +33,15 @@ def _commit(repo, files: dict[str, bytes | None]) -> str:
 def repo(tmp_path):
     subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, env=ENV)
     a = _commit(tmp_path, {
-        "fusebench/ops/gelu/triton.py": b'def f(x):\n    """Doc."""\n    return x + 1\n',
-        "fusebench/ops/gelu/fused.py": b"def g(x):\n    return x * 2\n",
+        "kernels/gelu/triton.py": b'def f(x):\n    """Doc."""\n    return x + 1\n',
+        "kernels/gelu/fused.py": b"def g(x):\n    return x * 2\n",
         "kernels/cuda/k.cu": b"__global__ void k(float* y) { y[0] = 1.0f; }\n",
         "kernels/table.txt": b"a\nb\n",
         "fusebench/ops/gone.py": b"x = 1\n",
         "README.md": b"hello\n"})
     b = _commit(tmp_path, {
-        "fusebench/ops/gelu/triton.py": b"def f(x):\n    # why\n    return x + 1\n",  # comments only
-        "fusebench/ops/gelu/fused.py": b"def g(x):\n    return x * 3\n",  # code
+        "kernels/gelu/triton.py": b"def f(x):\n    # why\n    return x + 1\n",  # comments only
+        "kernels/gelu/fused.py": b"def g(x):\n    return x * 3\n",  # code
         "kernels/cuda/k.cu": b"__global__ void k(float* y) {\n  // store\n  y[0] = 1.0f;\n}\n",
         "kernels/table.txt": b"a\r\nb\r\n",  # line ends only: read as git's text output was
         "fusebench/ops/gone.py": None,  # removed: not in b
@@ -52,7 +52,7 @@ def repo(tmp_path):
 
 def test_only_what_runs_counts_as_changed(repo):
     root, a, b = repo
-    want = {"fusebench/ops/gelu/fused.py", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
+    want = {"kernels/gelu/fused.py", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
     assert noise._git_changed(root, a, b) == want
     assert noise._git_changed(root, b, a) == want
     assert noise._git_changed(root, a, a) == set()
@@ -68,7 +68,7 @@ def test_the_texts_are_read_once_for_all_pairs(repo, monkeypatch):
     first = noise._git_changed(root, a, b, texts)
     assert calls == ["diff", "cat-file"]  # one process for every file of the pair
     assert texts[f"{a}:fusebench/ops/gone.py"] is not None and texts[f"{b}:fusebench/ops/gone.py"] is None
-    assert texts[f"{a}:fusebench/ops/gelu/triton.py"] == texts[f"{b}:fusebench/ops/gelu/triton.py"]
+    assert texts[f"{a}:kernels/gelu/triton.py"] == texts[f"{b}:kernels/gelu/triton.py"]
     assert noise._git_changed(root, b, a, texts) == first
     assert calls == ["diff", "cat-file", "diff"]  # the texts read already: no second cat-file
 
@@ -77,7 +77,7 @@ def test_git_failing_to_read_counts_as_changed(repo, monkeypatch):
     root, a, b = repo
     monkeypatch.setattr(noise, "_texts", lambda root, specs: None)
     assert noise._git_changed(root, a, b) == {
-        "fusebench/ops/gelu/triton.py", "fusebench/ops/gelu/fused.py", "kernels/cuda/k.cu",
+        "kernels/gelu/triton.py", "kernels/gelu/fused.py", "kernels/cuda/k.cu",
         "kernels/table.txt", "fusebench/ops/gone.py", "fusebench/ops/new.py", "README.md"}
 
 

@@ -194,8 +194,8 @@ def test_summary_command_writes_md_and_csv_beside_the_capture(tmp_path, capsys, 
 
 REAL_SIDE_FILES = sorted(DATA.glob("*.json"))
 
-#: Kernels one call launches, known independently of nsys (see fusebench/ops/gelu/__init__.py,
-#: fusebench/ops/softmax/__init__.py and the torch.profiler counts of
+#: Kernels one call launches, known independently of nsys (see kernels/gelu/__init__.py,
+#: kernels/softmax/__init__.py and the torch.profiler counts of
 #: tests/test_run_record.py::test_launches_per_call).
 KERNELS_PER_CALL = {("gelu", "eager"): 9, ("gelu", "torch"): 1, ("gelu", "compile"): 1,
                     ("gelu", "triton"): 1, ("gelu", "cuda"): 1, ("softmax", "eager"): 5,

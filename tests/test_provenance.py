@@ -22,7 +22,7 @@ def git(root: Path, *args: str) -> str:
 def repo(tmp_path: Path) -> Path:
     """A committed checkout with a file in measured and unmeasured places."""
     root = tmp_path / "checkout"
-    for rel, text in {"fusebench/ops/gelu.py": "x = 1\n", "fusebench/ops/old.py": "y = 2\n",
+    for rel, text in {"kernels/gelu.py": "x = 1\n", "fusebench/ops/old.py": "y = 2\n",
                       "fusebench/measure/timing.py": "t = 1\n", "benchmarks/suite.py": "s = 1\n",
                       "Dockerfile": "FROM scratch\n", "README.md": "# readme\n",
                       "results/h200/a.json": "{}\n", "plots/h200/p.png": "png\n",
@@ -49,13 +49,13 @@ def test_changes_outside_the_measured_files_leave_the_tree_clean(repo):
     (repo / "fusebench/ops/__pycache__/gelu.cpython-311.pyc").write_bytes(b"\0")
     (repo / ".asv/dirty-results").mkdir(parents=True)
     # a mode change and a rewrite with the same content (a copied tree): nothing measured changed
-    (repo / "fusebench/ops/gelu.py").chmod(0o755)
+    (repo / "kernels/gelu.py").chmod(0o755)
     (repo / "fusebench/measure/timing.py").write_text("t = 1\n")
     assert provenance.changed_files(repo) == []
 
 
 def test_every_kind_of_change_to_a_measured_file_counts(repo):
-    (repo / "fusebench/ops/gelu.py").write_text("x = 1  # a comment\n")   # modified
+    (repo / "kernels/gelu.py").write_text("x = 1  # a comment\n")   # modified
     (repo / "fusebench/ops/new.py").write_text("n = 1\n")                  # untracked
     (repo / "fusebench/measure/timing.py").write_text("t = 2\n")
     git(repo, "add", "fusebench/measure/timing.py")                          # staged
@@ -63,8 +63,8 @@ def test_every_kind_of_change_to_a_measured_file_counts(repo):
     (repo / "Dockerfile").write_text("FROM other\n")                  # a measured top-level file
     git(repo, "mv", "fusebench/ops/old.py", "fusebench/ops/renamed.py")          # renamed: both names
     assert provenance.changed_files(repo) == [
-        "Dockerfile", "benchmarks/suite.py", "fusebench/measure/timing.py", "fusebench/ops/gelu.py",
-        "fusebench/ops/new.py", "fusebench/ops/old.py", "fusebench/ops/renamed.py"]
+        "Dockerfile", "benchmarks/suite.py", "fusebench/measure/timing.py", "fusebench/ops/new.py",
+        "fusebench/ops/old.py", "fusebench/ops/renamed.py", "kernels/gelu.py"]
 
 
 def test_describe_names_the_first_few():
@@ -78,18 +78,18 @@ def test_measured_list_names_files_that_exist():
 
 
 def test_a_dirty_tree_is_refused_for_results_and_let_through_with_dirty(repo):
-    (repo / "fusebench/ops/gelu.py").write_text("x = 1  # a comment\n")
+    (repo / "kernels/gelu.py").write_text("x = 1  # a comment\n")
     with pytest.raises(UsageError) as err:
         provenance.before_sweep(repo / "results", ["eager"], gpu=False, root=repo)
     assert str(err.value) == (
-        "measured files differ from HEAD (fusebench/ops/gelu.py): results/ keeps only committed code; "
+        "measured files differ from HEAD (kernels/gelu.py): results/ keeps only committed code; "
         "commit them, or measure anyway into .asv/dirty-results with make bench DIRTY=1 (--dirty)")
     checked = provenance.before_sweep(repo / "results", ["eager"], gpu=False, dirty=True, root=repo)
     assert checked.results == repo / ".asv/dirty-results"
     env = {}
     assert checked.after(env) == repo / ".asv/dirty-results"
     assert env["provenance"]["dirty"] is True
-    assert env["provenance"]["changed_files"] == ["fusebench/ops/gelu.py"]
+    assert env["provenance"]["changed_files"] == ["kernels/gelu.py"]
     # scratch folders take a dirty tree as they are, marked
     quick = repo / ".asv/quick-results"
     assert provenance.before_sweep(quick, ["eager"], gpu=False, root=repo).results == quick
@@ -106,11 +106,11 @@ def test_a_clean_tree_stores_into_results_and_dirty_changes_nothing(repo):
 
 def test_a_file_edited_during_the_sweep_sends_the_run_to_the_scratch_folder(repo, capsys):
     checked = provenance.before_sweep(repo / "results", ["eager"], gpu=False, root=repo)
-    (repo / "fusebench/ops/gelu.py").write_text("x = 3\n")
+    (repo / "kernels/gelu.py").write_text("x = 3\n")
     env = {}
     assert checked.after(env) == repo / ".asv/dirty-results"
     assert env["provenance"]["dirty"] is True
-    assert "changed during the sweep (fusebench/ops/gelu.py)" in capsys.readouterr().err
+    assert "changed during the sweep (kernels/gelu.py)" in capsys.readouterr().err
 
 
 @pytest.fixture
@@ -184,12 +184,12 @@ def test_bench_refuses_a_dirty_tree_before_measuring(tmp_path):
     git(root, "init", "-q")
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "copy")
-    with open(root / "fusebench/ops/gelu/__init__.py", "a") as f:
+    with open(root / "kernels/gelu/__init__.py", "a") as f:
         f.write("# a comment\n")
     out = bench(["--ops", "softmax"], clean_env(tmp_path), cwd=root)
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.strip() == (
-        "bench: error: measured files differ from HEAD (fusebench/ops/gelu/__init__.py): results/ keeps only "
+        "bench: error: measured files differ from HEAD (kernels/gelu/__init__.py): results/ keeps only "
         "committed code; commit them, or measure anyway into .asv/dirty-results with make bench DIRTY=1 "
         "(--dirty)")
     assert not (root / "results").exists() and not (root / ".asv").exists()  # nothing measured

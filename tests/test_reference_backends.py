@@ -8,11 +8,12 @@ import types
 
 import pytest
 import torch
+from fusebench.kernels import reference_libs
 
 from fusebench.errors import SkipCase
 from fusebench.history import site, summary
 from fusebench.measure import correctness
-from fusebench.ops import get_op, reference_libs
+from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
 from fusebench.registry import BACKENDS

@@ -13,12 +13,13 @@ import torch.nn.functional as F
 if not torch.cuda.is_available():
     os.environ.setdefault("TRITON_INTERPRET", "1")
 
+from fusebench.kernels import rmsnorm
 from kernelcheck import DEVICE, DTYPES, randn
 
 from fusebench.errors import SkipCase
 from fusebench.measure import correctness
 from fusebench.measure.inputs import make_input
-from fusebench.ops import get_op, rmsnorm
+from fusebench.ops import get_op
 
 OP = get_op("rmsnorm")
 
@@ -73,7 +74,7 @@ def test_compile_passes_the_gate_or_is_skipped_with_a_reason():
 
 
 triton = pytest.importorskip("triton")
-from fusebench.ops.rmsnorm import triton as tr  # noqa: E402
+from fusebench.kernels.rmsnorm import triton as tr  # noqa: E402
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

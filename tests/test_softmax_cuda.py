@@ -1,4 +1,4 @@
-"""The hand-written CUDA softmax (fusebench.ops.cuda_ext): every variant through the correctness gate,
+"""The hand-written CUDA softmax (fusebench.kernels.cuda_ext): every variant through the correctness gate,
 cluster and tma at every configuration, their refusals, and the automatic pick.
 Marked ``gpu`` (skipped without one; run on the H200)."""
 
@@ -23,7 +23,7 @@ pytestmark = pytest.mark.gpu
 ])
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_every_cuda_softmax_variant_passes_the_gate(variant, shape, dtype):
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     assert cuda_ext.unavailable_reason() is None
     x = torch.randn(shape, device="cuda", dtype=dtype)
@@ -43,7 +43,7 @@ def _assert_matches_reference(y: torch.Tensor, x: torch.Tensor, what: str) -> No
 
 
 def test_auto_picks_cluster_for_long_rows():
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     v = cuda_ext.VARIANTS
@@ -73,7 +73,7 @@ def test_auto_picks_cluster_for_long_rows():
 @pytest.mark.parametrize("shape", [(256, 262144), (9, 65536), (5, 40000), (3, 100000), (11, 4104)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     x = torch.randn(shape, device="cuda", dtype=dtype) * 4
     x[0, : shape[1] // 2] = float("-inf")  # whole CTAs of -inf must not poison the row
@@ -97,7 +97,7 @@ def test_cluster_every_chunk_matches_the_reference(chunk, shape, dtype):
 
 
 def test_cluster_refuses_what_it_cannot_run():
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     with pytest.raises(ValueError, match="softmax_cluster"):
         cuda_ext.softmax_cluster(torch.randn(4, 40001, device="cuda"), 0)  # not a multiple of 4
@@ -132,7 +132,7 @@ def _special_rows(shape, dtype):
                                    (1000, 1024), (4, 8)], ids=str)
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
 def test_tma_every_config_matches_the_reference(name, shape, dtype):
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     kb, threads, pieces, bulk = (int(p) for p in name.split(":")[1:])
     x = _special_rows(shape, dtype)
@@ -152,7 +152,7 @@ def test_tma_every_config_matches_the_reference(name, shape, dtype):
 
 
 def test_tma_refusals_are_clear_and_fall_back_in_auto():
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     x = torch.randn(4, 40001, device="cuda")
     with pytest.raises(ValueError,

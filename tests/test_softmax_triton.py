@@ -1,4 +1,4 @@
-"""The Triton softmax kernels (fusebench.ops.softmax.triton, and triton_coop's "grid" and "coop" plans
+"""The Triton softmax kernels (fusebench.kernels.softmax.triton, and triton_coop's "grid" and "coop" plans
 of its tuning space): every plan kind against the float64 reference, with the invariants (outputs in
 [0, 1], rows summing to 1).
 
@@ -11,11 +11,10 @@ import torch
 
 triton = pytest.importorskip("triton")
 
+from fusebench.kernels.softmax import triton as ts
+from fusebench.kernels.softmax import triton_coop as tc
+from fusebench.kernels.softmax.triton import SoftmaxPlan, plan, softmax
 from kernelcheck import DEVICE, DTYPES, close, randn, softmax_ref
-
-from fusebench.ops.softmax import triton as ts
-from fusebench.ops.softmax import triton_coop as tc
-from fusebench.ops.softmax.triton import SoftmaxPlan, plan, softmax
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

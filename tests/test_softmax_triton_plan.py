@@ -1,12 +1,12 @@
-"""The Triton softmax plan (fusebench.ops.softmax.triton.plan): which kind, block, warps and programs
+"""The Triton softmax plan (fusebench.kernels.softmax.triton.plan): which kind, block, warps and programs
 each shape gets on an H200 (132 SMs), and that every kind is reachable."""
 
 import pytest
 
 triton = pytest.importorskip("triton")
 
-from fusebench.ops.softmax import triton as ts
-from fusebench.ops.softmax.triton import plan
+from fusebench.kernels.softmax import triton as ts
+from fusebench.kernels.softmax.triton import plan
 
 pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")  # interpreter: exp overflow
 

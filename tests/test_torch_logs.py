@@ -13,7 +13,7 @@ from fusebench.paths import PROJECT_ROOT
 
 REFUSAL = """
 import torch
-from fusebench.ops.softmax import softmax_eager
+from fusebench.kernels.softmax import softmax_eager
 from fusebench.backends import compiled
 from fusebench.errors import SkipCase
 try:

@@ -1,4 +1,4 @@
-"""CPU tests of softmax's tuning space (fusebench/ops/softmax/tuning.py: fusebench tune cuda|triton) and
+"""CPU tests of softmax's tuning space (kernels/softmax/tuning.py: fusebench tune cuda|triton) and
 the CUDA variant table."""
 
 import re
@@ -7,10 +7,11 @@ import pytest
 
 pytest.importorskip("torch")
 
+from fusebench.kernels import cuda_ext  # noqa: E402
+from fusebench.kernels.cuda_check import CUDA_DIR  # noqa: E402
+from fusebench.kernels.softmax import tuning  # noqa: E402
+
 from fusebench.commands import tune  # noqa: E402
-from fusebench.ops import cuda_ext  # noqa: E402
-from fusebench.ops.cuda_check import CUDA_DIR  # noqa: E402
-from fusebench.ops.softmax import tuning  # noqa: E402
 
 
 def test_variant_codes_match_the_header():
@@ -86,8 +87,7 @@ def test_tuned_scope_and_variant_filter():
 def test_triton_softmax_candidates_are_distinct_plans(shape, dtype_name):
     pytest.importorskip("triton")
     import torch
-
-    from fusebench.ops.softmax import triton as ts
+    from fusebench.kernels.softmax import triton as ts
 
     dtype = getattr(torch, dtype_name)
     x = torch.empty(shape, dtype=dtype, device="meta")  # the list needs only the shape and dtype

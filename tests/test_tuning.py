@@ -1,4 +1,4 @@
-"""The tuning-space interface (fusebench/ops/tuning.py) and the op-agnostic fusebench tune, on the CPU."""
+"""The tuning-space interface (fusebench/tuning.py) and the op-agnostic fusebench tune, on the CPU."""
 
 import ast
 import re
@@ -6,9 +6,10 @@ import re
 import pytest
 import torch
 
+from fusebench import tuning
 from fusebench.commands import tune
 from fusebench.errors import SkipCase
-from fusebench.ops import configured, get_op, tuning
+from fusebench.ops import configured, get_op
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import DTYPES
 
@@ -27,7 +28,7 @@ def test_the_spaces_are_read_from_each_op_folder():
 def test_an_op_without_a_tuning_module_has_no_space(monkeypatch):
     # rmsnorm and matmul have none; an op that is one module (not a folder) has none either
     assert not {"rmsnorm", "matmul"} & set(tuning.spaces("triton", configured()))
-    import fusebench.ops.matmul as matmul
+    import fusebench.kernels.matmul as matmul
 
     monkeypatch.setattr(matmul, "__path__", [], raising=False)  # a folder with no tuning.py
     assert tuning.spaces("triton", {"matmul": get_op("matmul", configured())}) == {}
@@ -41,12 +42,12 @@ def test_triton_gelu_candidates_default_first_and_distinct():
 
 
 def test_the_tune_command_names_no_op_and_no_private_kernel_api():
-    """The command reads the spaces through fusebench.ops.tuning only: no op's module, no name of an
+    """The command reads the spaces through fusebench.tuning only: no op's module, no name of an
     op, no underscore attribute of anything it imports."""
     source = (PROJECT_ROOT / "fusebench/commands/tune.py").read_text()
     tree = ast.parse(source)
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
-    assert not [m for m in imported if m.startswith("fusebench.ops.") and m != "fusebench.ops.tuning"]
+    assert not [m for m in imported if m.startswith("fusebench.kernels")]
     code = ast.unparse(tree)  # docstrings and comments aside, the code
     assert not re.search(r"\b(gelu|softmax|rmsnorm|matmul)\b", ast.unparse(
         [n for n in tree.body if not isinstance(n, ast.Expr)]))

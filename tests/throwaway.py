@@ -25,7 +25,7 @@ def commit(repo, message):
 
 def slow_down(repo) -> None:
     """Make GELU's torch backend 2 ms slower in ``repo``'s working tree."""
-    gelu = repo / "fusebench" / "ops" / "gelu" / "__init__.py"
+    gelu = repo / "kernels" / "gelu" / "__init__.py"
     assert SLOW[0] in gelu.read_text()
     gelu.write_text(gelu.read_text().replace(*SLOW))
 
@@ -33,8 +33,9 @@ def slow_down(repo) -> None:
 def make(tmp_path):
     """The repository in ``tmp_path / "repo"`` and its four commits' shas, oldest first."""
     repo = tmp_path / "repo"
-    shutil.copytree(PROJECT_ROOT / "fusebench", repo / "fusebench", symlinks=True,
-                    ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    for folder in ("fusebench", "kernels"):
+        shutil.copytree(PROJECT_ROOT / folder, repo / folder, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     for name in ("fusebench.yaml", "asv.conf.json"):
         shutil.copy(PROJECT_ROOT / name, repo / name)
     git(tmp_path, "init", "-q", "-b", "main", str(repo))

@@ -72,7 +72,7 @@ def results_reader(results: Path):
 def build_cuda_extension() -> None:
     """Build the CUDA extension once, here, before the GPU workers start (each then only loads it);
     a failure is one line (each cuda case then says why it is skipped)."""
-    from fusebench.ops import cuda_ext
+    from fusebench.kernels import cuda_ext
 
     try:
         cuda_ext.build()
@@ -148,7 +148,7 @@ def skip_reason(op: Op, backend: str, dtype: str, dev: torch.device) -> str | No
     cannot run. The same texts the sweep records (a test compares them on the CPU)."""
     from fusebench.backends import require_triton
     from fusebench.errors import SkipCase
-    from fusebench.ops import cuda_ext, reference_libs
+    from fusebench.kernels import cuda_ext, reference_libs
     from fusebench.registry import no_backend_reason
 
     if backend not in op.backends:

@@ -3,8 +3,8 @@
     fusebench tune triton|cuda [--ops NAMES] [--dtypes NAMES] [--shapes LABELS] [--only SUBSTRING]
                                [--variants PREFIXES] [--budget SECONDS] [--config FILE]
 
-The configurations come from each op's tuning space (``fusebench/ops/<op>/tuning.py``, read through
-``fusebench.ops.tuning.spaces``): the default first, then the variants it can run. For each case
+The configurations come from each op's tuning space (``kernels/<op>/tuning.py``, read through
+``fusebench.tuning.spaces``): the default first, then the variants it can run. For each case
 every candidate is checked against the op's float64 reference (the suite's correctness gate), then
 timed hot the way the suite does (``fusebench.measure.timing``: warm-up, then batches of calls
 between CUDA events behind a blocking kernel), and printed as: config, median µs, GB/s (the op's
@@ -34,8 +34,8 @@ from fusebench.measure.correctness import check
 from fusebench.measure.inputs import make_input
 from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
 from fusebench.ops import configured
-from fusebench.ops.tuning import Space, spaces
 from fusebench.registry import BACKENDS, DTYPES, Op, shape_label
+from fusebench.tuning import Space, spaces
 
 #: Backends timed beside the candidates when the op registers them (never the one being tuned): the
 #: built-in, the hand-written ones and the public reference kernels.
@@ -110,7 +110,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench tune``."""
     ap.add_argument("backend", choices=BACKENDS, metavar="<backend>",
                     help=f"one of {', '.join(BACKENDS)}: the ops with a tuning space for it are timed "
-                         "(fusebench/ops/<op>/tuning.py; no space for it: one line, exit 2)")
+                         "(kernels/<op>/tuning.py; no space for it: one line, exit 2)")
     ap.add_argument("--ops", help="comma-separated ops (default: each with a tuning space for the backend)")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)} (default: the spaces' own)")
     ap.add_argument("--shapes", help="comma-separated shapes (e.g. 65536x128,16777216); default all")
@@ -128,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
     ops = configured(args.config)
     tuned = spaces(args.backend, ops)
     if not tuned:
-        raise UsageError(f"no op has a tuning space for {args.backend} (fusebench/ops/<op>/tuning.py)")
+        raise UsageError(f"no op has a tuning space for {args.backend} (kernels/<op>/tuning.py)")
     names = pick("op", args.ops, tuned)
     dtypes = [DTYPES[d] for d in pick("dtype", args.dtypes, DTYPES)] if args.dtypes else None
     shapes = args.shapes.split(",") if args.shapes else None

@@ -3,10 +3,10 @@
 A file counts when its code differs (``noise.code``: a change of comments or docstrings only is
 none) and a measurement runs it:
 
-* under an op's folder or a backend's own files (``noise.measured_paths``: ``fusebench/ops/gelu/
-  triton.py`` is GELU's ``triton``; ``fusebench/ops/gelu/__init__.py`` every GELU backend; a CUDA
+* under an op's folder or a backend's own files (``noise.measured_paths``: ``kernels/gelu/
+  triton.py`` is GELU's ``triton``; ``kernels/gelu/__init__.py`` every GELU backend; a CUDA
   source every ``cuda`` case, since one extension holds them all): those backends;
-* any other file of an op's folder (``fusebench/ops/<op>/tuning.py``): every backend of that op;
+* any other file of an op's folder (``kernels/<op>/tuning.py``): every backend of that op;
 * any other measured file (``provenance.MEASURED``: the harness, the asv suite, the lock, the
   image, the case file) outside :data:`NOT_RUN`: every backend of every op;
 * :data:`NOT_RUN` (the gate, the site, the commands, reports: code a measurement never imports;
@@ -28,6 +28,10 @@ from fusebench.history import noise
 NOT_RUN = ("fusebench/history/", "fusebench/commands/", "fusebench/lecture/", "fusebench/nsys/",
            "fusebench/cli.py", "fusebench/__main__.py")
 EVERY = "*"
+
+
+#: The folders an op's own folder has lived in (noise.OP_PATHS has the layouts).
+OP_FOLDERS = ("kernels", "fusebench/ops")
 
 
 @dataclass(frozen=True)
@@ -117,7 +121,8 @@ def choose(changed: list[str], ops: dict[str, tuple[str, ...]]) -> Choice:
                      for op, bs in by_op.items()]
             reasons.append((path, ", ".join(named)))
             continue
-        op = next((o for o in ops if fnmatch.fnmatch(path, f"fusebench/ops/{o}/*")), None)
+        op = next((o for o in ops
+                   if any(fnmatch.fnmatch(path, f"{folder}/{o}/*") for folder in OP_FOLDERS)), None)
         if op:
             pairs[(op, EVERY)] = None
             reasons.append((path, f"{op}/every backend (a file of the op)"))

@@ -47,21 +47,23 @@ from fusebench import metrictable
 from fusebench.record import Record, Sweep, clean_rounds
 
 #: Files every backend of an op is measured from, and each backend's own (``{op}`` is the op's
-#: name; a path ending in ``/`` is a folder, ``*`` any characters). Each names the layout before the
-#: op package (``kernels/``) and the op package (``fusebench/ops/``): a commit's measured code is
-#: whichever of them exists there, so pairs of runs on one side of the move keep counting and a pair
-#: across it does not (its code changed). A backend not named here is measured from all of both.
-OP_PATHS = ("kernels/{op}.py", "kernels/{op}/", "fusebench/ops/{op}/__init__.py")
+#: name; a path ending in ``/`` is a folder, ``*`` any characters). Each names the three layouts the
+#: history holds: ``kernels/<op>.py`` modules, the op packages in ``fusebench/ops/``, and the op
+#: packages in ``kernels/<op>/``. A commit's measured code is whichever of them exists there, so
+#: pairs of runs on one side of a move keep counting and a pair across it does not (its code
+#: changed). A backend not named here is measured from all of them.
+OP_PATHS = ("kernels/{op}.py", "fusebench/ops/{op}/__init__.py", "kernels/{op}/__init__.py")
 ANY_OP_PATHS = ("kernels/", "fusebench/ops/")
 REFERENCE_PATHS = ("kernels/reference_libs.py", "fusebench/ops/reference_libs.py")
 BACKEND_PATHS: dict[str, tuple[str, ...]] = {
     "eager": (),
     "torch": (),
     "compile": (),
-    "triton": ("kernels/triton_{op}.py", "fusebench/ops/{op}/triton.py"),
+    "triton": ("kernels/triton_{op}.py", "fusebench/ops/{op}/triton.py", "kernels/{op}/triton.py"),
     # one extension holds every op's CUDA code: a change to any op's .cu is new code for all
     "cuda": ("kernels/cuda/", "kernels/cuda_ext.py", "kernels/cuda_check.py", "fusebench/ops/cuda/",
-             "fusebench/ops/*/*.cu*", "fusebench/ops/cuda_ext.py", "fusebench/ops/cuda_check.py"),
+             "fusebench/ops/*/*.cu*", "fusebench/ops/cuda_ext.py", "fusebench/ops/cuda_check.py",
+             "kernels/*/*.cu*"),
     "liger": REFERENCE_PATHS,
     "quack": REFERENCE_PATHS,
     "flaggems": REFERENCE_PATHS,

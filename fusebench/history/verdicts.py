@@ -34,7 +34,7 @@ SHOWN = 60
 #: "same", "launch path" (counted) and "not on both sides" (broken down, :class:`NotBoth`).
 MOVED = ("new failure", "regression", "contaminated", "different libraries", "different kernel",
          "within noise", "fixed", "improvement")
-#: A reference library's skip reason when it is missing (``fusebench.ops.reference_libs.load``:
+#: A reference library's skip reason when it is missing (``fusebench.kernels.reference_libs.load``:
 #: ``"<package> <version> is not installed; ..."``, or ``"... cannot be imported (...)"``).
 NOT_INSTALLED = (" is not installed", " cannot be imported")
 #: The newest measured commits judged per machine (each pair costs a full gate run).

@@ -95,7 +95,7 @@ def measure(matmul: Op, dev: torch.device, n: int | None = None, dtype: str = "f
     Call this before any other matmul in the process, or the "first call" is not the first.
 
     Args:
-        matmul: the matmul op (``fusebench/ops/matmul/__init__.py``); its ``torch`` backend is timed.
+        matmul: the matmul op (``kernels/matmul/__init__.py``); its ``torch`` backend is timed.
         n: matrix size; default 4096 on a GPU, 1024 on the CPU.
         launches: back-to-back calls per round for the synchronization pitfall (>= 1).
         rounds: rounds per clock (>= 1); the median is reported.

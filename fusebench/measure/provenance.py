@@ -43,10 +43,10 @@ from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
 
 #: What a stored figure depends on, relative to the checkout (folders end with ``/``): the
-#: harness and its ops (``fusebench/ops/``), the asv suite, the entry points of a measurement, the pinned
+#: harness, the ops (``kernels/``), the asv suite, the entry points of a measurement, the pinned
 #: dependencies and image, the asv configuration. The one list every check reads.
 MEASURED: tuple[str, ...] = (
-    "fusebench/", "benchmarks/", "scripts/entrypoint.sh", "fusebench.yaml",
+    "fusebench/", "kernels/", "benchmarks/", "scripts/entrypoint.sh", "fusebench.yaml",
     "requirements.lock", "Dockerfile", "asv.conf.json",
 )
 
@@ -95,7 +95,7 @@ def changed_files(root: Path) -> list[str]:
 
 
 def describe(paths: list[str], shown: int = SHOWN) -> str:
-    """``"fusebench/ops/gelu/triton.py, benchmarks/suite.py and 2 more"``: the first ``shown`` paths."""
+    """``"kernels/gelu/triton.py, benchmarks/suite.py and 2 more"``: the first ``shown`` paths."""
     text = ", ".join(paths[:shown])
     return f"{text} and {len(paths) - shown} more" if len(paths) > shown else text
 

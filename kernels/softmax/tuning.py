@@ -1,4 +1,4 @@
-"""Softmax's tuning space (``fusebench tune triton``, ``fusebench tune cuda``; ``fusebench/ops/tuning.py``).
+"""Softmax's tuning space (``fusebench tune triton``, ``fusebench tune cuda``; ``fusebench/tuning.py``).
 
 Triton: plans of the kind each shape needs around the default (:func:`triton_plans`); CUDA: every
 forced variant of ``cuda_ext.VARIANTS`` and every tuned configuration (``cluster:<chunk>``,
@@ -13,10 +13,10 @@ from __future__ import annotations
 import dataclasses
 
 import torch
+from fusebench.kernels import cuda_ext
 
-from fusebench.ops import cuda_ext
-from fusebench.ops.tuning import Candidate, Space
 from fusebench.registry import DTYPES
+from fusebench.tuning import Candidate, Space
 
 
 def _describe(p) -> str:
@@ -78,8 +78,7 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
     """Rows beyond ROW_MAX_COLS: "coop" with and without L2 hints (any rows), "online" tails and
     hints (many rows), "grid" blocks and a PDL "split" (few rows)."""
     import triton
-
-    from fusebench.ops.softmax import triton_coop
+    from fusebench.kernels.softmax import triton_coop
 
     b, per_sm = triton_coop.COOP_BLOCK_BYTES // item, triton_coop.COOP_PROGRAMS_PER_SM
     coop = [ts.SoftmaxPlan("coop", b, ts._warps(b), programs_per_sm=per_sm, l2_hints=h) for h in (0, 1)]
@@ -125,9 +124,9 @@ def _long_row_candidates(ts, item: int, n_rows: int, n_cols: int, sms: int) -> l
 def triton_plans(x: torch.Tensor) -> list[tuple[str, object]]:
     """(label, plan) for an input ``x`` (any device, ``meta`` included: only its shape, dtype and
     device are read): the default first with plan None, then variants of the kind the shape
-    needs as forced :class:`~fusebench.ops.softmax.triton.SoftmaxPlan` objects, none equal to the
+    needs as forced :class:`~fusebench.kernels.softmax.triton.SoftmaxPlan` objects, none equal to the
     default or to another (a handful per case: each costs a Triton compilation per dtype)."""
-    from fusebench.ops.softmax import triton as ts
+    from fusebench.kernels.softmax import triton as ts
 
     n_cols = x.shape[-1]
     n_rows = x.numel() // n_cols
@@ -154,8 +153,8 @@ def triton_plans(x: torch.Tensor) -> list[tuple[str, object]]:
 
 
 def _forced_plan(p):
-    from fusebench.ops.softmax import triton as ts
-    from fusebench.ops.softmax import triton_coop
+    from fusebench.kernels.softmax import triton as ts
+    from fusebench.kernels.softmax import triton_coop
 
     if p is not None and p.kind in ("coop", "grid"):  # the cooperative plans' own launcher
         return lambda x: lambda: triton_coop.softmax(x, p)

@@ -1,5 +1,5 @@
 """The Triton softmax's cooperative plans, "grid" and "coop" (``triton.py`` describes both): never
-chosen by :func:`fusebench.ops.softmax.triton.plan`, timed as forced plans from the op's tuning space
+chosen by :func:`fusebench.kernels.softmax.triton.plan`, timed as forced plans from the op's tuning space
 (``tuning.py``).
 
 Each needs every program of its launch resident at once (a program waits for the partials the
@@ -14,8 +14,7 @@ import functools
 import torch
 import triton
 import triton.language as tl
-
-from fusebench.ops.softmax.triton import _DTYPES, SoftmaxPlan, sm_count
+from fusebench.kernels.softmax.triton import _DTYPES, SoftmaxPlan, sm_count
 
 #: "coop" plan of the tuning space: a row cut in blocks of this many bytes, one per program, and at
 #: most this many programs per SM (fewer when the compiled kernel's occupancy is lower).
@@ -321,7 +320,7 @@ def _launch_grid(
 
 def softmax(x: torch.Tensor, p: SoftmaxPlan) -> torch.Tensor:
     """Softmax over the last dimension with the forced "grid" or "coop" plan ``p``, as
-    :func:`fusebench.ops.softmax.triton.softmax` takes ``x`` (any shape, float32, bfloat16 or
+    :func:`fusebench.kernels.softmax.triton.softmax` takes ``x`` (any shape, float32, bfloat16 or
     float16; a CUDA device, or the CPU under ``TRITON_INTERPRET=1``).
 
     Raises:

@@ -24,9 +24,9 @@ import math
 
 import torch
 import torch.nn.functional as F
+from fusebench.kernels import reference_libs
 
 from fusebench.backends import compiled, require_triton
-from fusebench.ops import reference_libs
 from fusebench.registry import Op
 
 #: Added to the mean of squares (Llama's ``rms_norm_eps``).
@@ -95,9 +95,9 @@ def compile_(x):
 
 @OP.backend("triton")
 def triton_(x):
-    """Hand-written fused Triton kernel (``fusebench/ops/rmsnorm/triton.py``)."""
+    """Hand-written fused Triton kernel (``kernels/rmsnorm/triton.py``)."""
     require_triton(x)
-    from fusebench.ops.rmsnorm import triton as triton_rmsnorm
+    from fusebench.kernels.rmsnorm import triton as triton_rmsnorm
 
     w = weight_for(x)
     return lambda: triton_rmsnorm.rmsnorm(x, w, EPS)

@@ -14,9 +14,9 @@ primitive, each a full pass over memory:
 from __future__ import annotations
 
 import torch
+from fusebench.kernels import cuda_ext, reference_libs
 
 from fusebench.backends import compiled, require_triton
-from fusebench.ops import cuda_ext, reference_libs
 from fusebench.registry import Op
 
 
@@ -78,16 +78,16 @@ def compile_(x):
 
 @OP.backend("triton")
 def triton_(x):
-    """Hand-written fused Triton kernels (``fusebench/ops/softmax/triton.py``)."""
+    """Hand-written fused Triton kernels (``kernels/softmax/triton.py``)."""
     require_triton(x)
-    from fusebench.ops.softmax import triton as triton_softmax
+    from fusebench.kernels.softmax import triton as triton_softmax
 
     return lambda: triton_softmax.softmax(x)
 
 
 @OP.backend("cuda")
 def cuda(x):
-    """Hand-written CUDA C++ kernels (``fusebench/ops/softmax/softmax.cu``), built as a torch extension."""
+    """Hand-written CUDA C++ kernels (``kernels/softmax/softmax.cu``), built as a torch extension."""
     ext = cuda_ext.require(x)
     return lambda: ext.softmax(x)
 

@@ -1,4 +1,4 @@
-"""GELU's tuning space (``fusebench tune triton``, ``fusebench tune cuda``; ``fusebench/ops/tuning.py``).
+"""GELU's tuning space (``fusebench tune triton``, ``fusebench tune cuda``; ``fusebench/tuning.py``).
 
 Triton: block and warps around the default, cache hints, persistent grids and programmatic
 dependent launches; CUDA: forced plain and programmatic dependent launches, 256 and 512 threads
@@ -8,17 +8,17 @@ per block. Both at 2^22, 2^24 and 2^26 elements.
 from __future__ import annotations
 
 import torch
+from fusebench.kernels import cuda_ext
 
-from fusebench.ops import cuda_ext
-from fusebench.ops.tuning import Candidate, Space
 from fusebench.registry import DTYPES
+from fusebench.tuning import Candidate, Space
 
 SIZES = ((1 << 22,), (1 << 24,), (1 << 26,))
 
 
 def triton_candidates(x: torch.Tensor) -> list[Candidate]:
     """Default first, then block/warps variants, cache hints, persistent grids."""
-    from fusebench.ops.gelu import triton as tg  # Triton imported only where it is tuned
+    from fusebench.kernels.gelu import triton as tg  # Triton imported only where it is tuned
 
     d = tg._launch_config(x.element_size())
     b, w = d.block, d.num_warps

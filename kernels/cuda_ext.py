@@ -1,4 +1,4 @@
-"""Hand-written CUDA kernels (fusebench/ops/*/*.cu) as a lazily built torch extension.
+"""Hand-written CUDA kernels (kernels/*/*.cu) as a lazily built torch extension.
 
 Nothing is compiled or touches CUDA at import time. The first call that needs
 the extension builds it once per process with
@@ -7,7 +7,7 @@ compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors)
 into a persistent directory: ``$FUSEBENCH_EXT_DIR`` if set, else
 ``~/.cache/fusebench/torch_extensions/<torch version>-<cuda version>``, so
 later processes only re-link when a source changed. ``build()`` does the same build ahead of
-time with no GPU (the image runs ``python -m fusebench.ops.cuda_ext`` at build time).
+time with no GPU (the image runs ``python -m fusebench.kernels.cuda_ext`` at build time).
 
 All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
@@ -20,7 +20,7 @@ forced softmax variant and the row length, a chunk, a block size). The extension
 checks and returns every refusal and failed launch as a value, ``(None, "<op>: why")``, which
 becomes ``RuntimeError`` here (``_value``): on the H200 (torch 2.11, CUDA 13.0) its refusals killed
 the process until they were neither exceptions nor messages built with c10::str
-(fusebench/ops/cuda/binding.cpp, ``Result``, says what was seen).
+(kernels/cuda/binding.cpp, ``Result``, says what was seen).
 """
 
 from __future__ import annotations
@@ -31,9 +31,9 @@ import re
 from pathlib import Path
 
 import torch
+from fusebench.kernels.cuda_check import find_nvcc
 
 from fusebench.errors import SkipCase
-from fusebench.ops.cuda_check import find_nvcc
 
 _OPS = Path(__file__).resolve().parent
 #: The shared binding and headers (the include path); each op's .cu files live in its own folder.
@@ -50,7 +50,7 @@ CUDA_CFLAGS = [
     "-Xcompiler", "-Wall,-Werror",
 ]  # fmt: skip
 
-# softmax_variant(x, variant) codes (SoftmaxVariant in fusebench/ops/cuda/fusebench_cuda.h).
+# softmax_variant(x, variant) codes (SoftmaxVariant in kernels/cuda/fusebench_cuda.h).
 # 6 is unused (a removed variant): the other codes stay as the run records name them.
 VARIANTS = {
     "auto": 0, "warp_per_row": 1, "block_per_row": 2, "online": 3, "split_row": 4, "online_l2": 5,
@@ -62,7 +62,7 @@ BLOCK_PER_ROW_MAX_COLS = 32768
 #: softmax_cluster_chunk in softmax_cluster.cu).
 CLUSTER_CHUNKS = (4096, 8192, 16384, 32768)
 #: Knobs of softmax_tma (TmaConfig, kTmaChunkBytes, kTmaThreads in
-#: fusebench/ops/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA, threads per
+#: kernels/cuda/fusebench_cuda.h; 0 is always the default): KB of a row per CTA, threads per
 #: CTA, bulk copies (pieces) per CTA's chunk.
 TMA_CHUNK_KB = (16, 32, 48, 64, 96, 128, 192)
 TMA_THREADS = (128, 256, 512)
@@ -173,7 +173,7 @@ def _check_input(x: torch.Tensor, op: str) -> None:
     float32, bfloat16 or float16.
 
     Checked here so that a bad input is a ValueError, as every other argument check of this
-    module. (The extension checks it too and returns the refusal as a value: fusebench/ops/cuda/binding.cpp,
+    module. (The extension checks it too and returns the refusal as a value: kernels/cuda/binding.cpp,
     ``Result``, and docs/cuda-extension.md.)
     """
     if x.device.type != "cuda":
@@ -193,7 +193,7 @@ def _value(result: tuple[torch.Tensor | None, str]) -> torch.Tensor:
     """The tensor of an extension op's ``(y, error)`` result; RuntimeError(error) when it failed.
 
     The extension reports every refusal and failed launch as a value, never as a C++ exception
-    (fusebench/ops/cuda/binding.cpp, ``Result``, says why)."""
+    (kernels/cuda/binding.cpp, ``Result``, says why)."""
     y, error = result
     if error:
         raise RuntimeError(error)
@@ -208,7 +208,7 @@ def _ready(x: torch.Tensor, op: str):
     return module
 
 
-#: Threads per block that the CUDA GELU is built for (``gelu(threads=...)``; fusebench/ops/gelu/gelu.cu).
+#: Threads per block that the CUDA GELU is built for (``gelu(threads=...)``; kernels/gelu/gelu.cu).
 GELU_THREADS = (128, 256, 512)
 
 
@@ -250,7 +250,7 @@ def softmax(x: torch.Tensor) -> torch.Tensor:
     (numel / x.shape[-1], x.shape[-1])), float32/bfloat16/float16, fp32 math,
     max-subtracted, exp computed as Triton computes ``tl.exp`` (x * log2(e), then
     the ``ex2.approx.ftz.f32`` instruction: at most 2 ulp, results below 2^-126 flushed to
-    zero; ``exp_approx`` in fusebench/ops/cuda/common.cuh), so both hand-written backends have the same
+    zero; ``exp_approx`` in kernels/cuda/common.cuh), so both hand-written backends have the same
     numerics but for those subnormal results.
     Moves 2 * itemsize bytes per element ideally
     (memory-bound; the Online and SplitRow variants re-read the row, from L2
@@ -312,7 +312,7 @@ def refusal(rows: int, cols: int, elem_size: int, variant: int | str, *, cc_majo
     or not); None when it can. ``chunk``: cluster's chunk; ``tma``: chunk_kb, threads, pieces,
     bulk_store of tma (0 = default).
 
-    The rules live in the extension (``softmax_refusal`` in fusebench/ops/softmax/softmax_tma.cu, the one
+    The rules live in the extension (``softmax_refusal`` in kernels/softmax/softmax_tma.cu, the one
     source; the launchers refuse with the same function), so this needs it built (RuntimeError
     quoting ``unavailable_reason()`` otherwise). Raises ValueError for an unknown variant name.
     """
@@ -419,7 +419,7 @@ def cluster_default_chunk(cols: int, elem_size: int) -> int:
     float32 the smallest of 4096, 8192, 16384, 32768 that 8 CTAs (a portable cluster) hold, else
     that 16 hold; 16-bit types 16384 (or 32768 beyond 16 x 16384); 0 when 16 CTAs of 32768 cannot
     hold the row
-    (``softmax_cluster_chunk`` in fusebench/ops/softmax/softmax_cluster.cu, which gives the measurements).
+    (``softmax_cluster_chunk`` in kernels/softmax/softmax_cluster.cu, which gives the measurements).
     Raises RuntimeError when the extension cannot be built or loaded here."""
     return _module().softmax_cluster_chunk(int(cols), int(elem_size))
 
@@ -436,7 +436,7 @@ def pick_variant(rows: int, cols: int, elem_size: int, sm_count: int) -> int:
     return _module().softmax_pick_variant(rows, cols, elem_size, sm_count)
 
 
-if __name__ == "__main__":  # python -m fusebench.ops.cuda_ext: build ahead of time (no GPU needed)
+if __name__ == "__main__":  # python -m fusebench.kernels.cuda_ext: build ahead of time (no GPU needed)
     import sys
 
     try:

@@ -13,7 +13,7 @@ from typing import Callable
 
 import torch
 
-from fusebench.registry import Op
+from fusebench.registry import KERNELS, Op
 
 Shape = tuple[int, ...]
 
@@ -50,7 +50,7 @@ def spaces(backend: str, ops: dict[str, Op]) -> dict[str, Space]:
     in their order; an op without a tuning module has none."""
     out = {}
     for name in ops:
-        module_name = f"{__package__}.{name}.tuning"
+        module_name = f"{KERNELS}.{name}.tuning"
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:

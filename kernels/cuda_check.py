@@ -1,12 +1,12 @@
 """Compile-only check of the standalone CUDA kernels; needs nvcc, no GPU, no torch.
 
-Each ``fusebench/ops/*/*.cu`` file is compiled on its own (no torch headers) with
+Each ``kernels/*/*.cu`` file is compiled on its own (no torch headers) with
 
     nvcc -c -arch=<arch> -Xptxas -v --Werror all-warnings -O3 <file>.cu -o <tmp>.o
 
 and ptxas's per-function report is parsed; a file that fails to compile or
 warns, or any kernel that spills registers to local memory, is a problem.
-``python -m fusebench.ops.cuda_check`` is the command-line entry point.
+``python -m fusebench.kernels.cuda_check`` is the command-line entry point.
 """
 
 from __future__ import annotations
@@ -99,7 +99,7 @@ def find_nvcc() -> str | None:
 
 
 def cuda_sources() -> list[Path]:
-    """Every ``fusebench/ops/*/*.cu`` file, sorted."""
+    """Every ``kernels/*/*.cu`` file, sorted."""
     return sorted(CUDA_DIR.parent.glob("*/*.cu"))
 
 
@@ -131,7 +131,7 @@ def compile_file(
 def check(
     files: list[Path] | None = None, arch: str = "sm_90", extra_flags: tuple[str, ...] = ()
 ) -> list[FileResult]:
-    """Compile ``files`` (default: every fusebench/ops/*/*.cu) in parallel."""
+    """Compile ``files`` (default: every kernels/*/*.cu) in parallel."""
     files = cuda_sources() if files is None else files
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
         return list(pool.map(lambda f: compile_file(f, arch, extra_flags), files))
@@ -149,12 +149,12 @@ def demangle(name: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m fusebench.ops.cuda_check``: 0 when every file compiles clean without spills, 1 when one
+    """``python -m fusebench.kernels.cuda_check``: 0 when every file compiles clean without spills, 1 when one
     does not (named), 2 when nvcc is missing."""
     import argparse
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("files", nargs="*", type=Path, help="default: fusebench/ops/*/*.cu")
+    ap.add_argument("files", nargs="*", type=Path, help="default: kernels/*/*.cu")
     ap.add_argument("--arch", default="sm_90")
     ap.add_argument("-q", "--quiet", action="store_true", help="print problems only")
     args = ap.parse_args(argv)

@@ -21,9 +21,9 @@ import math
 
 import torch
 import torch.nn.functional as F
+from fusebench.kernels import cuda_ext, reference_libs
 
 from fusebench.backends import compiled, require_triton
-from fusebench.ops import cuda_ext, reference_libs
 from fusebench.registry import Op
 
 SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -67,9 +67,9 @@ def compile_(x):
 
 @OP.backend("triton")
 def triton_(x):
-    """Hand-written fused Triton kernel (``fusebench/ops/gelu/triton.py``)."""
+    """Hand-written fused Triton kernel (``kernels/gelu/triton.py``)."""
     require_triton(x)
-    from fusebench.ops.gelu import triton as triton_gelu
+    from fusebench.kernels.gelu import triton as triton_gelu
 
     return lambda: triton_gelu.gelu(x)
 
@@ -77,13 +77,13 @@ def triton_(x):
 
 @OP.backend("cuda")
 def cuda(x):
-    """Hand-written CUDA C++ kernel (``fusebench/ops/gelu/gelu.cu``), built as a torch extension."""
+    """Hand-written CUDA C++ kernel (``kernels/gelu/gelu.cu``), built as a torch extension."""
     ext = cuda_ext.require(x)
     return lambda: ext.gelu(x)
 
 
 # Liger-Kernel has no plain GELU (only GEGLU) and QuACK's is a GEMM epilogue: FlagGems is the one
-# reference library with this op (fusebench/ops/reference_libs.py).
+# reference library with this op (kernels/reference_libs.py).
 @OP.backend("flaggems")
 def flaggems(x):
     """FlagGems' Triton GELU, tanh approximation (``reference_libs.flaggems_gelu``)."""

@@ -545,7 +545,7 @@ def softmax(x: torch.Tensor, *, _plan: SoftmaxPlan | None = None) -> torch.Tenso
         else plan(n_rows, n_cols, x.element_size(), sm_count(x.device), cooperative=x.device.type == "cuda")
     )
     if p.kind in ("coop", "grid"):
-        raise ValueError(f"softmax: a {p.kind} plan runs in fusebench.ops.softmax.triton_coop.softmax")
+        raise ValueError(f"softmax: a {p.kind} plan runs in fusebench.kernels.softmax.triton_coop.softmax")
     if p.pdl and x.device.type != "cuda":
         raise ValueError("softmax: a pdl plan needs a CUDA device (sm_90+)")
     if p.kind == "row":

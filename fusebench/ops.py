@@ -1,8 +1,8 @@
-"""What fusebench measures: the ops and their backends, one folder per op.
+"""The ops the case file names, found in ``kernels/`` (imported as ``fusebench.kernels``).
 
-``fusebench/ops/<name>/`` holds an op: ``__init__.py`` builds its ``Op`` (reference, declared work,
+``kernels/<name>/`` holds an op: ``__init__.py`` builds its ``Op`` (reference, declared work,
 backends), beside its Triton kernel (``triton.py``), CUDA sources (``*.cu``) and tuning space
-(``tuning.py``, read through :mod:`fusebench.ops.tuning`). ``REGISTERED`` holds each op the case
+(``tuning.py``, read through :mod:`fusebench.tuning`). ``REGISTERED`` holds each op the case
 file ``fusebench.yaml`` names, as its folder builds it; ``OPS`` the same ops with their cases
 (grids, dtypes, headline shape, the backends measured) from the case file (``fusebench.config``),
 read on first use. Every consumer (asv suite, sweep, nsys driver, tests, plots) iterates ``OPS``;
@@ -18,17 +18,17 @@ from pathlib import Path
 from fusebench import config
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
-from fusebench.registry import Op
+from fusebench.registry import KERNELS, Op
 
 _modules: dict[str, Op] = {}
 _configured: dict[str, dict[str, Op]] = {}
 
 
 def op_module(name: str, path: Path | str) -> Op:
-    """The :class:`Op` that module ``fusebench.ops.<name>`` builds (``OP``), imported once.
+    """The :class:`Op` that module ``fusebench.kernels.<name>`` builds (``OP``), imported once.
 
     The case file's ``ops`` entries name the packages: adding an op is its folder in
-    ``fusebench/ops/`` and its entry in the YAML, with no list of ops in Python to extend.
+    ``kernels/`` and its entry in the YAML, with no list of ops in Python to extend.
 
     Raises:
         fusebench.config.ConfigError: no such module, or it builds no ``OP`` of that name (one
@@ -36,16 +36,16 @@ def op_module(name: str, path: Path | str) -> Op:
     """
     if name not in _modules:
         try:
-            module = importlib.import_module(f"{__name__}.{name}")
+            module = importlib.import_module(f"{KERNELS}.{name}")
         except ModuleNotFoundError as exc:
-            if exc.name != f"{__name__}.{name}":
+            if exc.name != f"{KERNELS}.{name}":
                 raise
             raise config.ConfigError(
-                f"{path}: ops.{name}: no package fusebench/ops/{name}/ builds this op") from None
+                f"{path}: ops.{name}: no package kernels/{name}/ builds this op") from None
         op = getattr(module, "OP", None)
         if not isinstance(op, Op) or op.name != name:
             raise config.ConfigError(
-                f"{path}: ops.{name}: fusebench/ops/{name}/__init__.py has no OP named {name!r}")
+                f"{path}: ops.{name}: kernels/{name}/__init__.py has no OP named {name!r}")
         _modules[name] = op
     return _modules[name]
 
