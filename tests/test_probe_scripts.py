@@ -1,4 +1,4 @@
-"""The GPU probes of scripts/ on a host without a GPU or with bad arguments: one line and exit 1,
+"""The GPU probes of probes/ on a host without a GPU or with bad arguments: one line and exit 1,
 never a traceback or a run on the CPU."""
 
 import os
@@ -15,8 +15,8 @@ PATCH = "docs/ab/cuda-gelu-proportional.patch"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("argv, start", [
-    (["placement_probe.py", "x"], "usage: PYTHONPATH=. python scripts/placement_probe.py"),
-    (["placement_probe.py", "2", "1"], "usage: PYTHONPATH=. python scripts/placement_probe.py"),
+    (["placement_probe.py", "x"], "usage: PYTHONPATH=. python probes/placement_probe.py"),
+    (["placement_probe.py", "2", "1"], "usage: PYTHONPATH=. python probes/placement_probe.py"),
     (["placement_probe.py", "2", "2"], "placement_probe: needs a CUDA GPU"),
     (["round_cost_probe.py", "gelu", "2"], "round_cost_probe: needs a CUDA GPU"),
     (["round_cost_probe.py", "nope", "2"], "round_cost_probe: "),
@@ -26,7 +26,7 @@ PATCH = "docs/ab/cuda-gelu-proportional.patch"
 def test_probe_refuses_in_one_line(argv, start):
     if torch.cuda.is_available() and "GPU" in start:
         pytest.skip("this host has a GPU")
-    p = subprocess.run([sys.executable, str(ROOT / "scripts" / argv[0]), *argv[1:]], cwd=ROOT, text=True,
+    p = subprocess.run([sys.executable, str(ROOT / "probes" / argv[0]), *argv[1:]], cwd=ROOT, text=True,
                        capture_output=True, env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
     assert p.returncode == 1
     assert p.stderr.startswith(start), p.stderr

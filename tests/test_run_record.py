@@ -107,7 +107,7 @@ def test_launches_per_call(op, backend, expected):
 
 @pytest.mark.gpu
 def test_another_process_on_the_gpu_is_seen_and_contaminates():
-    """A matmul loop in another process (scripts/neighbour.py) shows in NVML's process list."""
+    """A matmul loop in another process (probes/neighbour.py) shows in NVML's process list."""
     dev = torch.device("cuda")
     torch.empty(1, device=dev)  # this process's context
     assert environment.other_processes(dev) == []

@@ -4,7 +4,7 @@ Triton GELU on 2^20 float32 (L2-resident), hot and graph device time back to bac
 SM and memory clocks, clock-event reasons (hex), power and temperature after each measurement,
 and idle pauses of 3 s before the 9th and 12th. Run on a GPU host from the project root:
 
-    PYTHONPATH=. python scripts/gpu_state_probe.py [settle seconds]
+    PYTHONPATH=. python probes/gpu_state_probe.py [settle seconds]
 
 With a number, the GPU first writes a 256 MiB buffer back to back for that many seconds (a
 sustained load before the first measurement).

@@ -10,7 +10,7 @@ pass, the output's address (MiB) and the figure (µs); then both spreads: betwee
 over passes of max/min across copies) and between passes (the same the other way). Run on a GPU
 host from the project root:
 
-    PYTHONPATH=. python scripts/placement_probe.py [K] [R]
+    PYTHONPATH=. python probes/placement_probe.py [K] [R]
 """
 
 import statistics
@@ -36,7 +36,7 @@ def spread(rows: list[list[float]]) -> float:
 
 
 def main() -> None:
-    usage = "usage: PYTHONPATH=. python scripts/placement_probe.py [copies >= 2] [passes >= 2]"
+    usage = "usage: PYTHONPATH=. python probes/placement_probe.py [copies >= 2] [passes >= 2]"
     try:
         k = int(sys.argv[1]) if len(sys.argv) > 1 else 6
         r = int(sys.argv[2]) if len(sys.argv) > 2 else 4

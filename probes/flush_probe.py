@@ -7,7 +7,7 @@ figure with the current buffer and with one of 2 x L2, alternately, three times 
 ratio (2 x L2 / current) by case and its distribution beside the current buffer's own spread
 between its three readings, and the time each took. Run on a GPU host from the project root:
 
-    PYTHONPATH=. python scripts/flush_probe.py [op,op]
+    PYTHONPATH=. python probes/flush_probe.py [op,op]
 """
 
 import statistics

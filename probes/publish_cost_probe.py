@@ -7,7 +7,7 @@ publishes), then the repo's plots of the machines named (default every one with 
 copied from the site's where the ops are the same. Prints the seconds of each, then the CPUs the
 plot workers had. Run from the project root:
 
-    PYTHONPATH=. python scripts/publish_cost_probe.py [machine,machine]
+    PYTHONPATH=. python probes/publish_cost_probe.py [machine,machine]
 """
 
 import functools

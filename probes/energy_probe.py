@@ -9,7 +9,7 @@ over the calls completed between them, and the average power over that span (W) 
 the board's power limit, which no reading may exceed. The default grid of the ops named (default
 GELU), every backend, each case read twice each way. Run on a GPU host from the project root:
 
-    PYTHONPATH=. python scripts/energy_probe.py [op,op]
+    PYTHONPATH=. python probes/energy_probe.py [op,op]
 """
 
 import collections

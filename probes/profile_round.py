@@ -1,6 +1,6 @@
 """Where a round's time goes: GELU and softmax (eager, torch, compile, triton), one round, under
 cProfile (issue 26's cost; docs/gate.md). Run on a GPU host from the project root:
-PYTHONPATH=. python scripts/profile_round.py
+PYTHONPATH=. python probes/profile_round.py
 """
 
 import cProfile

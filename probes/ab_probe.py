@@ -8,7 +8,7 @@ op's default grid of that one backend, built, gated and timed in three rounds
 timed first and last, so that the variants' ratios stand beside HEAD against itself. Run on a
 GPU host from the project root:
 
-    PYTHONPATH=. python scripts/ab_probe.py docs/ab/<name>.patch gelu triton ['old=new' ...]
+    PYTHONPATH=. python probes/ab_probe.py docs/ab/<name>.patch gelu triton ['old=new' ...]
 """
 
 import json
@@ -74,7 +74,7 @@ def report(label: str, rs: dict) -> None:
               + " ".join(f"[{c} {x:.3f}]" for x, c in sorted(v)[:4]), flush=True)
 
 
-USAGE = "usage: PYTHONPATH=. python scripts/ab_probe.py PATCH OP BACKEND ['old=new' ...]"
+USAGE = "usage: PYTHONPATH=. python probes/ab_probe.py PATCH OP BACKEND ['old=new' ...]"
 
 
 def main() -> None:

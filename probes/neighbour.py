@@ -1,7 +1,7 @@
 """A GPU neighbour on purpose: a bfloat16 matmul loop in its own process, to check that
 ``make bench`` warns about another process on the GPU and marks the cases it slowed.
 
-    python scripts/neighbour.py [--seconds 120] [--n 8192]
+    python probes/neighbour.py [--seconds 120] [--n 8192]
 
 Runs until ``--seconds`` have passed (or it is killed); prints its pid first. Needs a CUDA GPU.
 Exit status: 0 when it ran its time, 2 when there is no GPU.

@@ -2,7 +2,7 @@
 
 Triton softmax 4096x4096 bfloat16 and Triton GELU 2^20 float32, hot and graph device time, with
 filler allocations of 0-32 MiB placing the output at other addresses. Run on a GPU host from the
-project root: PYTHONPATH=. python scripts/gpu_address_probe.py
+project root: PYTHONPATH=. python probes/gpu_address_probe.py
 """
 
 import torch

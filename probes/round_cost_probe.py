@@ -13,7 +13,7 @@ current rule's two rounds against each other (the spread a figure has anyway): a
 lets the GPU wait for the host raises the short cases' figures. Run on a GPU host from the
 project root:
 
-    PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule, >= 2] [ONE] [SEVERAL]
+    PYTHONPATH=. python probes/round_cost_probe.py [op,op] [rounds per rule, >= 2] [ONE] [SEVERAL]
 
 (ONE and SEVERAL default to 1.0 and 1.5. docs/gate.md's comparisons of earlier rules came from
 earlier versions of this script; git log has them.)
@@ -31,7 +31,7 @@ from fusebench.measure import environment, metrics, sweep, timing
 QUEUED = timing.queued_samples
 CURRENT = (timing.ONE_LAUNCH_ESTIMATE, timing.SEVERAL_LAUNCHES_ESTIMATE)
 MODES = ("hot", "cold", "graph")
-USAGE = ("usage: PYTHONPATH=. python scripts/round_cost_probe.py [op,op] [rounds per rule >= 2] "
+USAGE = ("usage: PYTHONPATH=. python probes/round_cost_probe.py [op,op] [rounds per rule >= 2] "
          "[ONE] [SEVERAL]")
 
 
