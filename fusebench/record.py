@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from fusebench import metrictable
+from fusebench.atomic import write_atomic
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
 FORMAT_VERSION = 2
@@ -186,11 +187,8 @@ class Sweep:
     methods: dict[str, int] = field(default_factory=metrictable.methods)
 
     def save(self, path: Path) -> None:
-        """Write as JSON (atomically: a temporary file, then a rename)."""
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(path)
+        """Write as JSON (:func:`fusebench.atomic.write_atomic`)."""
+        write_atomic(path, json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> "Sweep":

@@ -92,7 +92,7 @@ def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
 
 
 #: The run record's data model, and the only project modules it may import.
-RECORD, RECORD_MAY_IMPORT = "fusebench.record", {"fusebench.metrictable"}
+RECORD, RECORD_MAY_IMPORT = "fusebench.record", {"fusebench.metrictable", "fusebench.atomic"}
 #: Modules that read records and never measure: none may import the sweep, even inside a function.
 READERS = ("fusebench.history.noise", "fusebench.history.compare", "fusebench.history.summary",
            "fusebench.history.runrecord", "fusebench.history.results", "fusebench.history.resultsdoc",

@@ -8,6 +8,7 @@ import subprocess
 
 import pytest
 
+from fusebench import git
 from fusebench.history import noise
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
@@ -64,7 +65,7 @@ def test_the_texts_are_read_once_for_all_pairs(repo, monkeypatch):
     texts: dict = {}
     calls = []
     run = subprocess.run
-    monkeypatch.setattr(noise.subprocess, "run", lambda args, **kw: calls.append(args[1]) or run(args, **kw))
+    monkeypatch.setattr(git.subprocess, "run", lambda args, **kw: calls.append(args[3]) or run(args, **kw))
     first = noise._git_changed(root, a, b, texts)
     assert calls == ["diff", "cat-file"]  # one process for every file of the pair
     assert texts[f"{a}:fusebench/ops/gone.py"] is not None and texts[f"{b}:fusebench/ops/gone.py"] is None

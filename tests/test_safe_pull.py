@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from committed import committed_folder
 
+from fusebench import atomic
 from fusebench.commands import main
 from fusebench.history import runrecord, transaction
 from fusebench.paths import PROJECT_ROOT
@@ -125,7 +126,7 @@ def test_a_journal_of_this_hosts_own_store_is_still_finished(checkout):
     txn.add_bytes(records / "h200" / "deadbeef.json", b"{}")
     txn.delete(results / "benchmarks.json")
     txn.committed = True  # killed after the commit point, before the renames
-    transaction.write_atomic(results / transaction.STAGING / transaction.JOURNAL,
+    atomic.write_atomic(results / transaction.STAGING / transaction.JOURNAL,
                              json.dumps({"moves": txn.moves, "deletes": txn.deletes}))
     with transaction.locked(results, "store", (records,)):
         pass

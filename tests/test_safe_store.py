@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from committed import committed_folder
 
-from fusebench import tmpdirs
+from fusebench import atomic, tmpdirs
 from fusebench.history import runrecord, site, store, transaction
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
@@ -288,7 +288,7 @@ def test_stored_files_are_written_atomically_with_normal_modes(tmp_path):
     old = os.umask(0o022)
     try:
         path = tmp_path / "a" / "machine.json"
-        transaction.write_atomic(path, "{}")
+        atomic.write_atomic(path, "{}")
         txn = transaction.Transaction(tmp_path)
         txn.add_bytes(tmp_path / "b" / "result.json", "{}")
         txn.commit()

@@ -42,9 +42,9 @@ import sys
 import time
 from pathlib import Path
 
+from fusebench.atomic import json_ready, write_atomic
 from fusebench.cli import positive_int
 from fusebench.errors import UsageError
-from fusebench.history.transaction import json_ready, write_atomic
 from fusebench.paths import PROJECT_ROOT
 
 DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"

@@ -32,12 +32,12 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Callable
 
-from fusebench import config, metrictable
+from fusebench import atomic, config, metrictable
 from fusebench.cli import add_config, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
-from fusebench.history import bisect, bisect_git, noise, runrecord, transaction
+from fusebench.history import bisect, bisect_git, noise, runrecord
 from fusebench.history.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
@@ -219,7 +219,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"bisect: {line}", file=sys.stderr, flush=True)
 
     def stored(probe: bisect.Probe) -> None:
-        transaction.write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))
+        atomic.write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))
 
     log(f"{len(commits) - 1} commits after GOOD {commits[0].short} up to BAD {commits[-1].short}; "
         f"records in {records}")
@@ -234,9 +234,9 @@ def run(args: argparse.Namespace) -> int:
         print(f"bisect: error: {exc}", file=sys.stderr)
         return 1
     data = dict(out.to_dict(), machine=measurer.machine, records=str(records))
-    transaction.write_json(records / "bisect.json", data)
+    atomic.write_json(records / "bisect.json", data)
     if args.format == "json":
-        print(json.dumps(transaction.json_ready(data), indent=1))
+        print(json.dumps(atomic.json_ready(data), indent=1))
     else:
         print(text(out, records, measurer.machine))
     return 0 if out.status == "found" else 1

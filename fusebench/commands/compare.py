@@ -30,11 +30,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from fusebench import config
+from fusebench import config, git
 from fusebench.cli import add_config, report_unreadable
 from fusebench.errors import UsageError
 from fusebench.history import compare, noise, results, runrecord
@@ -47,15 +46,10 @@ def resolve(rev: str) -> str:
     Raises:
         UsageError: git does not know ``rev`` as a commit.
     """
-    try:
-        out = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
-                             cwd=PROJECT_ROOT,
-                             capture_output=True, text=True)
-    except OSError as exc:
-        raise UsageError(f"cannot run git: {exc}") from None
-    if out.returncode != 0 or not out.stdout.strip():
+    sha = git.resolve(PROJECT_ROOT, rev)
+    if sha is None:
         raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit)")
-    return out.stdout.strip()
+    return sha
 
 
 def parse_factor(text: str) -> float:

@@ -16,10 +16,10 @@ none) and a measurement runs it:
 from __future__ import annotations
 
 import fnmatch
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.history import noise
 
@@ -44,11 +44,7 @@ class Choice:
 
 
 def _git(repo: Path, *args: str, data: bool = False):
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not data,
-                              timeout=120)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise UsageError(f"cannot run git: {exc}") from None
+    return git.run(repo, *args, data=data)
 
 
 def _measured_roots() -> tuple[str, ...]:

@@ -10,15 +10,13 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.history.bisect import Commit, ProbeFailed
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    try:
-        return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
-    except OSError as exc:
-        raise UsageError(f"cannot run git: {exc}") from None
+    return git.run(repo, *args)
 
 
 def _printable(text: str) -> str:
@@ -32,10 +30,10 @@ def resolve(repo: Path, rev: str) -> str:
     Raises:
         UsageError: git knows no such commit in ``repo``.
     """
-    out = None if rev.startswith("-") else _git(repo, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}")
-    if out is None or out.returncode != 0 or not out.stdout.strip():
+    sha = git.resolve(repo, rev)
+    if sha is None:
         raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit in {repo})")
-    return out.stdout.strip()
+    return sha
 
 
 def subject(repo: Path, sha: str) -> str:

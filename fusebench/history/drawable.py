@@ -10,10 +10,10 @@ and what to do (``make publish`` prints them; ``STRICT=1`` makes them an error).
 from __future__ import annotations
 
 import json
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from fusebench import git
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -36,26 +36,16 @@ class Undrawn:
 
 def first_parent_line(branch: str = "main", root: Path = PROJECT_ROOT) -> set[str] | None:
     """Full shas of ``git rev-list --first-parent <branch>``; None when git cannot say."""
-    try:
-        out = subprocess.run(["git", "rev-list", "--first-parent", branch], cwd=root,
-                             capture_output=True, text=True)
-    except OSError:
-        return None
-    return set(out.stdout.split()) if out.returncode == 0 else None
+    line = git.first_parent(root, branch)
+    return None if line is None else set(line)
 
 
 def commit_times(root: Path = PROJECT_ROOT) -> dict[str, int]:
     """Full sha -> committer time (Unix seconds) of every commit reachable from a ref of the
     repository at ``root``; empty when git cannot say (not a checkout, no git)."""
-    try:
-        out = subprocess.run(["git", "log", "--all", "--format=%H %ct"], cwd=root,
-                             capture_output=True, text=True)
-    except OSError:
-        return {}
-    if out.returncode != 0:
-        return {}
+    out = git.answer(root, "log", "--all", "--format=%H %ct")
     times = {}
-    for line in out.stdout.splitlines():
+    for line in (out or "").splitlines():
         sha, _, when = line.partition(" ")
         if when.isdigit():
             times[sha] = int(when)
@@ -64,12 +54,7 @@ def commit_times(root: Path = PROJECT_ROOT) -> dict[str, int]:
 
 def commit_exists(commit: str, root: Path = PROJECT_ROOT) -> bool:
     """True when ``commit`` is a commit of the repository at ``root``."""
-    try:
-        out = subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=root,
-                             capture_output=True, text=True)
-    except OSError:
-        return False
-    return out.returncode == 0
+    return git.answer(root, "cat-file", "-e", f"{commit}^{{commit}}") is not None
 
 
 def undrawn(results_dir: Path, branch: str = "main", root: Path = PROJECT_ROOT) -> list[Undrawn]:

@@ -43,7 +43,8 @@ from fnmatch import fnmatch
 from itertools import combinations
 from pathlib import Path
 
-from fusebench import metrictable
+from fusebench import git, metrictable
+from fusebench.errors import UsageError
 from fusebench.record import Record, Sweep, clean_rounds
 
 #: Files every backend of an op is measured from, and each backend's own (``{op}`` is the op's
@@ -173,8 +174,8 @@ def code(text: str, path: str) -> str:
 
 def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
     try:
-        return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
+        return git.run(root, *args, timeout=60)
+    except UsageError:
         return None
 
 
@@ -183,9 +184,9 @@ def _texts(root: Path, specs: list[str]) -> dict[str, str | None] | None:
     and decoded as :func:`_git` decodes (the locale's encoding, universal newlines); None for a
     spec that names no file (or one that cannot be decoded). None when git cannot say."""
     try:
-        out = subprocess.run(["git", "cat-file", "--batch"], cwd=root, capture_output=True, timeout=60,
-                             input="".join(f"{s}\n" for s in specs).encode()).stdout
-    except (OSError, subprocess.SubprocessError):
+        out = git.run(root, "cat-file", "--batch", data=True, timeout=60,
+                      input="".join(f"{s}\n" for s in specs).encode()).stdout
+    except UsageError:
         return None
     texts: dict[str, str | None] = {}
     pos = 0

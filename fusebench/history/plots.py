@@ -413,7 +413,7 @@ def copy_drawn(drawn_root: Path, out_root: Path, machine: str, op: Op) -> list[P
     import os
     import stat
 
-    from fusebench.history.transaction import write_atomic
+    from fusebench.atomic import write_atomic
 
     sources = []
     for kind in kinds(op):

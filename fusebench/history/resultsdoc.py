@@ -3,12 +3,11 @@ run records (``fusebench table --doc MACHINE``) so that no results table is writ
 
 from __future__ import annotations
 
-import os
-import subprocess
-import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from fusebench import git
+from fusebench.atomic import write_atomic
 from fusebench.errors import UsageError
 from fusebench.history import runrecord, summary
 from fusebench.paths import PROJECT_ROOT
@@ -44,10 +43,8 @@ def newest_per_op(machine: str, root: Path = PROJECT_ROOT) -> list[Path]:
     paths = sorted((root / "records" / machine).glob("*.json"))
     if not paths:
         raise UsageError(f"no run record under records/{machine}/: make bench stores one per run")
-    try:
-        log = subprocess.run(["git", "rev-list", "--first-parent", "HEAD"], cwd=root, check=True,
-                             capture_output=True, text=True).stdout.split()
-    except (OSError, subprocess.CalledProcessError):
+    log = git.first_parent(root, "HEAD")
+    if log is None:
         raise UsageError("no git history to order the records by: name them, "
                          f"fusebench table --doc {machine} records/{machine}/<sha8>.json ...") from None
     rank = {sha[:8]: i for i, sha in reversed(list(enumerate(log)))}
@@ -115,13 +112,5 @@ def render(machine: str, paths: list[Path], root: Path = PROJECT_ROOT) -> str:
 
 
 def write(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (a temporary file beside it, then a rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write ``text`` to ``path`` (:func:`fusebench.atomic.write_atomic`)."""
+    write_atomic(path, text)

@@ -20,81 +20,19 @@ from __future__ import annotations
 import errno
 import fcntl
 import json
-import math
 import os
 import re
 import shutil
 from contextlib import contextmanager
 from pathlib import Path
 
+from fusebench.atomic import _mode, _umask, fsync_dir, write_atomic  # noqa: F401  (runrecord's writer)
 from fusebench.errors import UsageError
 
 #: The hidden staging folder inside each folder tree a transaction writes into.
 STAGING = ".fusebench-staging"
 #: The journal, in the results folder's staging folder: written last, read by :func:`recover`.
 JOURNAL = "journal.json"
-
-
-def fsync_dir(folder: Path) -> None:
-    """Flush ``folder``'s entries (a rename in it) to disk; a filesystem that cannot is let be."""
-    try:
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def _mode() -> int:
-    """The mode a plain ``open()`` would give a new file: 0666 less the umask."""
-    return 0o666 & ~_umask()
-
-
-def write_atomic(path: Path, data: bytes | str) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder (fsynced, normal
-    mode, then renamed over ``path``): readers and a crash see the old file or the new one, never
-    a part."""
-    if isinstance(data, str):
-        data = data.encode()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, _mode())
-        with os.fdopen(fd, "wb") as out:
-            out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    fsync_dir(path.parent)
-
-
-def json_ready(value):
-    """``value`` as JSON can hold it: NaN and infinities as null, tuples as lists."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value
-
-
-def write_json(path: Path, data, indent: int | None = 1) -> None:
-    """``data`` as JSON into ``path`` (:func:`json_ready`, then :func:`write_atomic`)."""
-    write_atomic(path, json.dumps(json_ready(data), indent=indent))
 
 
 class Transaction:

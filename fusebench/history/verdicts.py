@@ -23,6 +23,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from fusebench import git
+from fusebench.atomic import write_atomic
 from fusebench.paths import PROJECT_ROOT
 
 #: Where the page goes under the site, and its tab.
@@ -153,16 +155,13 @@ class Verdict:
 def measured_line(results_dir: Path, machine: str, root: Path = PROJECT_ROOT,
                   branch: str = "main") -> list[str]:
     """``machine``'s stored commits on ``branch``'s first-parent line, oldest first."""
-    import subprocess
-
     from fusebench.history import results
 
-    out = subprocess.run(["git", "rev-list", "--first-parent", "--reverse", branch], cwd=root,
-                         capture_output=True, text=True)
-    if out.returncode != 0:
+    line = git.first_parent(root, branch, oldest_first=True)
+    if line is None:
         return []
     stored = {c for c, _ in results.stored_commits(results_dir, machine)}
-    return [c for c in out.stdout.split() if c in stored]
+    return [c for c in line if c in stored]
 
 
 def judge_history(results_dir: Path, machine: str, root: Path = PROJECT_ROOT, ops=None) -> list[Verdict]:
@@ -271,7 +270,5 @@ def write_page(html_dir: Path, results_dir: Path, root: Path = PROJECT_ROOT,
     verdicts = [v for m in machines for v in judge_history(results_dir, m, root, by_name)]
     path = html_dir / VERDICTS / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(page(verdicts, {m: site_pages.gpu_title(results_dir, m) for m in machines}))
-    tmp.replace(path)
+    write_atomic(path, page(verdicts, {m: site_pages.gpu_title(results_dir, m) for m in machines}))
     return path

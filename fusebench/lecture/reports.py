@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from fusebench.atomic import write_atomic
 from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
 
@@ -43,9 +44,7 @@ def save(name: str, data: dict, markdown: str, env: dict, root: Path = REPORTS_D
     json_path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"report": name, "format_version": FORMAT_VERSION, "environment": env, **data}
     for path, text in ((json_path, json.dumps(payload, indent=1)), (md_path, markdown.rstrip() + "\n")):
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_atomic(path, text)
     return json_path, md_path
 
 

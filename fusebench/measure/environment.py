@@ -10,11 +10,11 @@ from __future__ import annotations
 import os
 import platform
 import re
-import subprocess
 from functools import cache
 
 import torch
 
+from fusebench import git
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import where
 
@@ -227,21 +227,14 @@ def _version(module: str) -> str | None:
 
 def git_commit() -> str | None:
     """``git rev-parse HEAD`` of the checkout, or None outside a git checkout."""
-    try:
-        return subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
+    out = git.answer(PROJECT_ROOT, "rev-parse", "HEAD")
+    return out.strip() if out else None
 
 
 def git_dirty() -> bool:
     """True when tracked files differ from HEAD (the result then is not exactly that commit's)."""
-    try:
-        out = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=PROJECT_ROOT,
-                             capture_output=True, text=True, check=True).stdout
-        return bool(out.strip())
-    except (OSError, subprocess.CalledProcessError):
-        return False
+    out = git.answer(PROJECT_ROOT, "status", "--porcelain", "--untracked-files=no")
+    return bool(out and out.strip())
 
 
 def ram_bytes() -> str:

@@ -32,12 +32,12 @@ are not that commit's or not that backend's, both checked before anything is mea
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
@@ -71,14 +71,16 @@ def changed_files(root: Path) -> list[str]:
     Raises:
         UsageError: ``git status`` cannot run or fails in ``root``.
     """
-    cmd = ["git", "-c", "core.fileMode=false", "status", "--porcelain=v1", "-z",
-           "--untracked-files=all", "--", *MEASURED]
     try:
-        out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True).stdout
-    except (OSError, subprocess.CalledProcessError) as exc:
-        detail = getattr(exc, "stderr", "") or str(exc)
+        done = git.run(root, "-c", "core.fileMode=false", "status", "--porcelain=v1", "-z",
+                       "--untracked-files=all", "--", *MEASURED)
+    except UsageError as exc:
+        raise UsageError(f"cannot tell whether the measured files differ from HEAD: {exc}") from None
+    if done.returncode != 0:
+        detail = done.stderr.strip()
         raise UsageError(f"cannot tell whether the measured files differ from HEAD: git status failed: "
-                         f"{detail.strip().splitlines()[0] if detail.strip() else exc}") from exc
+                         f"{detail.splitlines()[0] if detail else done.returncode}")
+    out = done.stdout
     entries, paths = out.split("\0"), set()
     i = 0
     while i < len(entries):
