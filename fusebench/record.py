@@ -1,4 +1,5 @@
-"""The run record's data model: one case's :class:`Record`, one run's :class:`Sweep`, their JSON.
+"""The run record's data model: one case's :class:`Record`, one run's :class:`Sweep`, their JSON
+and its stored form (:data:`SUFFIX`: compact JSON in an xz stream; :func:`encode`, :func:`decode`).
 
 What the sweep (``fusebench.measure.sweep``) writes and everything else reads: the gate, the
 summary, the tables, the plots, the site, the merge of other hosts' records. A leaf: it imports
@@ -9,6 +10,7 @@ kernels. ``records/README.md`` documents the fields.
 from __future__ import annotations
 
 import json
+import lzma
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -30,6 +32,49 @@ BATCHES = {"device_time_ms": ("hot_calls", 0.2, 64), "device_time_graph_ms": ("g
 #: both this many times the figure and the figure plus SHORT_BATCH_MS: a stalled estimate.
 SHORT_BATCH_RATIO = 3.0
 SHORT_BATCH_MS = 0.01
+
+#: A stored record's name ends so: compact JSON in one xz stream (``records/README.md`` says why
+#: xz and what it saves). A name ending ``.json`` is a record of plain JSON: still read, never
+#: written into a records folder.
+SUFFIX = ".json.xz"
+#: The most bytes a record's JSON may take, plain or once decompressed: a reader's memory stays
+#: bounded whatever a file from another host holds (a compressed bomb stops here).
+MAX_JSON = 64 << 20
+#: The most memory the xz decoder may take; the header of a stream names its dictionary, and
+#: ours (preset 6) needs 9 MiB: a header asking for more is refused before it is allocated.
+XZ_MEMLIMIT = 32 << 20
+
+
+def encode(data: dict) -> bytes:
+    """``data`` (a :class:`Sweep` as a dict) as a stored record: compact JSON, xz preset 6."""
+    return lzma.compress(json.dumps(data, separators=(",", ":")).encode(), preset=6)
+
+
+def decode(raw: bytes, name: str, limit: int = MAX_JSON) -> bytes:
+    """The JSON bytes of a record file named ``name`` holding ``raw``: decompressed when the name
+    ends ``.xz`` (one xz stream, at most ``limit`` bytes out, the decoder's memory capped), else
+    ``raw`` itself (no longer than ``limit``).
+
+    Raises:
+        ValueError: more than ``limit`` bytes, or not one whole xz stream (one line: why).
+    """
+    if not name.endswith(".xz"):
+        if len(raw) > limit:
+            raise ValueError(f"{len(raw)} bytes, more than the {limit >> 20} MB a record's JSON may take")
+        return raw
+    dec = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=XZ_MEMLIMIT)
+    try:
+        out = dec.decompress(raw, max_length=limit + 1)
+    except lzma.LZMAError as exc:
+        raise ValueError(f"not a whole xz stream ({exc}); corrupt or not xz") from None
+    if len(out) > limit:
+        raise ValueError(f"decompresses to more than the {limit >> 20} MB a record's JSON may take; "
+                         "refused unread (a compressed bomb, or no record a run writes)")
+    if not dec.eof:
+        raise ValueError("truncated: its xz stream ends before its end marker")
+    if dec.unused_data:
+        raise ValueError(f"{len(dec.unused_data)} bytes after its xz stream")
+    return out
 
 
 def short_batch(field: str, calls: int | None, figure_ms: float | None) -> str:
@@ -187,17 +232,24 @@ class Sweep:
     methods: dict[str, int] = field(default_factory=metrictable.methods)
 
     def save(self, path: Path) -> None:
-        """Write as JSON (:func:`fusebench.atomic.write_atomic`)."""
-        write_atomic(path, json.dumps(asdict(self), indent=1))
+        """Write as a stored record (:func:`encode`) when ``path`` ends ``.xz``, else as indented
+        JSON (:func:`fusebench.atomic.write_atomic`)."""
+        write_atomic(path, encode(asdict(self)) if path.name.endswith(".xz")
+                     else json.dumps(asdict(self), indent=1))
 
     @classmethod
     def load(cls, path: Path) -> "Sweep":
-        """Read a sweep written by :meth:`save`.
+        """Read a sweep written by :meth:`save` (:func:`decode`: bounded; not checked as a file
+        from another host is, ``fusebench.history.runrecord.read`` does that).
 
         Raises:
-            ValueError: the file is not a sweep of this format version.
+            ValueError: the file is not a sweep of this format version, or cannot be decoded.
         """
-        data = json.loads(Path(path).read_text())
+        path = Path(path)
+        try:
+            data = json.loads(decode(path.read_bytes(), path.name))
+        except ValueError as exc:
+            raise ValueError(f"{path}: {exc}") from None
         if data.get("format_version") != FORMAT_VERSION:
             raise ValueError(f"{path}: not a fusebench sweep of format {FORMAT_VERSION}")
         data["records"] = [Record(**r) for r in data["records"]]

@@ -32,7 +32,7 @@ def test_a_run_of_some_ops_keeps_the_other_ops_records(tmp_path):
     second = Sweep({"git_commit": commit}, 4100.0, "default", [
         Record("softmax", "torch", "4x4", "float32", device_time_ms=3.0)], rounds=3)
     path = runrecord.save(second, tmp_path, "h200", commit)
-    assert path == tmp_path / "h200" / "aaaaaaaa.json"
+    assert path == tmp_path / "h200" / "aaaaaaaa.json.xz"
     back = runrecord.load(tmp_path, "h200", commit)
     assert {r.key: r.device_time_ms for r in back.records} == {
         ("gelu", "torch", "1024", "float32"): 1.0, ("softmax", "torch", "4x4", "float32"): 3.0}

@@ -115,8 +115,9 @@ def test_result_and_record_committed_together_are_finished_by_the_next_writer(tm
         pass
     data = json.loads((stored / "h200" / RESULT).read_text())
     assert 0.123 in data["results"]["suite.Softmax.track_device_time"][0]
-    assert {r.key for r in Sweep.load(records / "h200" / f"{COMMIT[:8]}.json").records} == {
+    assert {r.key for r in Sweep.load(records / "h200" / f"{COMMIT[:8]}.json.xz").records} == {
         r.key for r in _sweep().records}  # merged with the cases the run did not measure
+    assert not (records / "h200" / f"{COMMIT[:8]}.json").exists()  # its plain form replaced
     assert not list(stored.parent.rglob(".fusebench-staging"))
 
 
@@ -138,7 +139,7 @@ def test_storing_a_run_leaves_every_other_commits_files_as_they_were(tmp_path):
         assert bench.store_run(sweep, "h200", head, results, ops) == 0
     after = hashes(results, records)
     mine = {str(results / "h200" / f"{head[:8]}-existing-py3.12.json"),
-            str(records / "h200" / f"{head[:8]}.json"), str(results / "benchmarks.json")}
+            str(records / "h200" / f"{head[:8]}.json.xz"), str(results / "benchmarks.json")}
     assert set(after) - set(before) == mine
     machine = str(results / "h200" / "machine.json")
     assert {p: h for p, h in after.items() if p not in mine | {machine}} == {

@@ -4,6 +4,7 @@ built here): what two array tasks that split one machine's grid by ops leave. Th
 Slurm: ``make slurm-test`` (scripts/slurm_test.sh)."""
 
 import json
+import lzma
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,8 @@ def _result(dest: Path) -> dict:
 
 
 def _record(dest: Path) -> dict:
-    return json.loads(runrecord.record_path(runrecord.records_dir(dest), MACHINE, COMMIT).read_text())
+    return json.loads(lzma.decompress(runrecord.record_path(runrecord.records_dir(dest), MACHINE,
+                                                            COMMIT).read_bytes()))
 
 
 def test_two_tasks_of_disjoint_ops_merge_into_one_result_and_one_record(tmp_path):

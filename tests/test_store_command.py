@@ -120,7 +120,7 @@ def test_a_symlink_a_missing_file_and_a_file_outside_records_are_one_line(checko
     shutil.copyfile(record, elsewhere)
     code, err = _run(capsys, elsewhere)
     assert code == 2 and err == [f"store: error: {elsewhere}: not in a records folder "
-                                 "(records/<machine>/<sha8>.json); give --results DIR"]
+                                 "(records/<machine>/<sha8>.json.xz); give --results DIR"]
     code, err = _run(capsys, elsewhere, "--results", checkout / "other-results")
     assert code == 0 and (checkout / "other-results" / "h200" / f"{SHA8}-existing-py3.12.json").is_file()
 

@@ -2,11 +2,12 @@
 
     fusebench store RECORD [RECORD ...] [--results DIR] [--config FILE]
 
-Each RECORD is a run record, ``records/<machine>/<sha8>.json``: asv's result file of its commit
-and machine, the machine's ``machine.json`` and ``benchmarks.json`` are written from it as
-``make bench`` writes them (``fusebench/history/store.py``), into the results folder beside its
-records folder (``records`` -> ``results``, ``.asv/quick-records`` -> ``.asv/quick-results``;
-``--results`` names another). A metric added to ``fusebench/metrictable.py`` then appears in
+Each RECORD is a run record, ``records/<machine>/<sha8>.json.xz`` (or a plain ``<sha8>.json``):
+asv's result file of its commit and machine, the machine's ``machine.json`` and
+``benchmarks.json`` are written from it as ``make bench`` writes them
+(``fusebench/history/store.py``), into the results folder beside its records folder
+(``records`` -> ``results``, ``.asv/quick-records`` -> ``.asv/quick-results``; ``--results``
+names another). A metric added to ``fusebench/metrictable.py`` then appears in
 the stored results of every run whose record has its field; the values of the others do not
 change. The asv suite is the case file's (``--config``, default ``fusebench.yaml``); the
 benchmarks of ops a record does not have are kept as they are stored.
@@ -33,14 +34,14 @@ from fusebench.errors import UsageError
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench store``."""
     ap.add_argument("records", nargs="+", type=Path, metavar="RECORD",
-                    help="run records, records/<machine>/<sha8>.json")
+                    help="run records, records/<machine>/<sha8>.json.xz")
     ap.add_argument("--results", type=Path, metavar="DIR", help="the results folder to write into "
                     "(default: the one beside the records folder, records -> results)")
     add_config(ap)
 
 
 def results_for(record: Path) -> Path:
-    """The results folder of a record ``<records folder>/<machine>/<sha8>.json``: the folder whose
+    """The results folder of a record ``<records folder>/<machine>/<sha8>.json.xz``: the folder whose
     records folder (``runrecord.records_dir``) holds it.
 
     Raises:
@@ -53,7 +54,7 @@ def results_for(record: Path) -> Path:
         results = folder.with_name(folder.name.replace("records", "results"))
         if runrecord.records_dir(results) == folder:
             return results
-    raise UsageError(f"{record}: not in a records folder (records/<machine>/<sha8>.json); give "
+    raise UsageError(f"{record}: not in a records folder (records/<machine>/<sha8>.json.xz); give "
                      "--results DIR")
 
 
@@ -72,7 +73,7 @@ def checked(path: Path):
         raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])  # a missing file says so first
         if untrusted.MACHINE.fullmatch(machine) is None:
             raise untrusted.Refused(path.parent, "not a machine name (letters, digits, '.', '_', '-')")
-        data = untrusted.parse(path, raw)
+        data = untrusted.parse(path, untrusted.record_json(path, raw))
         untrusted.check_record(path, data, machine)
         untrusted.check_record_figures(path, data)
     except untrusted.Refused as exc:

@@ -3,7 +3,7 @@
     fusebench table [RECORD] [--op softmax]
     fusebench table --doc MACHINE [RECORD ...]
 
-RECORD: a run record, ``records/<machine>/<sha8>.json`` (default: the newest one under ``records/``).
+RECORD: a run record, ``records/<machine>/<sha8>.json.xz`` (default: the newest one under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
 at the end of its summary and the site's Runs tab shows (``fusebench.history.summary.ceiling_table``).
 ``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;

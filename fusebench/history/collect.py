@@ -3,8 +3,8 @@
 A fleet (``deploy/``: a Kubernetes Indexed Job, a Slurm array) leaves one results folder per
 host, each as ``make bench`` writes it: ``<machine>/machine.json``, the asv result files
 ``<machine>/<sha8>-<env>.json``, ``benchmarks.json``, and beside it the run records folder
-(``records/<machine>/<sha8>.json``, :func:`fusebench.history.runrecord.records_dir`). This module copies
-them into one destination (``results/`` and ``records/``) by these rules:
+(``records/<machine>/<sha8>.json.xz``, :func:`fusebench.history.runrecord.records_dir`). This module
+copies them into one destination (``results/`` and ``records/``) by these rules:
 
 - **never overwrite**: a file the destination does not have is copied; one it has with the same
   bytes (or the same figures: the same JSON) is skipped; a stored file is never replaced.
@@ -34,6 +34,10 @@ them into one destination (``results/`` and ``records/``) by these rules:
   destination's definition (else the first folder's) with a warning: ``asv publish`` draws a
   stored result only when its benchmark version matches the definition kept.
 - different asv machines (``h200``, ``cpu-x86_64``, ``a100-sxm4-80gb``) sit side by side.
+- **records of older hosts**: a record of plain JSON, ``<sha8>.json`` (a host running an older
+  commit), is checked the same and stored compressed, ``<sha8>.json.xz``, its file time kept; a
+  stored plain record and a compressed one of the same commit and machine are one record,
+  compared by content.
 - **shares**: a result file or run record of the same name whose cases are disjoint from the one
   there (array tasks that split one machine's grid by ops, ``deploy/slurm``) is merged into it
   (:mod:`fusebench.history.shares`): cases are added, none replaced.
@@ -56,6 +60,7 @@ from pathlib import Path
 from fusebench.errors import UsageError
 from fusebench.history import results, runrecord, shares, transaction, untrusted
 from fusebench.history.untrusted import Refused
+from fusebench.record import SUFFIX, encode
 
 #: ``machine.json`` fields whose difference is a conflict, not a warning: another GPU model
 #: stored under the same machine name would mix two GPUs' figures in one history.
@@ -164,8 +169,33 @@ def _digest(path: Path, kind: str) -> str:
 
 
 def _json(path: Path, kind: str) -> object:
-    """A stored or source file parsed (size and depth capped); raises Refused."""
+    """A stored or source file parsed (size and depth capped, a record decompressed within its
+    cap); raises Refused."""
+    if kind == "record":
+        return untrusted.read_record(path)[1]
     return untrusted.parse(path, untrusted.read_bytes(path, untrusted.MAX_BYTES[kind]))
+
+
+def _is_record_file(name: str) -> bool:
+    return name.endswith(".json") or name.endswith(SUFFIX)
+
+
+def _compressed(source: Path, checked: untrusted.Checked | None) -> tuple[bytes, tuple[int, int]]:
+    """The plain-JSON record ``source`` (a host running an older commit) as a stored record
+    (``fusebench.record.encode``), and its file's access and modification times (the runs page
+    orders records by them). Its bytes must still be those checked.
+
+    Raises:
+        UsageError: the source changed since it was checked, or cannot be read.
+    """
+    try:
+        raw = untrusted.read_bytes(source, untrusted.MAX_BYTES["record"])
+        st = os.stat(source, follow_symlinks=False)
+    except (Refused, OSError) as exc:
+        raise UsageError(f"cannot read {source}: {exc}") from None
+    if checked is not None and hashlib.sha256(raw).hexdigest() != checked.digest:
+        raise UsageError(f"{source}: changed while collecting (its bytes differ from those checked)")
+    return encode(json.loads(raw)), (st.st_atime_ns, st.st_mtime_ns)
 
 
 class _Planner:
@@ -193,11 +223,13 @@ class _Planner:
     # -- the destination -------------------------------------------------------------------------
 
     def _load_dest(self) -> None:
-        for folder in (self.dest, self.dest_records):
-            for p in sorted(folder.glob("*/*.json")) if folder.is_dir() else []:
-                self.planned[p] = p
-                if folder == self.dest and p.name != "machine.json":
-                    self.commits.setdefault((p.parent.name, p.name[:8]), []).append(p)
+        for p in sorted(self.dest.glob("*/*.json")) if self.dest.is_dir() else []:
+            self.planned[p] = p
+            if p.name != "machine.json":
+                self.commits.setdefault((p.parent.name, p.name[:8]), []).append(p)
+        # a stored record under the name a source's is stored as: the compressed one, else the plain
+        for machine, p in runrecord.all_records(self.dest_records) if self.dest_records.is_dir() else []:
+            self.planned[runrecord.record_path(self.dest_records, machine, runrecord.sha8(p))] = p
         path = self.dest / "benchmarks.json"
         if path.exists() or path.is_symlink():
             try:
@@ -270,7 +302,7 @@ class _Planner:
             return
         for m in machines:
             try:
-                files = [e for e in untrusted.entries(Path(m.path)) if e.name.endswith(".json")]
+                files = [e for e in untrusted.entries(Path(m.path)) if _is_record_file(e.name)]
             except Refused as exc:
                 self._refuse(exc)
                 continue
@@ -372,7 +404,7 @@ class _Planner:
     def _record(self, path: Path, machine: str) -> None:
         if self._check(path, "record", machine) is None:
             return
-        target = self.dest_records / machine / path.name
+        target = runrecord.record_path(self.dest_records, machine, runrecord.sha8(path))
         there = self._there_same(path, target, "record")
         if there is None:
             return
@@ -384,7 +416,7 @@ class _Planner:
         if mine == theirs or shares.holds_records(theirs, mine):  # or a share already merged there
             self.plan.same.append(target)
         elif why := self._share(path, target, there, "record", shares.merge_records):
-            self.plan.conflicts.append(f"{path} and {there}: run records of commit {path.stem} on "
+            self.plan.conflicts.append(f"{path} and {there}: run records of commit {runrecord.sha8(path)} on "
                                        f"machine {machine} differ (two runs of one commit and machine: "
                                        f"{why})")
 
@@ -527,19 +559,28 @@ def apply(p: Plan, dest: Path) -> list[Path]:
     """
     if p.refused:
         raise UsageError("refused: " + (p.conflicts + p.unreadable)[0])
-    txn = transaction.Transaction(dest, (runrecord.records_dir(dest),))
+    records = runrecord.records_dir(dest)
+    txn = transaction.Transaction(dest, (records,))
     written = []
     try:
         for source, target in p.copies:
             if os.path.lexists(target):
                 raise UsageError(f"{target} appeared while collecting; nothing written")
             checked = p.checked.get(source)
-            txn.add_copy(target, source, checked.size if checked else None,
-                         checked.digest if checked else None)
+            if target.is_relative_to(records) and not source.name.endswith(SUFFIX):
+                data, times = _compressed(source, checked)
+                txn.add_bytes(target, data, times)
+            else:
+                txn.add_copy(target, source, checked.size if checked else None,
+                             checked.digest if checked else None)
             written.append(target)
         for target, data in p.merges.items():  # shares: a superset of what is there, replaced whole
-            txn.add_bytes(target, json.dumps(data, indent=1))
+            stored = encode(data) if target.is_relative_to(records) else json.dumps(data, indent=1)
+            txn.add_bytes(target, stored)
             written.append(target)
+        for target in [t for t in written if t.is_relative_to(records)]:  # the plain form it replaces
+            if os.path.lexists(plain := target.with_name(runrecord.sha8(target) + ".json")):
+                txn.delete(plain)
         if p.benchmarks is not None:
             path = dest / "benchmarks.json"
             txn.add_bytes(path, json.dumps(p.benchmarks, indent=4, sort_keys=True))

@@ -339,7 +339,7 @@ def load_records(folder: Path, unreadable: list[str] | None = None) -> list[Swee
     from fusebench.history import runrecord
 
     out = []
-    for path in sorted(Path(folder).glob("*.json")):
+    for path in runrecord.record_files(Path(folder)):
         try:
             out.append(runrecord.read(path))
         except UsageError as exc:

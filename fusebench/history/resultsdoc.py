@@ -40,16 +40,16 @@ def newest_per_op(machine: str, root: Path = PROJECT_ROOT) -> list[Path]:
     Raises:
         UsageError: no record of ``machine``, or no git history to order them by.
     """
-    paths = sorted((root / "records" / machine).glob("*.json"))
+    paths = runrecord.record_files(root / "records" / machine)
     if not paths:
         raise UsageError(f"no run record under records/{machine}/: make bench stores one per run")
     log = git.first_parent(root, "HEAD")
     if log is None:
         raise UsageError("no git history to order the records by: name them, "
-                         f"fusebench table --doc {machine} records/{machine}/<sha8>.json ...") from None
+                         f"fusebench table --doc {machine} records/{machine}/<sha8>.json.xz ...") from None
     rank = {sha[:8]: i for i, sha in reversed(list(enumerate(log)))}
     chosen: dict[str, Path] = {}
-    for path in sorted(paths, key=lambda p: rank.get(p.stem, len(log))):
+    for path in sorted(paths, key=lambda p: rank.get(runrecord.sha8(p), len(log))):
         for op in _timed_ops(load(path)):
             chosen.setdefault(op, path)
     return list(dict.fromkeys(chosen.values()))

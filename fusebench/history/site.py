@@ -360,9 +360,10 @@ def energy_html(tables) -> str:
 def records_newest_first(records: list[tuple[str, Path]],
                          root: Path = PROJECT_ROOT) -> list[tuple[str, Path]]:
     """``[(machine, record path)]`` by machine, then newest commit first: the committer time of the
-    commit the file is named after (``<sha8>.json``) in the repository at ``root``; records of
+    commit the file is named after (``<sha8>.json.xz``) in the repository at ``root``; records of
     commits git does not know (or without git) come after, newest file first. A checkout's files all
     have about the same time, so the commit's, not the file's, orders a fresh clone's page."""
+    from fusebench.history import runrecord
     from fusebench.history.drawable import commit_times
 
     by_prefix: dict[str, int] = {}
@@ -371,7 +372,7 @@ def records_newest_first(records: list[tuple[str, Path]],
 
     def key(mp: tuple[str, Path]):
         machine, path = mp
-        when = by_prefix.get(path.stem)
+        when = by_prefix.get(runrecord.sha8(path))
         return (machine, when is None, -(when or 0), -path.stat().st_mtime, path.name)
 
     return sorted(records, key=key)
@@ -405,7 +406,7 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
             if reader is not None:
                 reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
         # table_html and energy_html escape every stored string themselves (tests/test_site.py)
-        runs.append({"machine": machine, "commit": path.stem, "lines": lines,
+        runs.append({"machine": machine, "commit": runrecord.sha8(path), "lines": lines,
                      "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))})
     page = html_dir / RUNS / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)

@@ -68,8 +68,9 @@ class Transaction:
         self._n += 1
         return folder / f"{os.getpid()}-{self._n}.part"
 
-    def add_bytes(self, target: Path, data: bytes | str) -> None:
-        """Store ``data`` as ``target`` (replacing it) at the commit; written to staging now."""
+    def add_bytes(self, target: Path, data: bytes | str, times_ns: tuple[int, int] | None = None) -> None:
+        """Store ``data`` as ``target`` (replacing it) at the commit; written to staging now, with
+        ``times_ns`` (access, modification) as its file times when given."""
         if isinstance(data, str):
             data = data.encode()
         staged = self._staged(target)
@@ -78,6 +79,8 @@ class Transaction:
             out.write(data)
             out.flush()
             os.fsync(out.fileno())
+        if times_ns is not None:
+            os.utime(staged, ns=times_ns)
         self.moves.append((self._rel(staged), self._rel(target)))
 
     def add_copy(self, target: Path, source: Path, max_bytes: int | None = None,
@@ -147,8 +150,8 @@ class Transaction:
 #: moves of under 200 bytes each).
 MAX_JOURNAL = 16 << 20
 #: A stored file's name: what a journal may move onto or delete (``<sha8>-<env>.json``,
-#: ``<sha8>.json``, ``machine.json``, ``benchmarks.json``).
-_STORED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.json")
+#: ``<sha8>.json.xz``, ``<sha8>.json``, ``machine.json``, ``benchmarks.json``).
+_STORED_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,250}\.json(\.xz)?")
 #: A staged file's name (:meth:`Transaction._staged`).
 _STAGED_NAME = re.compile(r"[0-9]{1,10}-[0-9]{1,10}\.part")
 
@@ -156,8 +159,8 @@ _STAGED_NAME = re.compile(r"[0-9]{1,10}-[0-9]{1,10}\.part")
 def _inside(base: Path, rel: object, roots: tuple[Path, ...], journal: Path, staged: bool) -> Path:
     """``rel``, a path of the journal relative to ``base``, as a path that stays in one of
     ``roots``: a staged file (``<root>/.fusebench-staging/<pid>-<n>.part``) or a stored file
-    (``<root>/[<machine>/]<name>.json``), with no symlink on the way (a committed or pulled
-    journal must never reach another file: issue 42).
+    (``<root>/[<machine>/]<name>.json``, or ``.json.xz``), with no symlink on the way (a committed
+    or pulled journal must never reach another file: issue 42).
 
     Raises:
         UsageError: anything else (one line naming the journal and the path).

@@ -23,7 +23,8 @@ from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
 #: Largest accepted file of each kind, in bytes (the committed H200 files: results 111 KB,
-#: records 1.9 MB, benchmarks.json 53 KB, machine.json 400 B).
+#: records 130 KB, benchmarks.json 53 KB, machine.json 400 B). A record's JSON, once
+#: decompressed, is capped too (``fusebench.record.MAX_JSON``, the same 64 MB).
 MAX_BYTES = {"result": 16 << 20, "record": 64 << 20, "machine": 64 << 10, "benchmarks": 16 << 20}
 #: Deepest nesting of lists and objects accepted (asv's and our files nest 5 deep).
 MAX_DEPTH = 16
@@ -45,8 +46,9 @@ ENV_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]{0,200}")
 PLAIN = re.compile(r"[A-Za-z0-9 ._,:;()+\-/@#=%\[\]~*!?|^{}$]{0,300}")
 #: An asv result file's name: ``<sha8>-<environment>.json``.
 RESULT_NAME = re.compile(r"([0-9a-f]{8})-(.+)\.json")
-#: A run record's name: ``<sha8>.json``.
-RECORD_NAME = re.compile(r"([0-9a-f]{8})\.json")
+#: A run record's name: ``<sha8>.json.xz`` (``fusebench.record.SUFFIX``), or ``<sha8>.json`` as
+#: hosts running an older commit still write it.
+RECORD_NAME = re.compile(r"([0-9a-f]{8})\.json(\.xz)?")
 
 
 class Refused(Exception):
@@ -111,6 +113,33 @@ def read_bytes(path: Path, max_bytes: int) -> bytes:
         raise Refused(path, f"cannot read: {exc.strerror}") from None
     finally:
         os.close(fd)
+
+
+def record_json(path: Path, raw: bytes) -> bytes:
+    """The JSON bytes of the run record ``path`` whose file holds ``raw``: decompressed when its
+    name ends ``.xz``, never more than ``fusebench.record.MAX_JSON`` bytes
+    (``fusebench.record.decode``).
+
+    Raises:
+        Refused: a compressed bomb, a truncated or corrupt stream, or bytes after it.
+    """
+    from fusebench.record import decode
+
+    try:
+        return decode(raw, path.name)
+    except ValueError as exc:
+        raise Refused(path, str(exc)) from None
+
+
+def read_record(path: Path) -> tuple[bytes, object]:
+    """The bytes of the run record file ``path`` (:func:`read_bytes`) and its JSON parsed
+    (:func:`record_json`, :func:`parse`), schema not yet checked.
+
+    Raises:
+        Refused: as :func:`read_bytes`, :func:`record_json` and :func:`parse`.
+    """
+    raw = read_bytes(path, MAX_BYTES["record"])
+    return raw, parse(path, record_json(path, raw))
 
 
 def depth(value: object) -> int:
@@ -307,7 +336,7 @@ _SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
 
 
 def check_record(path: Path, data: object, machine: str | None, named: bool = True) -> str:
-    """A run record ``records/<machine>/<sha8>.json`` (``fusebench.record.Sweep``, its
+    """A run record ``records/<machine>/<sha8>.json.xz`` (``fusebench.record.Sweep``, its
     format version). Returns its commit.
 
     Its keys are the Sweep's (those without a default present) with their types,
@@ -323,7 +352,7 @@ def check_record(path: Path, data: object, machine: str | None, named: bool = Tr
     _keys(data, Sweep, path, "run record")
     _types(data, Sweep, path, "run record")
     name = RECORD_NAME.fullmatch(path.name)
-    _need(name is not None or not named, path, "not named <sha8>.json")
+    _need(name is not None or not named, path, "not named <sha8>.json.xz (or <sha8>.json)")
     env = _object(data["environment"], path, "environment")
     commit = _match(COMMIT, env.get("git_commit"), path, "environment.git_commit")
     _need(name is None or commit[:8] == name.group(1), path,
@@ -518,8 +547,11 @@ def check(path: Path, kind: str, machine: str | None = None) -> Checked:
     Raises:
         Refused: the file fails (one line naming it and why).
     """
-    data = read_bytes(path, MAX_BYTES[kind])
-    value = parse(path, data)
+    if kind == "record":
+        data, value = read_record(path)
+    else:
+        data = read_bytes(path, MAX_BYTES[kind])
+        value = parse(path, data)
     commit = None
     if kind == "result":
         commit = check_result(path, value, machine)

@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import heapq
 import importlib
-import json
 import multiprocessing as mp
 import os
 import statistics
@@ -57,7 +56,7 @@ import torch
 
 from fusebench.errors import UsageError, first_line
 from fusebench.measure import environment, sweep, timing
-from fusebench.record import Record, Sweep
+from fusebench.record import SUFFIX, Record, Sweep
 from fusebench.registry import Op
 
 #: The environment keys that describe one GPU, moved from a worker's environment into its entry of
@@ -155,15 +154,17 @@ def costs_from_record(cases: Sequence[tuple], record: Sweep | None, rounds: int)
 
 
 def newest_record(folder: Path, gpu_name: str | None, grid: str) -> Sweep | None:
-    """The newest run record under ``folder`` (a records folder: ``<machine>/<sha8>.json``) of
-    GPU model ``gpu_name`` and ``grid``, by file time; None when there is none. A file that cannot
-    be read is passed over (costs are an estimate: the run never depends on them)."""
-    for path in sorted(folder.glob("*/*.json"), key=lambda p: p.stat().st_mtime, reverse=True):
+    """The newest run record under ``folder`` (a records folder: ``<machine>/<sha8>.json.xz``, or
+    a plain ``<sha8>.json``) of GPU model ``gpu_name`` and ``grid``, by file time; None when there
+    is none. A file that cannot be read is passed over (costs are an estimate: the run never
+    depends on them); it is decompressed within ``fusebench.record.MAX_JSON``."""
+    paths = [*folder.glob("*/*.json"), *folder.glob(f"*/*{SUFFIX}")]
+    for path in sorted(paths, key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            head = json.loads(path.read_text())
-            if head.get("grid") != grid or head.get("environment", {}).get("gpu") != gpu_name:
+            sweep = Sweep.load(path)
+            if sweep.grid != grid or sweep.environment.get("gpu") != gpu_name:
                 continue
-            return Sweep.load(path)
+            return sweep
         except (OSError, ValueError, TypeError, KeyError, AttributeError):
             continue
     return None
