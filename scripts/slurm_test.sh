@@ -221,11 +221,11 @@ make --no-print-directory collect PYTHON="$python" FROM="$tmp/out/shares/*" INTO
 step "make collect: $(tail -n 1 "$tmp/log/collect.out")"
 machine=$(basename "$(dirname "$(find "$merged" -mindepth 2 -name machine.json | head -n 1)")")
 files=$(find "$merged/$machine" -name "${commit:0:8}-*.json" | wc -l)
-records=$(find "$tmp/merged/records/$machine" -name "${commit:0:8}.json" | wc -l)
+records=$(find "$tmp/merged/records/$machine" -name "${commit:0:8}.json.xz" | wc -l)
 [[ $files == 1 && $records == 1 ]] || fail "merged: $files result file(s) and $records record(s) of ${commit:0:8} on $machine, not 1 and 1"
-"$python" - "$tmp/merged/records/$machine/${commit:0:8}.json" "$tmp/out/single/$node-0/records/$machine/${commit:0:8}.json" <<'EOF' || fail "the merged record and the single run's differ in their cases"
-import json, statistics, sys
-merged, single = (json.load(open(p)) for p in sys.argv[1:])
+"$python" - "$tmp/merged/records/$machine/${commit:0:8}.json.xz" "$tmp/out/single/$node-0/records/$machine/${commit:0:8}.json.xz" <<'EOF' || fail "the merged record and the single run's differ in their cases"
+import json, lzma, statistics, sys
+merged, single = (json.loads(lzma.decompress(open(p, "rb").read())) for p in sys.argv[1:])
 a, b = ({(r["op"], r["backend"], r["shape"], r["dtype"]): r for r in x["records"]} for x in (merged, single))
 ok = [k for k in a if a[k]["status"] == "ok" and b.get(k, {}).get("status") == "ok"]
 ratios = sorted(a[k]["wall_time_ms"] / b[k]["wall_time_ms"] for k in ok)

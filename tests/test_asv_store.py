@@ -128,7 +128,7 @@ def test_a_record_is_stored_as_asvs_three_files(tmp_path):
     assert not list(results.rglob(".fusebench-staging"))
 
 
-RECORDS = sorted(p.stem for p in (PROJECT_ROOT / "records" / "h200").glob("*.json"))
+RECORDS = sorted(p.name[:8] for p in (PROJECT_ROOT / "records" / "h200").glob("*.json.xz"))
 
 
 @pytest.mark.parametrize("sha8", RECORDS)
@@ -138,7 +138,7 @@ def test_each_committed_record_rebuilds_its_committed_asv_result(tmp_path, sha8)
     metrics added since are what a rebuild adds."""
     (committed,) = (PROJECT_ROOT / "results" / "h200").glob(f"{sha8}-*.json")
     old = json.loads(committed.read_text())
-    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json")
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json.xz")
     commit = record.environment["git_commit"]
     _store(record, tmp_path / "results", "h200", commit, host=old["params"])
     new = json.loads((tmp_path / "results" / "h200" / f"{sha8}-existing-py3.12.json").read_text())
@@ -273,7 +273,7 @@ def test_a_path_named_file_of_an_interpreter_not_on_this_host_is_carried(tmp_pat
     another host is carried into the version-named file, the record of the commit saying which
     Python measured, and its host fields are left out of asv's series keys."""
     ours = PROJECT_ROOT / "results" / "h200" / "059c9961-existing-py3.12.json"
-    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "059c9961.json")
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "059c9961.json.xz")
     results = tmp_path / "results"
     (results / "h200").mkdir(parents=True)
     path = "/opt/torch/.venv/bin/python3"

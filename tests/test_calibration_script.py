@@ -37,7 +37,7 @@ def test_other_arguments_print_the_usage_and_exit_1(args):
 def test_records_with_no_pair_are_one_line_and_exit_1(tmp_path):
     """A folder outside the checkout: the records' commits cannot be compared, so no pair."""
     (tmp_path / "records" / "h200").mkdir(parents=True)
-    shutil.copy(ROOT / "records" / "h200" / "616a8e55.json", tmp_path / "records" / "h200")
+    shutil.copy(ROOT / "records" / "h200" / "616a8e55.json.xz", tmp_path / "records" / "h200")
     one_line_exit_1(run("h200", cwd=tmp_path), "calibration: no A/A pair in records/h200")
 
 

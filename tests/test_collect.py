@@ -16,6 +16,7 @@ from committed import committed_folder
 from fusebench.errors import UsageError
 from fusebench.history import collect, results, runrecord
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import decode, encode
 
 
 @pytest.fixture(scope="module")
@@ -84,10 +85,10 @@ def test_collect_merges_the_h200_and_a_cpu_host_side_by_side(tmp_path, h200, cpu
             assert (dest / src.relative_to(host)).read_bytes() == src.read_bytes()
     records = runrecord.records_dir(dest)
     for host in (h200 / "records", cpu_run / "records"):
-        for src in host.glob("*/*.json"):
+        for src in host.glob("*/*.json.xz"):
             assert (records / src.relative_to(host)).read_bytes() == src.read_bytes()
     n_h200 = len(results.result_files(h200 / "results", "h200"))
-    n_records = sum(len(list((host / "records").glob("*/*.json"))) for host in (h200, cpu_run))
+    n_records = sum(len(list((host / "records").glob("*/*.json.xz"))) for host in (h200, cpu_run))
     assert f"copied {n_h200 + 1} result file(s), {n_records} run record(s), 2 machine.json" in out.stderr
     # the merged folder reads as both hosts' stored results, figures unchanged
     reader = results.Reader(dest)
@@ -161,10 +162,10 @@ def test_another_environment_of_the_same_commit_with_other_figures_is_a_conflict
 def test_two_hosts_of_one_commit_and_machine_conflict_on_their_records(tmp_path, cpu_run):
     dest = tmp_path / "results"
     other = _cpu_copy(cpu_run, tmp_path / "host-b")
-    (record,) = (other / "records").glob("*/*.json")
-    data = json.loads(record.read_text())
+    (record,) = (other / "records").glob("*/*.json.xz")
+    data = json.loads(decode(record.read_bytes(), record.name))
     data["environment"]["host"] = "another-host"
-    record.write_text(json.dumps(data))
+    record.write_bytes(encode(data))
     plan = collect.plan([cpu_run, other], dest)
     assert len(plan.conflicts) == 1 and "run records of commit" in plan.conflicts[0]
     assert str(record) in plan.conflicts[0]

@@ -16,8 +16,8 @@ def _ignored(path: str) -> bool:
 
 def test_cpu_results_records_and_plots_are_ignored_gpu_ones_are_not():
     assert _ignored("results/cpu-x86_64/d0a40cb8-existing-py.json")
-    assert _ignored("records/cpu-x86_64/d0a40cb8.json")
-    assert not _ignored("records/h200/d0a40cb8.json")
+    assert _ignored("records/cpu-x86_64/d0a40cb8.json.xz")
+    assert not _ignored("records/h200/d0a40cb8.json.xz")
     assert _ignored("plots/cpu-aarch64/gelu-bandwidth.png")
     assert not _ignored("results/h200/d0a40cb8-existing-py.json")
     assert not _ignored("plots/h200/gelu-bandwidth.png")

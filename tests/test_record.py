@@ -1,5 +1,6 @@
 """Every committed run record reads through the record module and writes back the same JSON: the
-stored values unchanged, only the fields added since it was written filled with their defaults."""
+stored values unchanged, only the fields added since it was written filled with their defaults.
+Stored as compact JSON in xz (``records/<machine>/<sha8>.json.xz``), it writes back the same bytes."""
 
 import json
 import shutil
@@ -10,13 +11,18 @@ import pytest
 from committed import committed
 
 from fusebench.paths import PROJECT_ROOT
-from fusebench.record import FORMAT_VERSION, SEED, Record, Sweep
+from fusebench.record import FORMAT_VERSION, SEED, Record, Sweep, decode
 
 
 def committed_records():
     """The committed run records: git's, not the folder's (a CPU run's record lies beside them,
     ignored)."""
-    return committed("records/*/*.json")
+    return committed("records/*/*.json.xz")
+
+
+def stored_json(path):
+    """The JSON of a stored record, decompressed."""
+    return json.loads(decode(path.read_bytes(), path.name))
 
 
 COMMITTED = committed_records()
@@ -33,7 +39,7 @@ def test_the_records_are_committed():
 def test_a_cpu_runs_record_is_not_taken_for_a_committed_one():
     """Issue 41, item 1: `make bench` then `make test` on a CPU. The run leaves its record in
     records/cpu-<arch>/ (ignored by git); the tests read the committed records only."""
-    planted = PROJECT_ROOT / "records" / "cpu-testplanted" / "0123abcd.json"
+    planted = PROJECT_ROOT / "records" / "cpu-testplanted" / "0123abcd.json.xz"
     assert not planted.parent.exists()
     try:
         planted.parent.mkdir()
@@ -47,12 +53,12 @@ def test_a_cpu_runs_record_is_not_taken_for_a_committed_one():
 
 @pytest.mark.parametrize("path", COMMITTED, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_a_committed_record_round_trips(path, tmp_path):
-    stored = json.loads(path.read_text())
+    stored = stored_json(path)
     sweep = Sweep.load(path)
     assert sweep.format_version == FORMAT_VERSION and len(sweep.records) == len(stored["records"]) > 0
-    sweep.save(tmp_path / "again.json")
-    written = (tmp_path / "again.json").read_text()
-    again = json.loads(written)
+    sweep.save(tmp_path / "again.json.xz")
+    written = (tmp_path / "again.json.xz").read_bytes()
+    again = stored_json(tmp_path / "again.json.xz")
     for key, value in stored.items():
         if key != "records":
             assert again[key] == value, key
@@ -61,9 +67,9 @@ def test_a_committed_record_round_trips(path, tmp_path):
         assert {k: new[k] for k in old} == old
         assert {k: v for k, v in new.items() if k not in old} == {k: DEFAULTS[k] for k in new if k not in old}
     if all(set(r) == FIELDS for r in stored["records"]):
-        assert written == path.read_text()  # a record of today's fields: the very same bytes
-    Sweep.load(tmp_path / "again.json").save(tmp_path / "thrice.json")
-    assert (tmp_path / "thrice.json").read_text() == written
+        assert written == path.read_bytes()  # a record of today's fields: the very same bytes
+    Sweep.load(tmp_path / "again.json.xz").save(tmp_path / "thrice.json.xz")
+    assert (tmp_path / "thrice.json.xz").read_bytes() == written
 
 
 #: Record fields added after the newest committed GPU run (no committed record can hold them until
@@ -75,7 +81,7 @@ def test_the_newest_fields_are_byte_identical_somewhere():
     """At least one committed record has every field of today's Record (less :data:`NOT_YET_RUN`),
     so the byte check runs."""
     assert NOT_YET_RUN <= FIELDS
-    assert any(all(set(r) == FIELDS - NOT_YET_RUN for r in json.loads(p.read_text())["records"])
+    assert any(all(set(r) == FIELDS - NOT_YET_RUN for r in stored_json(p)["records"])
                for p in COMMITTED)
 
 

@@ -156,7 +156,7 @@ def test_pip_finds_every_reference_wheel_hashed_in_the_lock_for_every_python():
 # --- the table: % of the copy ceiling, every backend side by side -----------------------------------
 
 def test_the_table_from_a_stored_run_record():
-    sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json")
+    sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json.xz")
     table = summary.ceiling_table(sweep, "softmax")
     assert table.header == ["softmax shape, dtype", "eager", "torch", "compile", "triton", "cuda"]
     assert table.title == ("softmax: % of the copy ceiling (4230 GB/s), hot device time, higher is better; "
@@ -197,7 +197,8 @@ def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_
 def test_the_runs_page_shows_the_table_of_each_record(tmp_path):
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
-    (folder / "1fd9c63c.json").write_bytes((PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json").read_bytes())
+    name = "1fd9c63c.json.xz"
+    (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
     assert "<th>softmax shape, dtype</th>" in page and "<th>gelu shape, dtype</th>" in page
     assert "<tr><td>4096x65536 float32</td>" in page

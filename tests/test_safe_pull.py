@@ -16,6 +16,7 @@ from fusebench import atomic
 from fusebench.commands import main
 from fusebench.history import runrecord, transaction
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import decode, encode
 
 SHA8 = "0a5fc94f"  # a committed H200 run: record, result and machine
 RESULT = f"{SHA8}-existing-py3.12.json"
@@ -27,8 +28,8 @@ def checkout(tmp_path) -> Path:
     and a victim folder beside them that no journal may touch."""
     (tmp_path / "records" / "h200").mkdir(parents=True)
     (tmp_path / "results" / "h200").mkdir(parents=True)
-    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json",
-                    tmp_path / "records" / "h200" / f"{SHA8}.json")
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json.xz",
+                    tmp_path / "records" / "h200" / f"{SHA8}.json.xz")
     for name in ("machine.json", RESULT):
         shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, tmp_path / "results" / "h200" / name)
     shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
@@ -36,6 +37,12 @@ def checkout(tmp_path) -> Path:
     (tmp_path / "victim" / "precious.txt").write_text("precious")
     (tmp_path / "victim" / "other.json").write_text("other")
     return tmp_path
+
+
+def stored_record(sha8: str) -> dict:
+    """The JSON of a committed H200 record, decompressed."""
+    path = PROJECT_ROOT / "records" / "h200" / f"{sha8}.json.xz"
+    return json.loads(decode(path.read_bytes(), path.name))
 
 
 def _files(folder: Path) -> dict:
@@ -103,7 +110,7 @@ def test_a_pulled_journal_is_refused_in_one_line_and_touches_nothing(checkout, c
     overwrote a file in another folder; the only output was "finished storing 1 file(s)"."""
     _attack(checkout, how)
     before = _files(checkout)
-    code, err = _run(capsys, "store", checkout / "records" / "h200" / f"{SHA8}.json")
+    code, err = _run(capsys, "store", checkout / "records" / "h200" / f"{SHA8}.json.xz")
     assert code == 2
     assert len(err) == 1 and err[0].startswith("store: error: ") and "refused" in err[0], err
     assert "remove" in err[0] and ".fusebench-staging" in err[0]
@@ -171,13 +178,13 @@ def _folder(tmp_path: Path, where: str, value: float) -> Path:
     (tmp_path / "other" / "records" / "h200").mkdir(parents=True)
     shutil.copyfile(PROJECT_ROOT / "results" / "h200" / "machine.json", results / "h200" / "machine.json")
     result = json.loads((PROJECT_ROOT / "results" / "h200" / f"{HEAD8}-existing-py3.12.json").read_text())
-    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    record = stored_record(HEAD8)
     if where == "record":
         record["records"][0]["rounds"][0]["device_time_ms"] = value
     else:
         result["results"]["suite.Gelu.track_device_time"][0][0] = value
     (results / "h200" / f"{HEAD8}-existing-py3.12.json").write_text(json.dumps(result))
-    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json").write_text(json.dumps(record))
+    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json.xz").write_bytes(encode(record))
     return results
 
 
@@ -189,7 +196,7 @@ def test_an_impossible_timing_is_refused_by_collect(tmp_path, capsys, where, val
     code, err = _run(capsys, "collect", "--into", into, source)
     assert code == 2, err
     bad = source / "h200" / f"{HEAD8}-existing-py3.12.json" if where == "result" else \
-        runrecord.records_dir(source) / "h200" / f"{HEAD8}.json"
+        runrecord.records_dir(source) / "h200" / f"{HEAD8}.json.xz"
     assert [line for line in err if "error" in line] == [line for line in err if str(bad) in line], err
     assert any(str(bad) in line and ("device_time" in line) for line in err), err
     assert not (into / "h200").exists()
@@ -203,7 +210,7 @@ def test_an_impossible_timing_is_refused_where_the_gate_reads(tmp_path, capsys, 
     code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
                      "--head-results", head)
     bad = head / "h200" / f"{HEAD8}-existing-py3.12.json" if where == "result" else \
-        runrecord.records_dir(head) / "h200" / f"{HEAD8}.json"
+        runrecord.records_dir(head) / "h200" / f"{HEAD8}.json.xz"
     assert code == 2, err
     assert len(err) == 1, err
     assert err[0].startswith("compare: error: ") and str(bad) in err[0] and "device_time" in err[0], err
@@ -222,7 +229,7 @@ def test_a_comparison_of_two_gpu_models_is_refused_in_one_line(tmp_path, capsys,
     (tmp_path / "other" / "records" / "h200").mkdir(parents=True)
     name = f"{HEAD8}-existing-py3.12.json"
     result = json.loads((PROJECT_ROOT / "results" / "h200" / name).read_text())
-    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    record = stored_record(HEAD8)
     machine = json.loads((PROJECT_ROOT / "results" / "h200" / "machine.json").read_text())
     if where in ("both", "result"):
         result["params"]["gpu"] = machine["gpu"] = "NVIDIA H100 80GB HBM3"
@@ -232,7 +239,7 @@ def test_a_comparison_of_two_gpu_models_is_refused_in_one_line(tmp_path, capsys,
         row[0] = [v * 1.5 if isinstance(v, float) else v for v in row[0]]
     (head / "h200" / name).write_text(json.dumps(result))
     (head / "h200" / "machine.json").write_text(json.dumps(machine))
-    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json").write_text(json.dumps(record))
+    (tmp_path / "other" / "records" / "h200" / f"{HEAD8}.json.xz").write_bytes(encode(record))
     code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
                      "--head-results", head)
     assert code == 2 and len(err) == 1, err
@@ -281,7 +288,7 @@ class Os:
         os.replace(a, b)
 
 transaction.os = Os()
-sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "%s.json")
+sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "%s.json.xz")
 sweep.records = sweep.records[:2]
 sweep.records[0].device_time_ms = 123.0
 ops = [OPS[name] for name in sorted({r.op for r in sweep.records})]
@@ -299,8 +306,8 @@ def _stored_run(tmp_path: Path) -> Path:
     for name in ("machine.json", f"{STORED[:8]}-existing-py3.12.json"):
         shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, results / "h200" / name)
     shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", results / "benchmarks.json")
-    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{STORED[:8]}.json",
-                    tmp_path / "records" / "h200" / f"{STORED[:8]}.json")
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{STORED[:8]}.json.xz",
+                    tmp_path / "records" / "h200" / f"{STORED[:8]}.json.xz")
     return results
 
 
@@ -309,7 +316,8 @@ def _which_run(results: Path) -> tuple[str, str]:
     from fusebench.history.results import read_file
 
     run = read_file(results / "h200" / f"{STORED[:8]}-existing-py3.12.json")
-    record = json.loads((runrecord.records_dir(results) / "h200" / f"{STORED[:8]}.json").read_text())
+    path = runrecord.records_dir(results) / "h200" / f"{STORED[:8]}.json.xz"
+    record = json.loads(decode(path.read_bytes(), path.name))
     new_result = 0.123 in run.values["suite.Softmax.track_device_time"].values()
     new_record = any(r["device_time_ms"] == 123.0 for r in record["records"])
     return ("new" if new_result else "old"), ("new" if new_record else "old")
@@ -341,7 +349,7 @@ def test_a_store_killed_at_each_rename_is_finished_or_refused_by_readers_and_wri
                 code, err = _run(capsys, "compare", "--machine", "h200", "--base", STORED, "--head", STORED,
                                  "--results", folder / "results")
             else:
-                code, err = _run(capsys, "store", folder / "records" / "h200" / f"{STORED[:8]}.json")
+                code, err = _run(capsys, "store", folder / "records" / "h200" / f"{STORED[:8]}.json.xz")
             assert code == 0, (kill_at, who, err)
             assert any("finished storing" in line for line in err) == committed, err
             expected = ("new", "new") if committed else ("old", "old")
@@ -398,10 +406,11 @@ def _typed_folder(tmp_path: Path, how: str) -> tuple[Path, Path]:
     """A results folder of 463f960f on h200 with one wrong type; and the file that holds it."""
     results = _folder(tmp_path, "record", 0.018)
     result_path = results / "h200" / f"{HEAD8}-existing-py3.12.json"
-    record_path = runrecord.records_dir(results) / "h200" / f"{HEAD8}.json"
-    record, result = json.loads(record_path.read_text()), json.loads(result_path.read_text())
+    record_path = runrecord.records_dir(results) / "h200" / f"{HEAD8}.json.xz"
+    record = json.loads(decode(record_path.read_bytes(), record_path.name))
+    result = json.loads(result_path.read_text())
     _poison(record, result, how)
-    record_path.write_text(json.dumps(record))
+    record_path.write_bytes(encode(record))
     result_path.write_text(json.dumps(result))
     return results, result_path if how.endswith("value") else record_path
 
@@ -444,8 +453,8 @@ def _history(tmp_path: Path) -> tuple[Path, Path]:
     """results/ and records/ with every committed h200 file; the newest record truncated."""
     shutil.copytree(PROJECT_ROOT / "results" / "h200", tmp_path / "results" / "h200")
     shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
-    shutil.copytree(PROJECT_ROOT / "records" / "h200", tmp_path / "records" / "h200")
-    bad = tmp_path / "records" / "h200" / "0395b139.json"
+    shutil.copytree(committed_folder("records") / "h200", tmp_path / "records" / "h200")
+    bad = tmp_path / "records" / "h200" / "0395b139.json.xz"
     bad.write_bytes(bad.read_bytes()[:5000])
     return tmp_path / "results", bad
 
@@ -459,7 +468,8 @@ def test_a_truncated_record_of_the_history_is_named_by_compare(tmp_path, capsys)
     assert code == 2
     errors = [line for line in err if "error" in line]
     assert len(errors) == 1, err
-    assert errors[0].startswith(f"compare: error: cannot read run record {bad}: not valid JSON: ")
+    assert errors[0].startswith(f"compare: error: cannot read run record {bad}: truncated: its xz stream "
+                                "ends before its end marker")
     assert errors[0].endswith("; left out of the A/A history the limits are learned from")
 
 
@@ -473,7 +483,7 @@ def test_a_truncated_record_on_the_runs_page_is_named_by_publish(tmp_path):
     reader = results_mod.Reader(results)
     site.write_runs_page(tmp_path / "html", runrecord.records_dir(results), reader)
     assert [u.path for u in reader.unreadable] == [bad]
-    assert reader.lines("publish")[0].startswith(f"publish: error: cannot read {bad}: not valid JSON")
+    assert reader.lines("publish")[0].startswith(f"publish: error: cannot read {bad}: truncated")
     assert "unreadable record" in (tmp_path / "html" / "runs" / "index.html").read_text()
 
 
@@ -489,7 +499,7 @@ def test_a_symlinked_record_is_not_shown_on_the_runs_page(tmp_path, link):
     results, _ = _history(tmp_path)
     outside = tmp_path / "outside"
     outside.mkdir()
-    record = json.loads((PROJECT_ROOT / "records" / "h200" / f"{HEAD8}.json").read_text())
+    record = stored_record(HEAD8)
     record["environment"]["git_commit"] = "deadbeef" + "0" * 32
     record["environment"]["cpu"] = "SECRET-TEXT-OF-ANOTHER-FILE"
     (outside / "deadbeef.json").write_text(json.dumps(record))

@@ -170,7 +170,7 @@ def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
 
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
-    for name in ("0a5fc94f.json", "1fd9c63c.json"):
+    for name in ("0a5fc94f.json.xz", "1fd9c63c.json.xz"):
         (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
     with_energy, without = (page[page.index(f"<h2>h200 {n}</h2>"):] for n in ("0a5fc94f", "1fd9c63c"))
@@ -194,19 +194,19 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
 
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
-    names = ["0a5fc94f.json", "8cd47df5.json", "93fa9d02.json"]  # oldest commit first
+    names = ["0a5fc94f.json.xz", "8cd47df5.json.xz", "93fa9d02.json.xz"]  # oldest commit first
     for i, name in enumerate(names):
         (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
         os.utime(folder / name, (2_000_000 - i, 2_000_000 - i))  # the oldest commit's file is newest
-    (folder / "deadbeef.json").write_text("{}")
+    (folder / "deadbeef.json").write_text("{}")  # a plain record, as an older commit wrote them
     os.utime(folder / "deadbeef.json", (3_000_000, 3_000_000))
     (tmp_path / "records" / "cpu").mkdir()
     (tmp_path / "records" / "cpu" / "0a5fc94f.json").write_text("{}")
     ordered = site.records_newest_first([("h200", folder / n) for n in [*names, "deadbeef.json"]]
                                 + [("cpu", tmp_path / "records" / "cpu" / "0a5fc94f.json")])
     assert [(m, p.name) for m, p in ordered] == [
-        ("cpu", "0a5fc94f.json"), ("h200", "8cd47df5.json"), ("h200", "93fa9d02.json"),
-        ("h200", "0a5fc94f.json"), ("h200", "deadbeef.json")]
+        ("cpu", "0a5fc94f.json"), ("h200", "8cd47df5.json.xz"), ("h200", "93fa9d02.json.xz"),
+        ("h200", "0a5fc94f.json.xz"), ("h200", "deadbeef.json")]
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
     assert page.index("<h2>h200 8cd47df5</h2>") < page.index("<h2>h200 93fa9d02</h2>") \
         < page.index("<h2>h200 0a5fc94f</h2>") < page.index("<h2>h200 deadbeef</h2>")

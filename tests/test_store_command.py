@@ -3,6 +3,7 @@ record checked as untrusted input first; bad input is one line, exit 2, nothing 
 
 import hashlib
 import json
+import lzma
 import math
 import os
 import shutil
@@ -15,6 +16,7 @@ import pytest
 from fusebench.commands import main
 from fusebench.history import transaction
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import decode, encode
 
 SHA8 = "0a5fc94f"  # GELU and softmax, with energy per call in its record
 
@@ -24,8 +26,8 @@ def checkout(tmp_path) -> Path:
     """records/ and results/ holding the committed H200 record, result and machine of one commit."""
     (tmp_path / "records" / "h200").mkdir(parents=True)
     (tmp_path / "results" / "h200").mkdir(parents=True)
-    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json",
-                    tmp_path / "records" / "h200" / f"{SHA8}.json")
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{SHA8}.json.xz",
+                    tmp_path / "records" / "h200" / f"{SHA8}.json.xz")
     for name in ("machine.json", f"{SHA8}-existing-py3.12.json"):
         shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, tmp_path / "results" / "h200" / name)
     shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", tmp_path / "results" / "benchmarks.json")
@@ -49,9 +51,9 @@ def test_a_committed_record_rebuilds_its_result_with_the_metrics_added_since(che
     # the result as asv stored it on the H200, before the metric table had track_energy
     before["results"] = {k: v for k, v in before["results"].items() if not k.endswith(".track_energy")}
     result.write_text(json.dumps(before))
-    code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json")
+    code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json.xz")
     assert code == 0, err
-    assert err == [f"store: {checkout}/records/h200/{SHA8}.json -> {result} (gelu, softmax)"]
+    assert err == [f"store: {checkout}/records/h200/{SHA8}.json.xz -> {result} (gelu, softmax)"]
     after = json.loads(result.read_text())
     col = after["result_columns"].index("result")
     for name, row in before["results"].items():  # every stored value as it was
@@ -66,10 +68,10 @@ def test_a_committed_record_rebuilds_its_result_with_the_metrics_added_since(che
 
 
 def _edit(checkout: Path, change) -> Path:
-    path = checkout / "records" / "h200" / f"{SHA8}.json"
-    data = json.loads(path.read_text())
+    path = checkout / "records" / "h200" / f"{SHA8}.json.xz"
+    data = json.loads(decode(path.read_bytes(), path.name))
     change(data)
-    path.write_text(json.dumps(data))
+    path.write_bytes(encode(data))
     return path
 
 
@@ -98,24 +100,25 @@ def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(checkout, ca
 
 
 def test_nan_in_a_record_is_refused(checkout, capsys):
-    path = checkout / "records" / "h200" / f"{SHA8}.json"
-    text = path.read_text()
-    path.write_text(text.replace('"device_time_ms": 0.017856000499291855', '"device_time_ms": NaN', 1))
+    path = checkout / "records" / "h200" / f"{SHA8}.json.xz"
+    text = decode(path.read_bytes(), path.name).decode()
+    path.write_bytes(lzma.compress(text.replace('"device_time_ms":0.017856000499291855',
+                                                '"device_time_ms":NaN', 1).encode()))
     code, err = _run(capsys, path)
     assert code == 2 and err == [f"store: error: refused: {path}: records[0].device_time_ms 'nan' is not a "
                                  "finite number or null"]
 
 
 def test_a_symlink_a_missing_file_and_a_file_outside_records_are_one_line(checkout, capsys, tmp_path):
-    record = checkout / "records" / "h200" / f"{SHA8}.json"
-    link = checkout / "records" / "h200" / "1f091eb7.json"
+    record = checkout / "records" / "h200" / f"{SHA8}.json.xz"
+    link = checkout / "records" / "h200" / "1f091eb7.json.xz"
     link.symlink_to(record)
     code, err = _run(capsys, link)
     assert code == 2 and err == [f"store: error: refused: {link}: a symlink; files from another host must "
                                  "be regular files"]
-    code, err = _run(capsys, checkout / "records" / "h200" / "ffffffff.json")
+    code, err = _run(capsys, checkout / "records" / "h200" / "ffffffff.json.xz")
     assert code == 2 and len(err) == 1 and "cannot open: No such file" in err[0]
-    elsewhere = tmp_path / "loose" / "h200" / f"{SHA8}.json"
+    elsewhere = tmp_path / "loose" / "h200" / f"{SHA8}.json.xz"
     elsewhere.parent.mkdir(parents=True)
     shutil.copyfile(record, elsewhere)
     code, err = _run(capsys, elsewhere)
@@ -129,7 +132,7 @@ def test_a_results_folder_in_use_is_refused(checkout, capsys):
     results = checkout / "results"
     before = _hashes(results)
     with transaction.locked(results, "bench"):
-        code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json")
+        code, err = _run(capsys, checkout / "records" / "h200" / f"{SHA8}.json.xz")
     assert code == 2 and err == [
         f"store: error: {results}/ is in use by another fusebench run (make bench or make collect into it); "
         "store refused: run it again once that one has finished"]
@@ -137,7 +140,7 @@ def test_a_results_folder_in_use_is_refused(checkout, capsys):
 
 
 def test_the_command_runs_as_printed_from_the_shell(checkout):
-    out = subprocess.run([sys.executable, "-m", "fusebench", "store", f"records/h200/{SHA8}.json"],
+    out = subprocess.run([sys.executable, "-m", "fusebench", "store", f"records/h200/{SHA8}.json.xz"],
                          cwd=checkout, capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PYTHONPATH=str(PROJECT_ROOT)))
     assert out.returncode == 0, out.stderr
@@ -154,8 +157,8 @@ def test_asv_publish_builds_the_site_from_the_written_files(tmp_path, capsys):
     records = tmp_path / "records" / "h200"
     records.mkdir(parents=True)
     for sha8 in ("0395b139", SHA8):
-        shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json", records / f"{sha8}.json")
-    code, err = _run(capsys, records / "0395b139.json", records / f"{SHA8}.json")
+        shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{sha8}.json.xz", records / f"{sha8}.json.xz")
+    code, err = _run(capsys, records / "0395b139.json.xz", records / f"{SHA8}.json.xz")
     assert code == 0, err
     assert store.publish(tmp_path / "results", tmp_path / "html") == 0
     drawn = {}

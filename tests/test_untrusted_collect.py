@@ -5,6 +5,7 @@ lock, streamed, with normal modes. Fast: hosts are made of the committed H200 fi
 
 import hashlib
 import json
+import lzma
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from fusebench.history import collect, runrecord, transaction, untrusted
 from fusebench.paths import PROJECT_ROOT
+from fusebench.record import decode, encode
 
 COMMIT = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"
 RESULT = f"{COMMIT[:8]}-existing-py3.12.json"
@@ -27,8 +29,8 @@ def make_host(folder: Path) -> Path:
     for name in ("machine.json", RESULT):
         shutil.copyfile(PROJECT_ROOT / "results" / "h200" / name, folder / "results" / "h200" / name)
     shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", folder / "results" / "benchmarks.json")
-    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{COMMIT[:8]}.json",
-                    folder / "records" / "h200" / f"{COMMIT[:8]}.json")
+    shutil.copyfile(PROJECT_ROOT / "records" / "h200" / f"{COMMIT[:8]}.json.xz",
+                    folder / "records" / "h200" / f"{COMMIT[:8]}.json.xz")
     return folder
 
 
@@ -74,7 +76,8 @@ def test_a_record_symlinked_to_a_secret_is_refused(tmp_path, stored):
     before = hashes(stored, runrecord.records_dir(stored))
     out = run_collect(host, "--into", stored)
     _refused_once(out, link, "a symlink; files and folders from another host must be real", stored, before)
-    assert "s3cr3t" not in "".join(p.read_text() for p in runrecord.records_dir(stored).rglob("*.json"))
+    stored_records = runrecord.records_dir(stored).rglob("*.json*")
+    assert "s3cr3t" not in "".join(decode(p.read_bytes(), p.name).decode() for p in stored_records)
 
 
 @pytest.mark.slow
@@ -103,13 +106,23 @@ def _result(host: Path) -> Path:
 
 
 def _record(host: Path) -> Path:
-    return host / "records" / "h200" / f"{COMMIT[:8]}.json"
+    return host / "records" / "h200" / f"{COMMIT[:8]}.json.xz"
+
+
+def _read(path: Path) -> object:
+    """A result file's or a record's JSON (a record decompressed)."""
+    return json.loads(decode(path.read_bytes(), path.name))
+
+
+def _write(path: Path, data: object) -> None:
+    """``data`` as ``path``: a record compressed (``<sha8>.json.xz``), a result file as JSON."""
+    path.write_bytes(encode(data) if path.name.endswith(".xz") else json.dumps(data).encode())
 
 
 def _edit(path: Path, change) -> None:
-    data = json.loads(path.read_text())
+    data = _read(path)
     change(data)
-    path.write_text(json.dumps(data))
+    _write(path, data)
 
 
 def _rename_result(host: Path, commit_hash) -> Path:
@@ -126,7 +139,8 @@ def _set(key, value):
 
 
 def _deep(path: Path, levels: int) -> Path:
-    path.write_text("[" * levels + "]" * levels)
+    text = ("[" * levels + "]" * levels).encode()
+    path.write_bytes(lzma.compress(text) if path.name.endswith(".xz") else text)
     return path
 
 
@@ -147,7 +161,7 @@ def _markup_name(host: Path) -> Path:
 
 # (how the host is spoiled -> the file, the one line's reason)
 BAD = {
-    "empty record": (lambda h: (_record(h).write_text("{}"), _record(h))[1],
+    "empty record": (lambda h: (_record(h).write_bytes(encode({})), _record(h))[1],
                      "not a fusebench run record of format 2"),
     "500 MB result": (lambda h: _huge(_result(h)), "524288000 bytes, larger than the 16 MB accepted"),
     "not hex": (lambda h: _rename_result(h, "zz" * 20),
@@ -210,7 +224,7 @@ def _new_commit_host(tmp_path: Path, name: str, commit: str) -> Path:
     path.rename(path.with_name(f"{commit[:8]}-existing-py3.12.json"))
     rec = _record(host)
     _edit(rec, lambda d: d["environment"].update(git_commit=commit))
-    rec.rename(rec.with_name(f"{commit[:8]}.json"))
+    rec.rename(rec.with_name(f"{commit[:8]}.json.xz"))
     return host
 
 
@@ -251,7 +265,7 @@ def test_a_collect_killed_after_its_commit_point_is_finished_by_the_next(tmp_pat
     assert "copied 0 result file(s), 0 run record(s)" in out.stderr
     assert (stored / "h200" / "cccccccc-existing-py3.12.json").read_bytes() == (
         host / "results" / "h200" / "cccccccc-existing-py3.12.json").read_bytes()
-    assert (records / "h200" / "cccccccc.json").is_file()
+    assert (records / "h200" / "cccccccc.json.xz").is_file()
     assert not list(stored.parent.rglob("*.part")) and not list(stored.parent.rglob(".fusebench-staging"))
 
 
@@ -287,7 +301,7 @@ def test_the_committed_files_pass_their_schemas():
     for path in sorted((PROJECT_ROOT / "results" / "h200").glob("*.json")):
         untrusted.check(path, "machine" if path.name == "machine.json" else "result", "h200")
     untrusted.check(PROJECT_ROOT / "results" / "benchmarks.json", "benchmarks")
-    for path in sorted((PROJECT_ROOT / "records" / "h200").glob("*.json"))[:3]:
+    for path in sorted((PROJECT_ROOT / "records" / "h200").glob("*.json.xz"))[:3]:
         untrusted.check(path, "record", "h200")
 
 
@@ -307,14 +321,14 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def _many(folder: Path, n: int) -> Path:
     host = make_host(folder)
     result = json.loads(_result(host).read_text())
-    record = json.loads(_record(host).read_text())
+    record = _read(_record(host))
     record["records"] = record["records"][:5]
     for i in range(n):
         commit = f"{i:08x}" + "ab" * 16
         result["commit_hash"] = commit
         (host / "results" / "h200" / f"{commit[:8]}-existing-py3.12.json").write_text(json.dumps(result))
         record["environment"]["git_commit"] = commit
-        (host / "records" / "h200" / f"{commit[:8]}.json").write_text(json.dumps(record))
+        _write(host / "records" / "h200" / f"{commit[:8]}.json.xz", record)
     return host
 
 

@@ -162,7 +162,7 @@ def test_costs_from_an_h200_record_balance_two_gpus():
     loads are within 1 %; by count (every other case) they are not."""
     from fusebench.ops import OPS
 
-    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json")
+    record = Sweep.load(PROJECT_ROOT / "records" / "h200" / "5a030682.json.xz")
     ops = sorted({r.op for r in record.records}, key=list(OPS).index)
     job = workers.Job("fusebench.ops:configured", tuple(ops),
                       tuple(sorted({r.backend for r in record.records})),

@@ -6,9 +6,10 @@
 
 The cases come from the case file (``fusebench.yaml``, or ``--config``; ``fusebench list`` prints
 them); a run with another case file, or of some shapes, is stored apart like a run of some
-backends. ``--json``/``--csv`` also write this run's record (every case; JSON: the format of
-``records/<machine>/<sha8>.json``) to a file. A progress bar naming the case it is on, with the
-elapsed and remaining time, runs on stderr while the run builds and times when stderr is a terminal.
+backends. ``--json``/``--csv`` also write this run's record (every case; JSON: the fields of
+``records/<machine>/<sha8>.json.xz``, as plain indented JSON) to a file. A progress bar naming the
+case it is on, with the elapsed and remaining time, runs on stderr while the run builds and times
+when stderr is a terminal.
 
 On a GPU the default grid runs; on the CPU a smaller grid with host clocks, GPU-only backends
 skipped with their reason. ``--quick`` runs the quick grid into ``.asv/quick-results``, and a
@@ -16,7 +17,7 @@ run of some backends or dtypes goes to ``.asv/partial-results`` (``.asv/partial-
 with ``--quick``; never where the full runs are stored: asv would store n/a over the others);
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
 interleaved rounds (default 3); the run's full record (every round) is kept in
-``records/<machine>/<sha8>.json`` (``fusebench.history.runrecord``) and asv's result files are
+``records/<machine>/<sha8>.json.xz`` (``fusebench.history.runrecord``) and asv's result files are
 written from it (``fusebench.history.store``), both in one transaction. ``--gpus`` measures on
 several GPUs of the host at once, one worker process per GPU (``fusebench/measure/workers.py``);
 each GPU model is stored as its own asv machine. The output ends with the time of each phase.

@@ -5,7 +5,7 @@
                       [--format text|json|markdown] [--config FILE]
 
 Judges the gated metrics (hot, cold and graph device time) of every case, from each run's record
-(``records/<machine>/<sha8>.json``: every round's figures) where there is one, else from asv's
+(``records/<machine>/<sha8>.json.xz``: every round's figures) where there is one, else from asv's
 stored value. Prints the cases that changed (``+`` regression, ``!`` new failure, ``c``
 contaminated, ``d`` different reference libraries loaded, ``k`` different kernel chosen by the
 compiler, ``~`` slower or faster within noise, ``*`` fixed, ``-`` improvement; ``--all`` prints

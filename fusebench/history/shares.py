@@ -47,7 +47,7 @@ def merge_results(a: dict, b: dict) -> tuple[dict | None, str]:
 
 
 def merge_records(a: dict, b: dict) -> tuple[dict | None, str]:
-    """Two run records (``records/<machine>/<sha8>.json``) of one commit and machine as one: the
+    """Two run records (``records/<machine>/<sha8>.json.xz``) of one commit and machine as one: the
     cases of both; the first's environment, with each share's phases, ceilings, case count and
     host in ``shares``; the ceilings of both; their warnings.
 

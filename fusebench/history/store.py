@@ -1,7 +1,7 @@
 """Storing a run with asv: its result files written from the run record, in this process, with
 asv's own classes; and publishing.
 
-The run record (``records/<machine>/<sha8>.json``, a :class:`~fusebench.record.Sweep`) is
+The run record (``records/<machine>/<sha8>.json.xz``, a :class:`~fusebench.record.Sweep`) is
 the source; :func:`stage` writes from it, through a transaction, the three files asv reads:
 
 * ``<machine>/<sha8>-existing-py<X.Y>.json``: an ``asv.results.Results`` of the commit, loaded
@@ -52,7 +52,7 @@ BENCHMARK_DIR = PROJECT_ROOT / "benchmarks"
 #: Fields of the host that measured, kept out of asv's machine entry: every machine field is a key
 #: of asv's series, and two hosts of one GPU model (16 or 32 CPUs, another RAM size or kernel build,
 #: on the host or in the image) would split one case's history into several lines. They stay in
-#: the run record's environment (``records/<machine>/<sha8>.json``).
+#: the run record's environment (``records/<machine>/<sha8>.json.xz``).
 HOST_FIELDS = ("os", "cpu", "num_cpu", "ram", "where")
 
 
