@@ -233,6 +233,40 @@ def _git_changed(root: Path, a: str, b: str, texts: dict[str, str | None] | None
     return changed
 
 
+@dataclass(frozen=True)
+class _Case:
+    """What a pair compares of one case of a record: each gated metric's median over the clean
+    rounds (None: not measured, contaminated or timed in a short batch) and the kernel it ran."""
+
+    medians: dict[str, float | None]
+    launches: int | None
+    kernel_by_timing: bool
+    kernel_id: object
+
+
+@dataclass(frozen=True)
+class _Run:
+    """A record as the history reads it (:func:`_summary`): a few hundred bytes a case instead of
+    every round's figures and readings."""
+
+    commit: str
+    environment: tuple
+    loaded: frozenset[str]
+    methods: dict
+    cases: dict[Key, _Case]
+
+
+def _summary(sweep: Sweep) -> _Run:
+    """The :class:`_Run` of ``sweep``."""
+    gated = [m.field for m in metrictable.GATED]
+    cases = {}
+    for r in sweep.records:  # a key twice (refused where records are read): the last, as Sweep.by_key
+        cases[r.key] = _Case({f: None if r.short_batch(f) else case_median(r, f) for f in gated},
+                             r.launches, bool(r.kernel_by_timing), r.kernel_id)
+    return _Run(sweep.environment["git_commit"], tuple(sweep.environment.get(k) for k in ENVIRONMENT_KEYS),
+                loaded(sweep), dict(sweep.methods), cases)
+
+
 class History:
     """The A/A samples of every case-metric in a set of run records.
 
@@ -242,47 +276,43 @@ class History:
             (the pair is then not used).
     """
 
-    def __init__(self, sweeps: list[Sweep], changed):
+    def __init__(self, sweeps, changed):
         self.samples: dict[tuple[str, Key], list[Sample]] = defaultdict(list)
         self.bands: dict[tuple[str, Key], int] = {}
         self.pairs = 0
         self._classes: dict | None = None
         self._sigmas: dict[tuple[str, int, frozenset[str]], tuple[float, int]] = {}
-        runs = [s for s in sweeps if s.methods
+        # each record summarised as it comes (an iterator is read one record at a time): only
+        # what a pair compares is kept, never the records themselves
+        runs = [_summary(s) for s in sweeps if s.methods
                 and s.environment.get("git_commit") and not s.environment.get("git_dirty")]
-        gated = [m.field for m in metrictable.GATED]
         for a, b in combinations(runs, 2):
-            ca, cb = a.environment["git_commit"], b.environment["git_commit"]
-            if ca == cb or any(a.environment.get(k) != b.environment.get(k) for k in ENVIRONMENT_KEYS):
+            if a.commit == b.commit or a.environment != b.environment or a.loaded != b.loaded:
                 continue
-            if loaded(a) != loaded(b):
-                continue
-            files = changed(ca, cb)
+            files = changed(a.commit, b.commit)
             if files is None:
                 continue
             self.pairs += 1
-            pair = frozenset((ca, cb))
-            rb = b.by_key()
+            pair = frozenset((a.commit, b.commit))
             fresh: dict[tuple[str, str], bool] = {}
-            for ra in a.records:
-                other = rb.get(ra.key)
-                if other is None:
+            for key, ca in a.cases.items():
+                cb = b.cases.get(key)
+                if cb is None:
                     continue
-                group = (ra.op, ra.backend)
+                group = (key[0], key[1])
                 if group not in fresh:
                     fresh[group] = not touches(files, measured_paths(*group))
                 if not fresh[group]:
                     continue
-                if (ra.kernel_by_timing or other.kernel_by_timing) and ra.kernel_id != other.kernel_id:
+                if (ca.kernel_by_timing or cb.kernel_by_timing) and ca.kernel_id != cb.kernel_id:
                     continue
-                for field in gated:
-                    if a.methods.get(field, 1) != b.methods.get(field, 1) \
-                            or ra.short_batch(field) or other.short_batch(field):
+                for field, x in ca.medians.items():
+                    y = cb.medians.get(field)
+                    if a.methods.get(field, 1) != b.methods.get(field, 1) or x is None or y is None:
                         continue
-                    x, y = case_median(ra, field), case_median(other, field)
                     if x and y and x > 0 and y > 0:
-                        self.samples[(field, ra.key)].append(Sample(pair, math.log(x / y)))
-                        self.bands.setdefault((field, ra.key), band(x / (ra.launches or 1)))
+                        self.samples[(field, key)].append(Sample(pair, math.log(x / y)))
+                        self.bands.setdefault((field, key), band(x / (ca.launches or 1)))
 
     def _class_samples(self) -> dict:
         """Per (field, band): every sample's (pair, |d|) (built once)."""
@@ -330,37 +360,95 @@ def fallback(per_launch_ms: float | None) -> float | None:
     return next((allowed for below, allowed in FALLBACK if per_launch_ms < below), None)
 
 
-def load_records(folder: Path, unreadable: list[str] | None = None) -> list[Sweep]:
-    """Every readable run record in ``folder`` (one machine's), each checked
-    (``runrecord.read``). A file that cannot be read or is refused (truncated, a symlink) is left
-    out of the history and, one line each, appended to ``unreadable``: a pair dropped moves the
-    limits, so its caller must say so (issue 42)."""
+#: The A/A history of a machine is learned from its newest records only (by commit time): the
+#: pairs grow as the square of the records (3,000 stored records are 4.5 million pairs), and the
+#: drift of runs long past (other drivers, other code around the kernels) says less of today's.
+HISTORY_RUNS = 40
+
+
+def newest(paths: list[Path], repo: Path, count: int | None = None) -> list[Path]:
+    """The ``count`` (:data:`HISTORY_RUNS`) newest of ``paths`` (records, ``<sha8>.json.xz``) by the
+    committer time of their commit in ``repo`` (records of commits git does not know after those,
+    newest file first), returned sorted by name (the order :class:`History` pairs them in)."""
+    from fusebench.history.drawable import commit_times
+    from fusebench.history.runrecord import sha8
+
+    count = HISTORY_RUNS if count is None else count
+    if len(paths) <= count:
+        return sorted(paths)
+    when: dict[str, int] = {}
+    for sha, t in commit_times(repo).items():
+        when[sha[:8]] = max(t, when.get(sha[:8], 0))
+
+    def key(path: Path):
+        t = when.get(sha8(path))
+        return (t is None, -(t or 0), -path.stat().st_mtime, path.name)
+
+    return sorted(sorted(paths, key=key)[:count])
+
+
+def read_records(paths, unreadable: list[str] | None = None):
+    """Each readable run record of ``paths``, checked (``runrecord.read``), read one at a time as
+    the caller goes on. A file that cannot be read or is refused (truncated, a symlink) is left out
+    of the history and, one line each, appended to ``unreadable``: a pair dropped moves the limits,
+    so its caller must say so (issue 42)."""
     from fusebench.errors import UsageError
     from fusebench.history import runrecord
 
-    out = []
-    for path in runrecord.record_files(Path(folder)):
+    for path in paths:
         try:
-            out.append(runrecord.read(path))
+            yield runrecord.read(path)
         except UsageError as exc:
             if unreadable is not None:
                 unreadable.append(str(exc))
-    return out
+
+
+def load_records(folder: Path, unreadable: list[str] | None = None) -> list[Sweep]:
+    """Every readable run record in ``folder`` (one machine's), by name (:func:`read_records`)."""
+    from fusebench.history import runrecord
+
+    return list(read_records(runrecord.record_files(Path(folder)), unreadable))
+
+
+def _measured_trees(repo: Path, commit: str) -> tuple | None:
+    """The git objects of the measured roots (:data:`_MEASURED_ROOTS`) at ``commit`` (a root it
+    lacks: None in its place); None when git does not know the commit."""
+    specs = [f"{commit}^{{commit}}"] + [f"{commit}:{r.rstrip('/')}" for r in sorted(_MEASURED_ROOTS)]
+    try:
+        out = git.run(repo, "cat-file", "--batch-check", timeout=60, input="".join(f"{s}\n" for s in specs))
+    except UsageError:
+        return None
+    lines = out.stdout.splitlines()
+    if out.returncode != 0 or len(lines) != len(specs) or lines[0].endswith("missing"):
+        return None
+    return tuple(None if ln.endswith("missing") else ln.split()[0] for ln in lines[1:])
 
 
 def from_records(folder: Path, repo: Path, unreadable: list[str] | None = None) -> History:
-    """The history of the records in ``folder``, with the changed files from git in ``repo``;
-    the records that could not be read are appended to ``unreadable`` (:func:`load_records`)."""
+    """The history of the :data:`HISTORY_RUNS` newest records in ``folder`` (:func:`newest`), read
+    one at a time, with the changed files from git in ``repo``; the records that could not be read
+    are appended to ``unreadable`` (:func:`read_records`). Two commits whose measured roots are the
+    same git trees differ in no measured file (no diff is run for them)."""
     cache: dict[frozenset[str], set[str] | None] = {}
     texts: dict[str, str | None] = {}
+    trees: dict[str, tuple | None] = {}
+
+    def tree(commit: str) -> tuple | None:
+        if commit not in trees:
+            trees[commit] = _measured_trees(repo, commit)
+        return trees[commit]
 
     def changed(a: str, b: str) -> set[str] | None:
         k = frozenset((a, b))
         if k not in cache:
-            cache[k] = _git_changed(repo, a, b, texts)
+            same = tree(a) is not None and tree(a) == tree(b)
+            cache[k] = set() if same else _git_changed(repo, a, b, texts)
         return cache[k]
 
-    return History(load_records(folder, unreadable), changed)
+    from fusebench.history import runrecord
+
+    paths = newest(runrecord.record_files(Path(folder)), repo)
+    return History(read_records(paths, unreadable), changed)
 
 
 def calibration(history: History) -> dict[str, dict[str, float]]:
