@@ -180,6 +180,8 @@ def judge_history(results_dir: Path, machine: str, root: Path = PROJECT_ROOT, op
 
     def record(commit: str):
         if commit not in loaded:
+            for older in list(loaded)[:-1]:  # a pair's head is the next pair's base: two kept at most
+                del loaded[older]
             rec = runrecord.load(records, machine, commit)
             loaded[commit] = _Indexed(rec) if rec is not None else None
         return loaded[commit]
