@@ -390,28 +390,30 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
     from fusebench.errors import UsageError
     from fusebench.history import runrecord, site_pages, summary
 
-    runs = []
     ordered = records_newest_first(runrecord.all_records(records_folder))
     rank = {m: i for i, m in enumerate(site_pages.machine_order(m for m, _ in ordered))}
-    for machine, path in sorted(ordered, key=lambda mp: rank[mp[0]]):  # stable: newest first kept
-        tables, energy = [], []
-        try:
-            sweep = runrecord.read(path)
-            lines = runrecord.summary_lines(sweep)
-            tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
-                      if (t := summary.ceiling_table(sweep, op)) is not None]
-            energy = summary.energy_tables(sweep)
-        except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
-            lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
-            if reader is not None:
-                reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
-        # table_html and energy_html escape every stored string themselves (tests/test_site.py)
-        runs.append({"machine": machine, "commit": runrecord.sha8(path), "lines": lines,
-                     "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))})
+
+    def runs():  # one record read at a time, its section written before the next is read
+        for machine, path in sorted(ordered, key=lambda mp: rank[mp[0]]):  # stable: newest first kept
+            tables, energy = [], []
+            try:
+                sweep = runrecord.read(path)
+                lines = runrecord.summary_lines(sweep)
+                tables = [t for op in dict.fromkeys(r.op for r in sweep.records)
+                          if (t := summary.ceiling_table(sweep, op)) is not None]
+                energy = summary.energy_tables(sweep)
+            except (OSError, ValueError, TypeError, KeyError, UsageError) as exc:
+                lines = [f"unreadable record: {type(exc).__name__}: {exc}"]
+                if reader is not None:
+                    reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
+            # table_html and energy_html escape every stored string themselves (tests/test_site.py)
+            yield {"machine": machine, "commit": runrecord.sha8(path), "lines": lines,
+                   "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))}
+
     page = html_dir / RUNS / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
-    page.write_text(site_pages.render("runs.html", "runs", "runs",
-                                      "Run records: rounds, ceilings, contamination", runs=runs))
+    site_pages.render_to(page, "runs.html", "runs", "runs", "Run records: rounds, ceilings, contamination",
+                         runs=runs())
     return page
 
 

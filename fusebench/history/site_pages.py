@@ -61,6 +61,18 @@ def render(template: str, active: str, title: str, heading: str, **context) -> s
                                               bootstrap_css=BOOTSTRAP_CSS, **context)
 
 
+def render_to(path: Path, template: str, active: str, title: str, heading: str, **context) -> None:
+    """:func:`render` written to ``path`` as it is rendered: a page of thousands of runs is never
+    held whole, and an iterator in ``context`` is read one item at a time."""
+    if active not in {t.id for t in TABS}:
+        raise ValueError(f"no tab {active!r}")
+    stream = _ENV.get_template(template).stream(tabs=TABS, active=active, title=title, heading=heading,
+                                                bootstrap_css=BOOTSTRAP_CSS, **context)
+    stream.enable_buffering(64)
+    with open(path, "w", encoding="utf-8") as f:
+        stream.dump(f)
+
+
 def machine_order(machines) -> list[str]:
     """GPU machines first, by name, then the CPU ones: a reader opens a page for the GPUs' figures."""
     return sorted(set(machines), key=lambda m: (is_cpu(m), m))
