@@ -299,7 +299,8 @@ def _interpreter_version(python: str) -> str | None:
 
 
 def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> int:
-    """``asv publish`` of every stored result into ``html_dir``; returns asv's exit status."""
+    """``asv publish`` of every stored result into ``html_dir`` (``fusebench.history.asv_publish``:
+    asv's step detection fed a few graphs at a time); returns asv's exit status."""
     with tmpdirs.scratch("asvconf") as tmp:
         conf = json.loads(ASV_CONF.read_text())
         conf.update(repo=str(PROJECT_ROOT), benchmark_dir=str(BENCHMARK_DIR),
@@ -309,7 +310,7 @@ def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> 
         path.write_text(json.dumps(conf, indent=4))
         from fusebench.children import ending_with_parent
 
-        proc = subprocess.Popen([python, "-m", "asv", "publish", "--config", str(path)],
+        proc = subprocess.Popen([python, "-m", "fusebench.history.asv_publish", "--config", str(path)],
                                 cwd=PROJECT_ROOT, preexec_fn=ending_with_parent())
         RUNNING.add(proc)
         try:
