@@ -12,7 +12,7 @@ in the file agrees with its folder, the record's ``git_commit`` with its name) a
 is this checkout's. The clone runs its own copy of fusebench (HEAD's), so commit a change before
 building a fixture to measure it. Records are about 1.4 MB each: the defaults write about 4.5 GB.
 
-    python scripts/scale_fixture.py FOLDER [--results 3000] [--machines 10]
+    python probes/scale_fixture.py FOLDER [--results 3000] [--machines 10]
 
 then, for example (``--cdn``: the clone has no ``site/node_modules``)::
 

@@ -7,7 +7,7 @@ the processes' RSS (pages shared after a fork counted in each) and of their PSS 
 split between the processes sharing them: the tree's own share of memory). Prints the wall time,
 both peaks and the exit status on stderr, and exits with the command's status.
 
-    python scripts/tree_peak.py [--every 0.2] [--limit SECONDS] -- COMMAND [ARG ...]
+    python probes/tree_peak.py [--every 0.2] [--limit SECONDS] -- COMMAND [ARG ...]
 
 ``--limit``: after that many seconds the command is interrupted (SIGINT, as Ctrl-C; SIGKILL to
 the tree 30 s later) and the figures are those up to then (the line says "stopped").
