@@ -8,9 +8,9 @@ import shutil
 import weakref
 
 import pytest
+from committed import committed
 
 from fusebench.history import noise, runrecord, site, untrusted
-from tests.committed import committed
 
 
 class Tracked:
@@ -33,7 +33,7 @@ def _records(tmp_path, n=4):
     """``n`` committed H200 records in ``tmp_path/records/h200/``."""
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
-    for path in committed("records/h200/*.json")[:n]:
+    for path in committed("records/h200/*.json.xz")[:n]:
         shutil.copyfile(path, folder / path.name)
     return folder
 
@@ -54,7 +54,7 @@ def test_history_reads_the_newest_records_only(tmp_path, monkeypatch):
     """Of a machine's records, the history reads the HISTORY_RUNS newest (by file time without
     git), and a history of those alone equals the history of the same records read in full."""
     folder = _records(tmp_path)
-    paths = sorted(folder.glob("*.json"))
+    paths = sorted(folder.glob("*.json.xz"))
     for i, path in enumerate(paths):
         os.utime(path, (1000 + i, 1000 + i))
     monkeypatch.setattr(noise, "HISTORY_RUNS", 2)
@@ -69,7 +69,7 @@ def test_history_reads_the_newest_records_only(tmp_path, monkeypatch):
 def test_history_from_an_iterator_equals_from_a_list():
     """Summaries change no sample: records given as a list or read from an iterator give the same
     pairs and samples."""
-    sweeps = [runrecord.read(p) for p in committed("records/h200/*.json")]
+    sweeps = [runrecord.read(p) for p in committed("records/h200/*.json.xz")]
     a = noise.History(sweeps, lambda x, y: set())
     b = noise.History(iter(sweeps), lambda x, y: set())
     assert a.pairs == b.pairs > 0
