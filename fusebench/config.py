@@ -16,12 +16,15 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from fusebench import metrictable, safeyaml
+from fusebench.axes import ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
-from fusebench.registry import PRECISIONS, Op, Shape, parse_shape, shape_label
+
+if TYPE_CHECKING:  # the registry imports torch; reading a case file must not (fusebench.axes)
+    from fusebench.registry import Op
 
 #: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.
 DEFAULT_PATH = Path(__file__).resolve().parent / "fusebench.yaml"
@@ -186,7 +189,7 @@ def _number(path: Path, key: str, value: Any, low: float, high: float, text: str
 def _op_cases(path: Path, name: str, entry: Any) -> OpCases:
     key = f"ops.{name}"
     entry = _mapping(path, key, entry, _OP_KEYS)
-    dtypes = (_names(path, f"{key}.dtypes", entry["dtypes"], PRECISIONS, "dtype")
+    dtypes = (_names(path, f"{key}.dtypes", entry["dtypes"], ELEMENT_SIZE, "dtype")
               if "dtypes" in entry else DEFAULT_DTYPES)
     raw_grids = _mapping(path, f"{key}.grids", entry.get("grids"), GRIDS)
     grids: dict[str, list[Shape]] = {}

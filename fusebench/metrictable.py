@@ -29,6 +29,10 @@ LOWER, HIGHER = "lower", "higher"
 #: The gate's default FACTOR: the slowdown a case may show before it can be a regression
 #: (``fusebench.history.compare`` says why 1.04: a true 5 % slowdown must be caught).
 DEFAULT_FACTOR = 1.04
+#: Above this % of the copy ceiling a figure measures caches (L2), not memory: flagged. Here, not in
+#: ``fusebench.measure.metrics`` (which re-exports it), so that the marks read from stored results
+#: need no torch.
+CACHE_FLAG_PCT = 105.0
 
 
 @dataclass(frozen=True)

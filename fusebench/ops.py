@@ -14,11 +14,15 @@ from __future__ import annotations
 import functools
 import importlib
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fusebench import config
+from fusebench.axes import KERNELS
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
-from fusebench.registry import KERNELS, Op
+
+if TYPE_CHECKING:  # the registry imports torch: only finding an op does (op_module), not importing this
+    from fusebench.registry import Op
 
 _modules: dict[str, Op] = {}
 _configured: dict[str, dict[str, Op]] = {}
@@ -35,6 +39,8 @@ def op_module(name: str, path: Path | str) -> Op:
             line naming the case file and the key).
     """
     if name not in _modules:
+        from fusebench.registry import Op
+
         try:
             module = importlib.import_module(f"{KERNELS}.{name}")
         except ModuleNotFoundError as exc:

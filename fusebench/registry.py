@@ -6,42 +6,40 @@ declared work: bytes moved, and flops for a compute-bound op) and registers its 
 (allocation, compilation, extension build) and returns a zero-argument callable; only that
 callable is timed (the tritonbench pattern). How to add an op, a backend or a metric:
 ``docs/extending.md``.
+
+The names of the axes (backends, dtype-axis values, shapes and their labels) are
+:mod:`fusebench.axes`', torch-free, re-exported here: whatever imports them from this module keeps
+working, and what only reads results imports them from there, without torch.
 """
 
 from __future__ import annotations
 
 import contextlib
 import functools
-import math
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import torch
 
+from fusebench.axes import (  # noqa: F401  (re-exported: the registry's names since before fusebench.axes)
+    BACKENDS,
+    ELEMENT_SIZE,
+    KERNELS,
+    PLAIN_DTYPES,
+    ROOFLINES,
+    Shape,
+    declared_bytes,
+    no_backend_reason,
+    parse_shape,
+    shape_label,
+)
 from fusebench.errors import SkipCase, UsageError
 
-#: The package each op is a module of: ``kernels/`` at the project root, imported under this name
-#: in a checkout and installed alike (fusebench/__init__.py).
-KERNELS = "fusebench.kernels"
-
-#: The fixed backend axis, in report order. ``eager`` is the unfused baseline; after fusebench's own
-#: kernels come the reference backends, the field's public kernels under their library's name
-#: (``kernels/reference_libs.py``): Liger-Kernel, QuACK, FlagGems.
-BACKENDS: tuple[str, ...] = ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
-
-#: The plain dtypes (names as used on the command line and in asv); the memory-bound ops'
+#: The plain dtypes (:data:`fusebench.axes.PLAIN_DTYPES`) as torch dtypes; the memory-bound ops'
 #: dtype axis.
-DTYPES: dict[str, torch.dtype] = {
-    "float32": torch.float32,
-    "bfloat16": torch.bfloat16,
-    "float16": torch.float16,
-}
+DTYPES: dict[str, torch.dtype] = dict(zip(PLAIN_DTYPES, (torch.float32, torch.bfloat16, torch.float16)))
 
 Factory = Callable[[torch.Tensor], Callable[[], torch.Tensor]]
-Shape = tuple[int, ...]
-
-#: Roofline kinds an op can declare: what bounds it, and so which ceiling its % is taken of.
-ROOFLINES = ("memory", "compute")
 
 
 @contextlib.contextmanager
@@ -213,17 +211,17 @@ class Op:
 
         return register
 
-    def bytes_moved(self, shape: Shape, dtype: torch.dtype) -> int:
+    def bytes_moved(self, shape: Shape, dtype: torch.dtype | str) -> int:
         """Fewest bytes the op must move: read the input once, write the output once.
 
         Returns ``2 * numel * element size`` in bytes, or the op's own ``traffic(shape, element
         size)`` when it declares one (the nvbench way of declaring global memory reads and
-        writes from the shape, not guessing them from the timing).
+        writes from the shape, not guessing them from the timing). ``dtype``: a torch dtype, or
+        a dtype-axis name (``"tf32"``: float32 storage), as the reports hold it.
         """
-        itemsize = torch.empty((), dtype=dtype).element_size()
-        if self.traffic is not None:
-            return self.traffic(shape, itemsize)
-        return 2 * math.prod(shape) * itemsize
+        itemsize = (ELEMENT_SIZE[dtype] if isinstance(dtype, str)
+                    else torch.empty((), dtype=dtype).element_size())
+        return declared_bytes(shape, itemsize, self.traffic)
 
     def get_backend(self, name: str) -> Backend:
         """The backend ``name``.
@@ -237,32 +235,6 @@ class Op:
         if name not in self.backends:
             raise SkipCase(no_backend_reason(self.name, name))
         return self.backends[name]
-
-
-def no_backend_reason(op: str, backend: str) -> str:
-    """The skip reason of a case whose op does not implement ``backend`` (reports leave its column
-    out: the op has no such backend, rather than this machine not running it)."""
-    return f"{op} has no {backend} backend"
-
-
-def shape_label(shape: Shape) -> str:
-    """``(8192, 16384)`` -> ``"8192x16384"``; the spelling used in asv, NVTX and tables."""
-    return "x".join(str(d) for d in shape)
-
-
-def parse_shape(label: str) -> Shape:
-    """Inverse of :func:`shape_label`.
-
-    Raises:
-        UsageError: the label is not positive integers joined by ``x``.
-    """
-    try:
-        shape = tuple(int(p) for p in label.lower().split("x"))
-    except ValueError:
-        shape = ()
-    if not shape or any(d < 0 for d in shape):
-        raise UsageError(f"bad shape {label!r}; write dimensions joined by 'x', e.g. 4096x4096")
-    return shape
 
 
 def parse_dtype(name: str) -> torch.dtype:

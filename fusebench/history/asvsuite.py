@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from fusebench import metrictable
+from fusebench.axes import BACKENDS, shape_label
 from fusebench.metrictable import Metric
-from fusebench.registry import BACKENDS, Op, shape_label
+
+if TYPE_CHECKING:  # the registry imports torch; writing results from a record must not
+    from fusebench.registry import Op
 
 #: Environment variable naming a sweep file to publish instead of measuring again.
 SWEEP_ENV = "FUSEBENCH_SWEEP"

@@ -7,7 +7,7 @@ A timed case's figure is doubtful when it is
   gate cannot see a change through it;
 * **contaminated**: measured throttled, or beside other work on the GPU or the CPU
   (``Record.contamination``);
-* **cache-resident**: above the copy ceiling (% of ceiling > ``metrics.CACHE_FLAG_PCT``): the data
+* **cache-resident**: above the copy ceiling (% of ceiling > ``metrictable.CACHE_FLAG_PCT``): the data
   sat in a cache (L2), so the figure is right for what it measures but is not memory bandwidth;
 * **above the peak**: above the run's matrix peak (% of peak > 100): the peak was understated (an
   unstable measurement) or the matmul ran from cache.
@@ -55,7 +55,7 @@ MARKS: dict[str, tuple[str, str]] = {
 
 
 def _cache_flag_pct() -> float:
-    from fusebench.measure.metrics import CACHE_FLAG_PCT
+    from fusebench.metrictable import CACHE_FLAG_PCT  # torch-free: marks are read without torch
 
     return CACHE_FLAG_PCT
 

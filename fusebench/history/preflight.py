@@ -77,8 +77,8 @@ def memory(cases, have_bytes: int, where: str) -> None:
     """
     import math
 
+    from fusebench.axes import shape_label
     from fusebench.config import BYTES_PER_ELEMENT
-    from fusebench.registry import shape_label
 
     if not cases or have_bytes <= 0:
         return

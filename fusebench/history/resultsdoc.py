@@ -8,11 +8,11 @@ from pathlib import Path
 
 from fusebench import git
 from fusebench.atomic import write_atomic
+from fusebench.axes import BACKENDS
 from fusebench.errors import UsageError
 from fusebench.history import runrecord, summary
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
-from fusebench.registry import BACKENDS
 
 
 def doc_path(machine: str, root: Path = PROJECT_ROOT) -> Path:

@@ -84,8 +84,8 @@ def headline_selection(index: dict, ops) -> dict[str, str]:
         index: asv's ``html/index.json``.
         ops: the ops (``fusebench.ops.OPS.values()``): ``Op.headline``, e.g. GELU 16384x16384.
     """
+    from fusebench.axes import shape_label
     from fusebench.history.asvsuite import benchmark_name
-    from fusebench.registry import shape_label
 
     out = {}
     for op in ops:

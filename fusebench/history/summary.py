@@ -8,11 +8,11 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
+from fusebench.axes import BACKENDS, no_backend_reason
 from fusebench.errors import plain
 from fusebench.history import marks
 from fusebench.history.marks import NOISE_WIDTH, noise_text, spread_text  # noqa: F401  (summary's texts)
 from fusebench.record import Record, Sweep
-from fusebench.registry import BACKENDS, no_backend_reason
 
 #: Above this relative spread a figure is noisy (``fusebench.history.marks``).
 NOISY = marks.NOISY
