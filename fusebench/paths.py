@@ -20,3 +20,7 @@ def project_root() -> Path:
 
 #: The project folder (:func:`project_root`): the checkout, with ``asv.conf.json`` at its top.
 PROJECT_ROOT = project_root()
+
+#: Where ``make bench DIRTY=1`` stores a run of a tree whose measured files differ from HEAD
+#: (``fusebench.measure.provenance``); here, torch-free, for ``fusebench bench --help`` to name it.
+DIRTY_RESULTS = ".asv/dirty-results"

@@ -120,8 +120,8 @@ def test_capture_runs_profile_then_stats_then_writes_the_summary(monkeypatch, ca
     monkeypatch.setattr(nsys_cmd, "PROJECT_ROOT", checkout)
     monkeypatch.setattr(nsys_cmd, "_require_gpu", lambda what: None)
     monkeypatch.setattr(nsys_cmd, "_require_nvtx", lambda: None)
-    monkeypatch.setattr(nsys_cmd.environment, "machine_name", lambda *a: "h200")
-    monkeypatch.setattr(nsys_cmd.environment, "git_commit", lambda *a: "a54392d26a6e268c")
+    monkeypatch.setattr(nsys_cmd._environment(), "machine_name", lambda *a: "h200")
+    monkeypatch.setattr(nsys_cmd._environment(), "git_commit", lambda *a: "a54392d26a6e268c")
     stem = "nsys/gelu-h200-a54392d"
     for stale in (f"{stem}.json", f"{stem}.sqlite", f"{stem}_nvtx_old.csv"):
         (checkout / stale).write_text("stale")

@@ -37,20 +37,24 @@ import importlib.util
 import sys
 import time
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from fusebench import config
+from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
 from fusebench.history import plots, preflight, runrecord, site, store, summary, transaction
-from fusebench.measure import environment, sweep, workers
-from fusebench.measure.provenance import DIRTY_RESULTS, before_sweep
-from fusebench.measure.selection import choose, narrow_shapes, require_measured
-from fusebench.ops import OPS, REGISTERED, configured
-from fusebench.paths import PROJECT_ROOT
-from fusebench.record import Sweep
-from fusebench.registry import BACKENDS, PRECISIONS, Op
+from fusebench.ops import configured
+from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
+
+if TYPE_CHECKING:
+    import torch
+
+    from fusebench.record import Sweep
+    from fusebench.registry import Op
+
+# torch (and the sweep, the workers, the environment, which import it) is imported inside the
+# functions that measure: `fusebench bench --help` and `fusebench list --help` run without it.
 
 
 def results_folder(quick: bool, partial: bool) -> str:
@@ -115,9 +119,10 @@ def store_run(result: Sweep, machine: str, commit: str, results: Path, ops,
 
 def add_selection(ap: argparse.ArgumentParser) -> None:
     """The options that select a run's cases (``fusebench bench`` and ``fusebench list``)."""
-    ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(REGISTERED)}")
+    # the case file's ops are the registered ones (fusebench.ops.registered), named without importing them
+    ap.add_argument("--ops", help=f"comma-separated, of: {', '.join(config.load().ops)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
-    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)}")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(ELEMENT_SIZE)}")
     ap.add_argument("--shapes", help="comma-separated shapes of the run's grid, e.g. 4096x4096,1x1048576")
     ap.add_argument("--quick", action="store_true", help="quick grid, results kept apart")
     add_config(ap)
@@ -131,13 +136,16 @@ def selected(args: argparse.Namespace) -> tuple[list[Op], list[str], list[str], 
     Raises:
         UsageError: an unknown or inapplicable name or shape, or a case file that is not valid.
     """
+    from fusebench.measure import environment, sweep
+    from fusebench.measure.selection import choose, narrow_shapes
+
     ops, backends, dtypes = choose(configured(args.config), args.ops, args.backends, args.dtypes)
     grid = sweep.grid_name(environment.device(), args.quick)
     narrowed = narrow_shapes(ops, grid, args.shapes)
     # A run of some backends, dtypes or shapes would replace the others' stored values of this
     # commit with n/a (asv stores a benchmark's whole parameter grid at once), and a run of
     # another case file has other parameters: keep it apart, like --quick.
-    partial = (len(backends) < len(BACKENDS) or len(dtypes) < len(PRECISIONS) or bool(args.shapes)
+    partial = (len(backends) < len(BACKENDS) or len(dtypes) < len(ELEMENT_SIZE) or bool(args.shapes)
                or args.config is not None)
     return narrowed, backends, dtypes, grid, partial
 
@@ -147,10 +155,12 @@ def skip_reason(op: Op, backend: str, dtype: str, dev: torch.device) -> str | No
     timed, unless building it fails): the backend's own availability check on a probe tensor
     of ``dev`` (no build, no compile), the op not registering the backend, a dtype the device
     cannot run. The same texts the sweep records (a test compares them on the CPU)."""
+    import torch
+
     from fusebench.backends import require_triton
     from fusebench.errors import SkipCase
     from fusebench.kernels import cuda_ext, reference_libs
-    from fusebench.registry import no_backend_reason
+    from fusebench.registry import PRECISIONS, no_backend_reason
 
     if backend not in op.backends:
         return no_backend_reason(op.name, backend)
@@ -175,6 +185,8 @@ def skip_reason(op: Op, backend: str, dtype: str, dev: torch.device) -> str | No
 def plan(ops: list[Op], grid: str, backends: list[str], dtypes: list[str],
          dev: torch.device | None = None) -> list[tuple[Op, str, tuple, str, str | None]]:
     """Every case the run records, in run order (``sweep.cases``), with :func:`skip_reason`."""
+    from fusebench.measure import environment, sweep
+
     dev = dev or environment.device()
     return [(op, b, s, d, skip_reason(op, b, d, dev))
             for op, b, s, d in sweep.cases(ops, grid, backends, dtypes)]
@@ -213,6 +225,10 @@ def rounds_arg(text: str) -> int:
 def device_memory(dev: torch.device) -> tuple[int, str]:
     """The bytes a run on ``dev`` can hold, and what they are: the GPU's memory, else the host's
     RAM (0 where unknown)."""
+    import torch
+
+    from fusebench.measure import environment
+
     if dev.type == "cuda":
         return torch.cuda.get_device_properties(dev).total_memory, torch.cuda.get_device_name(dev)
     return int(environment.ram_bytes()), "this host's RAM"
@@ -241,6 +257,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench bench`` with the parsed options; returns the exit status."""
+    import torch
+
+    from fusebench.measure import environment, sweep, workers
+    from fusebench.measure.provenance import before_sweep
+
     ops, backends, dtypes, _, partial = selected(args)
     rounds = args.rounds or config.load(args.config).rounds
     results = args.results or PROJECT_ROOT / results_folder(args.quick, partial)
@@ -285,6 +306,12 @@ def ready(held: contextlib.ExitStack, locked: set[Path], results: Path, cases: i
 
 def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, checked, held, locked) -> int:
     """The rest of :func:`run`, with the results folder locked and checked."""
+    import torch
+
+    from fusebench.measure import environment, sweep, workers
+    from fusebench.measure.selection import require_measured
+    from fusebench.ops import OPS
+
     started = time.perf_counter()
     lost: list[str] = []
     if slots:

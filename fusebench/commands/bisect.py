@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Callable
 
 from fusebench import atomic, config, metrictable
+from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
@@ -41,7 +42,6 @@ from fusebench.history import bisect, bisect_git, noise, runrecord
 from fusebench.history.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
-from fusebench.registry import BACKENDS, PRECISIONS
 
 #: ``--metric`` values: the times a round measures (the gate judges the two device times).
 METRICS = {"device_time": "track_device_time", "device_time_cold": "track_device_time_cold",
@@ -66,9 +66,9 @@ def parse_case(text: str) -> str:
     if backend not in BACKENDS:
         raise UsageError(f"unknown backend {backend!r}{did_you_mean(backend, BACKENDS)} in {text!r}; "
                          f"valid backends: {', '.join(BACKENDS)}")
-    if dtype not in PRECISIONS:
-        raise UsageError(f"unknown dtype {dtype!r}{did_you_mean(dtype, PRECISIONS)} in {text!r}; "
-                         f"valid dtypes: {', '.join(PRECISIONS)}")
+    if dtype not in ELEMENT_SIZE:
+        raise UsageError(f"unknown dtype {dtype!r}{did_you_mean(dtype, ELEMENT_SIZE)} in {text!r}; "
+                         f"valid dtypes: {', '.join(ELEMENT_SIZE)}")
     return text
 
 

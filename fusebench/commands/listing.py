@@ -15,8 +15,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fusebench.axes import no_backend_reason, shape_label
 from fusebench.commands.bench import add_selection, plan, plan_line, selected
-from fusebench.registry import no_backend_reason, shape_label
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

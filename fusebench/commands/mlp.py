@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 
 from fusebench.errors import SkipCase, UsageError
-from fusebench.lecture import mlp, reports
-from fusebench.measure import environment
+from fusebench.lecture import reports
 
 DTYPES = ("float32", "tf32", "bfloat16")
 
@@ -29,6 +28,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench mlp`` with the parsed options; returns the exit status."""
+    from fusebench.lecture import mlp  # torch: here, not at import (--help needs none)
+    from fusebench.measure import environment
+
     if args.dtype not in DTYPES:
         raise UsageError(f"unknown dtype {args.dtype!r}; valid dtypes: {', '.join(DTYPES)}")
 

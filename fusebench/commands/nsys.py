@@ -34,16 +34,24 @@ import subprocess
 import sys
 from pathlib import Path
 
+from fusebench import config as case_file
+from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config
 from fusebench.errors import UsageError
-from fusebench.measure import environment
-from fusebench.nsys import capture_summary, stats_csv, tool
+from fusebench.nsys import stats_csv, tool
 from fusebench.nsys.plan import CALLS, select
-from fusebench.ops import REGISTERED, configured, get_op
+from fusebench.ops import configured, get_op
 from fusebench.paths import PROJECT_ROOT
-from fusebench.registry import BACKENDS, PRECISIONS
 
 PROG = "nsys"
+
+
+def _environment():
+    """``fusebench.measure.environment``, imported when a step needs the device (it imports torch:
+    ``--help`` and ``summary`` need none)."""
+    from fusebench.measure import environment
+
+    return environment
 
 
 class CannotRun(Exception):
@@ -51,10 +59,10 @@ class CannotRun(Exception):
 
 
 def _selection(ap: argparse.ArgumentParser) -> None:
-    ap.add_argument("--op", required=True, help=f"one of: {', '.join(REGISTERED)}")
+    ap.add_argument("--op", required=True, help=f"one of: {', '.join(case_file.load().ops)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
     ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
-    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PRECISIONS)} (the op's)")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(ELEMENT_SIZE)} (the op's)")
     ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per range (default {CALLS})")
     add_config(ap)
 
@@ -67,7 +75,7 @@ def _plan(args, device_type: str):
 
 
 def _device():
-    return environment.device()
+    return _environment().device()
 
 
 def cmd_plan(args) -> int:
@@ -78,7 +86,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_stem(args) -> int:
-    print(tool.report_stem(args.op, environment.machine_name(), environment.git_commit()))
+    print(tool.report_stem(args.op, _environment().machine_name(), _environment().git_commit()))
     return 0
 
 
@@ -112,7 +120,7 @@ def cmd_capture(args) -> int:
     cmd_check(args)
     config = ["--config", str(args.config.resolve())] if args.config else []  # before the chdir
     os.chdir(PROJECT_ROOT)
-    stem = tool.report_stem(args.op, environment.machine_name(), environment.git_commit())
+    stem = tool.report_stem(args.op, _environment().machine_name(), _environment().git_commit())
     folder, name = Path(stem).parent, Path(stem).name
     for old in (Path(f"{stem}.json"), Path(f"{stem}.sqlite"), *folder.glob(f"{name}_nvtx_*.csv")):
         old.unlink(missing_ok=True)
@@ -136,7 +144,7 @@ def cmd_run(args) -> int:
     _require_gpu("the nsys driver")
     dev = _device()
     op, cases = _plan(args, dev.type)
-    env = environment.capture(dev)
+    env = _environment().capture(dev)
     capture.allow_recompiles(len(cases))
     prepared = capture.prepare_all(op, cases, dev)
     capture.rewarm(prepared, dev)
@@ -163,6 +171,8 @@ def cmd_summary(args) -> int:
     side_path = Path(f"{stem}.json")
     if not side_path.is_file():
         raise UsageError(f"no side file {side_path}: run the driver first (make nsys OP=...)")
+    from fusebench.nsys import capture_summary
+
     side = capture_summary.load_side(side_path)
     stats = stats_csv.load(stem)
     table = capture_summary.rows(side, stats)
@@ -251,6 +261,6 @@ def run_trace(args: argparse.Namespace) -> int:
     if args.out is None:
         if not args.op:
             raise UsageError(f"--op names the op to trace; valid ops: {', '.join(configured(args.config))}")
-        args.out = Path(tool.report_stem(args.op, environment.machine_name(), environment.git_commit())
+        args.out = Path(tool.report_stem(args.op, _environment().machine_name(), _environment().git_commit())
                         + ".trace.json")
     return _run(cmd_trace, args, "trace")

@@ -17,8 +17,7 @@ from pathlib import Path
 
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import SkipCase, UsageError
-from fusebench.lecture import pitfalls, reports
-from fusebench.measure import environment
+from fusebench.lecture import reports
 from fusebench.ops import configured, get_op
 
 
@@ -36,6 +35,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench pitfalls`` with the parsed options; returns the exit status."""
+    from fusebench.lecture import pitfalls  # torch: here, not at import (--help needs none)
+    from fusebench.measure import environment
+
     matmul = get_op("matmul", configured(args.config))
     dtypes = matmul.dtypes
     if args.dtype not in dtypes:

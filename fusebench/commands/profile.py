@@ -15,18 +15,18 @@ import argparse
 import sys
 from pathlib import Path
 
+from fusebench import config
+from fusebench.axes import BACKENDS, parse_shape
 from fusebench.cli import add_config, pick, positive_int
 from fusebench.errors import UsageError
-from fusebench.lecture import reports, torch_profile
-from fusebench.measure import environment
+from fusebench.lecture import reports
 from fusebench.names import did_you_mean
-from fusebench.ops import REGISTERED, configured, get_op
-from fusebench.registry import BACKENDS, parse_shape
+from fusebench.ops import configured, get_op
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench profile``."""
-    ap.add_argument("--op", default="gelu", help=f"one of: {', '.join(REGISTERED)}")
+    ap.add_argument("--op", default="gelu", help=f"one of: {', '.join(config.load().ops)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)} (default: the op's)")
     ap.add_argument("--shape", help="e.g. 16384x16384 (default: the op's largest quick-grid shape on a "
                                     "GPU, cpu-grid shape on the CPU)")
@@ -39,6 +39,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench profile`` with the parsed options; returns the exit status."""
+    from fusebench.lecture import torch_profile  # torch: here, not at import (--help needs none)
+    from fusebench.measure import environment
 
     op = get_op(args.op, configured(args.config))
     names = [b for b in pick("backend", args.backends, BACKENDS) if args.backends or b in op.backends]

@@ -18,7 +18,6 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import site
-from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -35,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fusebench publish`` with the parsed options; returns the exit status."""
     if not (args.results / "benchmarks.json").is_file():
         raise UsageError(f"no asv results in {args.results}/ (benchmarks.json missing): run make bench")
+    from fusebench.ops import OPS
+
     status = site.publish(args.results, args.html, OPS.values(), cdn=args.cdn, strict=args.strict)
     if status == 0:
         print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)

@@ -23,19 +23,20 @@ from __future__ import annotations
 
 import argparse
 import time
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
-import torch
-
+from fusebench.axes import BACKENDS, PLAIN_DTYPES, shape_label
 from fusebench.cli import add_config, pick
 from fusebench.errors import SkipCase, UsageError
-from fusebench.measure import timing
-from fusebench.measure.correctness import check
-from fusebench.measure.inputs import make_input
-from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
 from fusebench.ops import configured
-from fusebench.registry import BACKENDS, DTYPES, Op, shape_label
-from fusebench.tuning import Space, spaces
+
+if TYPE_CHECKING:
+    import torch
+
+    from fusebench.registry import Op
+    from fusebench.tuning import Space
+
+# torch and what measures are imported inside the functions that measure: `--help` needs neither.
 
 #: Backends timed beside the candidates when the op registers them (never the one being tuned): the
 #: built-in, the hand-written ones and the public reference kernels.
@@ -51,11 +52,15 @@ def keep(label: str, prefixes: list[str] | None) -> bool:
 
 def _time_us(fn: Callable[[], object], dev: torch.device, budget_s: float) -> tuple[float, float]:
     """Hot device time of ``fn``: (median µs, noise = iqr / median)."""
+    from fusebench.measure import timing
+
     t = timing.measure(fn, dev, budget_s)
     return t.median_ms * 1e3, t.noise
 
 
 def _row(label: str, us: float, nbytes: int, ceiling: float, default_us: float | None, note: str = "") -> str:
+    from fusebench.measure.metrics import effective_bandwidth_gbps, pct_of_ceiling
+
     gbps = effective_bandwidth_gbps(nbytes, us * 1e-3)
     vs = f"{default_us / us:5.2f}x" if default_us else "   - "
     return f"  {label:<58} {us:9.1f} {gbps:7.0f} {pct_of_ceiling(gbps, ceiling):6.1f}% {vs} {note}"
@@ -65,6 +70,11 @@ def run_case(op: Op, backend: str, space: Space, shape, dtype, dev: torch.device
              ceiling: float, prefixes: list[str] | None = None) -> tuple[tuple | None, int]:
     """Print the table of one case. Returns ((best candidate, its µs, best yardstick, its µs) or
     None when no candidate ran, the number of candidates that failed the gate)."""
+    import torch
+
+    from fusebench.measure.correctness import check
+    from fusebench.measure.inputs import make_input
+
     x = make_input(shape, dtype, str(dev))
     nbytes = op.bytes_moved(shape, dtype)
     print(f"\n{op.name} {shape_label(shape)} {str(dtype).removeprefix('torch.')}"
@@ -112,7 +122,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"one of {', '.join(BACKENDS)}: the ops with a tuning space for it are timed "
                          "(kernels/<op>/tuning.py; no space for it: one line, exit 2)")
     ap.add_argument("--ops", help="comma-separated ops (default: each with a tuning space for the backend)")
-    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(DTYPES)} (default: the spaces' own)")
+    ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(PLAIN_DTYPES)} "
+                                     "(default: the spaces' own)")
     ap.add_argument("--shapes", help="comma-separated shapes (e.g. 65536x128,16777216); default all")
     ap.add_argument("--only", default="", help="run only cases whose label (op shape dtype) contains this")
     ap.add_argument("--variants", help="comma-separated label prefixes to time (e.g. auto,tma,quack)")
@@ -123,6 +134,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench tune`` with the parsed options; returns the exit status."""
+    import torch
+
+    from fusebench.measure.metrics import effective_bandwidth_gbps, measure_copy_ceiling, pct_of_ceiling
+    from fusebench.registry import DTYPES
+    from fusebench.tuning import spaces
+
     if args.budget is not None and not args.budget > 0:
         raise UsageError(f"--budget must be > 0, got {args.budget}")
     ops = configured(args.config)

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 
 from fusebench.atomic import write_atomic
-from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
 
 #: Where reports are kept (committed, like results/).
@@ -39,7 +38,10 @@ def save(name: str, data: dict, markdown: str, env: dict, root: Path = REPORTS_D
     :func:`fusebench.measure.environment.capture`'s dict (its ``git_commit`` names the files). Files are
     written atomically (a temporary file, then a rename). Returns ``(json path, md path)``.
     """
-    machine = machine or environment.machine_name()
+    if not machine:
+        from fusebench.measure import environment  # torch: only when no machine is given
+
+        machine = environment.machine_name()
     json_path, md_path = report_paths(name, machine, env.get("git_commit"), root)
     json_path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"report": name, "format_version": FORMAT_VERSION, "environment": env, **data}

@@ -40,7 +40,7 @@ from typing import Callable, Iterable
 from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.measure import environment
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT  # noqa: F401  (DIRTY_RESULTS: this module's name)
 
 #: What a stored figure depends on, relative to the checkout (folders end with ``/``): the
 #: harness, the ops (``kernels/``), the asv suite, the entry points of a measurement, the pinned
@@ -50,8 +50,8 @@ MEASURED: tuple[str, ...] = (
     "requirements.lock", "Dockerfile", "asv.conf.json",
 )
 
-#: Where ``--dirty`` stores a run that would have gone to ``results/``, relative to the checkout.
-DIRTY_RESULTS = ".asv/dirty-results"
+#: Where ``--dirty`` stores a run that would have gone to ``results/``, relative to the checkout:
+#: :data:`fusebench.paths.DIRTY_RESULTS` (imported above), named there so that ``--help`` needs no torch.
 
 #: How many changed files the refusal names before "and N more".
 SHOWN = 3

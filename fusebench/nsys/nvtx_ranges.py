@@ -16,12 +16,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable
 
-from fusebench.registry import BACKENDS
+from fusebench.axes import BACKENDS
 
 #: NVTX domain of every fusebench range.
 DOMAIN = "fusebench"
 
-#: One ARGB colour per backend, in the order of :data:`fusebench.registry.BACKENDS`
+#: One ARGB colour per backend, in the order of :data:`fusebench.axes.BACKENDS`
 #: (matplotlib's tab10: blue, orange, green, red, purple). Integers, so ``nvtx`` needs no
 #: matplotlib to convert them.
 PALETTE: tuple[int, ...] = (0xFF1F77B4, 0xFFFF7F0E, 0xFF2CA02C, 0xFFD62728, 0xFF9467BD,

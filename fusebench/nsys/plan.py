@@ -13,11 +13,15 @@ bfloat16; :data:`CALLS` calls per range.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
+from fusebench.axes import BACKENDS, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.names import pick
 from fusebench.nsys.nvtx_ranges import backend_color, range_name
-from fusebench.registry import BACKENDS, Op, Shape, parse_shape, shape_label
+
+if TYPE_CHECKING:  # the registry imports torch; planning the ranges (and --help) needs none
+    from fusebench.registry import Op
 
 #: Calls of a backend inside its one NVTX range (enough to average, short on the timeline).
 CALLS = 20
