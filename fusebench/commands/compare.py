@@ -115,10 +115,10 @@ def run(args: argparse.Namespace) -> int:
     settings = config.load(args.config)
     factor = parse_factor(args.factor) if args.factor is not None else settings.factor
     base, head = resolve(args.base), resolve(args.head)
-    if not args.machine:
-        from fusebench.measure.environment import machine_name
+    if not args.machine:  # this host's, named without torch (fusebench.machine)
+        from fusebench.machine import this_machine
 
-        args.machine = machine_name()
+        args.machine = this_machine()
     base_dir, head_dir = args.base_results or args.results, args.head_results or args.results
     if base == head and base_dir.resolve() == head_dir.resolve():
         print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "

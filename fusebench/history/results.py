@@ -211,9 +211,9 @@ def print_compare_hint(machine: str = "", results_dir: Path | None = None) -> No
     from fusebench.paths import PROJECT_ROOT
 
     if not machine:
-        from fusebench.measure.environment import machine_name
+        from fusebench.machine import this_machine  # torch-free: make compare runs without torch
 
-        machine = machine_name()
+        machine = this_machine()
     print(f"compare: give BASE=<git rev>; {compare_hint(results_dir or PROJECT_ROOT / 'results', machine)}",
           file=sys.stderr)
 

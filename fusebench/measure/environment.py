@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import os
 import platform
-import re
 from functools import cache
 
 import torch
 
 from fusebench import git
+from fusebench.machine import slug  # noqa: F401  (this module's name for it, since before fusebench.machine)
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import where
 
@@ -44,12 +44,6 @@ def machine_name(dev: torch.device | None = None) -> str:
     if dev.type != "cuda":
         return f"cpu-{platform.machine().lower()}"
     return slug(torch.cuda.get_device_name(dev))
-
-
-def slug(gpu_name: str) -> str:
-    """Lowercase, vendor dropped, other runs as ``-``: ``"NVIDIA H100 80GB HBM3"`` -> ``"h100-80gb-hbm3"``."""
-    name = re.sub(r"\b(nvidia|geforce)\b", "", gpu_name.lower())
-    return re.sub(r"[^a-z0-9]+", "-", name).strip("-") or "gpu"
 
 
 @cache
