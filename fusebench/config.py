@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from fusebench import metrictable, safeyaml
-from fusebench.axes import ELEMENT_SIZE, Shape, parse_shape, shape_label
+from fusebench.axes import BACKENDS, ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
 
@@ -93,6 +93,20 @@ class Config:
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
     ops: dict[str, Any] = field(default_factory=dict)
+
+    def cases(self, name: str) -> OpCases:
+        """Op ``name``'s entry, checked as far as it can be without the op (no torch): its grids,
+        dtypes and headline, and its backends, when listed, among the backend names
+        (:meth:`apply` checks them against the ones the op registers).
+
+        Raises:
+            ConfigError: a value is not valid (one line: file, key, valid values).
+        """
+        cases = _op_cases(self.path, name, self.ops[name])
+        if cases.backends is None:
+            return cases
+        return dataclasses.replace(cases, backends=_names(self.path, f"ops.{name}.backends", cases.backends,
+                                                          BACKENDS, "backend"))
 
     def apply(self, registered: Mapping[str, Op]) -> dict[str, Op]:
         """The ops of ``registered`` (name -> :class:`Op` as its module built it) that this file

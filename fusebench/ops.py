@@ -91,6 +91,36 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
+def for_reports(path: Path | str | None, results_dir: Path, extra=(), complete: bool = True) -> list:
+    """The ops of the case file ``path`` as the reports use them (the plots, the site, the asv
+    results written from a record): described from the case file and the run records beside
+    ``results_dir``, without torch (:mod:`fusebench.history.described`; ``extra`` and ``complete``
+    as there); where those cannot say, the ops as their packages build them (:func:`configured`,
+    which imports torch). Either way the same names, grids, dtypes, backends and declared work.
+
+    Raises:
+        fusebench.config.ConfigError: the case file is not valid.
+        UsageError: the records cannot describe the ops and this Python has no torch to import
+            them (one line: what the records lack, and what to do).
+    """
+    from fusebench.history import described
+
+    try:
+        return list(described.describe(path, results_dir, extra, complete).values())
+    except described.NotDescribed as exc:
+        lacking = str(exc)
+    try:
+        return list(configured(path).values())
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("torch", "triton"):
+            raise
+        import sys
+
+        raise UsageError(f"{lacking}; the op packages that declare it need {exc.name}, which "
+                         f"{sys.executable} does not have (make venv; or store a run's record: "
+                         "make bench)") from None
+
+
 def get_op(name: str, ops: dict[str, Op] | None = None) -> Op:
     """The op called ``name`` in ``ops`` (default: ``OPS``).
 

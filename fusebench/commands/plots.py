@@ -17,7 +17,7 @@ from pathlib import Path
 from fusebench.cli import add_config, pick, report_unreadable
 from fusebench.errors import UsageError
 from fusebench.history import plots, results
-from fusebench.ops import configured
+from fusebench.ops import for_reports
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no machine has results in {args.results}/")
     machines = pick("machine", args.machines, stored)
     reader = results.Reader(args.results, "plots")
-    ops = list(configured(args.config).values())
+    ops = for_reports(args.config, args.results)  # from the case file and the records: no torch needed
     written = plots.write_plots(args.results, args.out, ops, machines, reader=reader)
     for path in written:
         print(path.relative_to(args.out.parent) if path.is_relative_to(args.out.parent) else path)

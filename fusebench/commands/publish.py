@@ -18,6 +18,7 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.history import site
+from fusebench.ops import for_reports
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -34,9 +35,9 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fusebench publish`` with the parsed options; returns the exit status."""
     if not (args.results / "benchmarks.json").is_file():
         raise UsageError(f"no asv results in {args.results}/ (benchmarks.json missing): run make bench")
-    from fusebench.ops import OPS
+    ops = for_reports(None, args.results)  # from the case file and the records: no torch needed
 
-    status = site.publish(args.results, args.html, OPS.values(), cdn=args.cdn, strict=args.strict)
+    status = site.publish(args.results, args.html, ops, cdn=args.cdn, strict=args.strict)
     if status == 0:
         print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)
     return status

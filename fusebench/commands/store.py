@@ -100,9 +100,8 @@ def stored_host(machine_dir: Path, commit: str) -> dict:
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench store`` with the parsed options; returns the exit status."""
     from fusebench.history import runrecord, store, transaction, untrusted
-    from fusebench.ops import configured
+    from fusebench.ops import for_reports
 
-    suite = tuple(configured(args.config).values())
     todo: dict[Path, list[Path]] = {}
     for path in args.records:
         todo.setdefault(args.results or results_for(path), []).append(path)
@@ -111,6 +110,9 @@ def run(args: argparse.Namespace) -> int:
             # read under the lock, after an interrupted store is finished: never a record that a
             # killed run's journal is about to replace (issue 42)
             runs = [(path, *checked(path)) for path in paths]
+            # the suite's classes: the case file's ops, described from these records and those
+            # stored (fusebench.history.described: no torch), else imported
+            suite = tuple(for_reports(args.config, results, [r for _, r, _ in runs], complete=False))
             txn = transaction.Transaction(results)
             try:
                 lines = []
