@@ -116,6 +116,9 @@ def test_help_needs_no_torch_and_is_fast():
     assert took < 5.0
     out = subprocess.run([sys.executable, "-c", block, "bench", "--help"], cwd=PROJECT_ROOT,
                          capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.startswith("usage: fusebench bench"), out.stderr  # issue 43
+    out = subprocess.run([sys.executable, "-c", block, "bench", "--dry-run"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
     assert out.returncode == 2
     assert out.stderr.strip() == (f"bench: error: bench needs torch, which {sys.executable} does not have: "
                                   "make venv creates .venv from requirements.lock, then run "

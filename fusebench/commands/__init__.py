@@ -58,11 +58,18 @@ def _module(name: str):
     try:
         return importlib.import_module(f"fusebench.commands.{COMMANDS[name]}")
     except ModuleNotFoundError as exc:
-        if (exc.name or "").split(".")[0] == "fusebench":
-            raise
-        raise UsageError(f"{name} needs {exc.name}, which {sys.executable} does not have: "
-                         "make venv creates .venv from requirements.lock, then run "
-                         f".venv/bin/python -m fusebench {name} (the Makefile uses .venv)") from None
+        raise _missing(name, exc) from None
+
+
+def _missing(name: str, exc: ModuleNotFoundError) -> UsageError:
+    """The one line saying command ``name`` needs a package this Python lacks (``exc``'s; an
+    error of fusebench's own is re-raised). A command imports torch where it measures, not at
+    import (its ``--help`` needs none), so this is met on import or on running alike."""
+    if (exc.name or "").split(".")[0] == "fusebench":
+        raise exc
+    return UsageError(f"{name} needs {exc.name}, which {sys.executable} does not have: "
+                      "make venv creates .venv from requirements.lock, then run "
+                      f".venv/bin/python -m fusebench {name} (the Makefile uses .venv)")
 
 
 def _doc(name: str) -> str:
@@ -111,6 +118,9 @@ def main(argv: list[str] | None = None) -> None:
         if args.command is None:
             parser().print_help()
             return 2
-        return args.run(args)
+        try:
+            return args.run(args)
+        except ModuleNotFoundError as exc:
+            raise _missing(args.command, exc) from None
 
     run_main(go, prog)
