@@ -112,9 +112,9 @@ def test_the_readers_run_without_torch_on_the_committed_results(tmp_path):
         compare,
         ["plots", "--results", res, "--out", tmp_path / "plots"],
         ["publish", "--results", res, "--html", tmp_path / "html", "--cdn"],
-        ["table", rec / "h200" / "463f960f.json"],
+        ["table", rec / "h200" / "463f960f.json.xz"],
         ["collect", res, "--into", tmp_path / "collected" / "results"],
-        ["store", rec / "h200" / "463f960f.json", "--results", tmp_path / "stored" / "results"],
+        ["store", rec / "h200" / "463f960f.json.xz", "--results", tmp_path / "stored" / "results"],
         ["plots", "--results", tmp_path / "bare" / "results", "--out", tmp_path / "bare" / "plots"])
     assert loaded == []
     by = {r["argv"][0]: r for r in ran[:-1]}
@@ -133,7 +133,7 @@ def test_the_readers_run_without_torch_on_the_committed_results(tmp_path):
         assert (tmp_path / "html" / "plots" / "h200" / png.name).read_bytes() == png.read_bytes(), png.name
     assert "h200" in (tmp_path / "html" / "verdicts" / "index.html").read_text()
     assert by["table"]["out"].startswith("gelu") or "GB/s" in by["table"]["out"]
-    assert (tmp_path / "collected" / "records" / "h200" / "463f960f.json").is_file()
+    assert (tmp_path / "collected" / "records" / "h200" / "463f960f.json.xz").is_file()
     assert len(list((tmp_path / "stored" / "results" / "h200").glob("463f960f-*.json"))) == 1
     # no record declares the work, and the ops need torch: one line, exit 2
     bare = ran[-1]
