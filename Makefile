@@ -245,7 +245,7 @@ preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make pu
 	$(FUSEBENCH) preview --port $(PORT)
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=<name>, default this host] [HEAD_RESULTS=dir] [FORMAT=json|markdown]
-	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.history.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
+	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.storage.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
 	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
 
 # ab: did a change make it slower? BASE and HEAD (default: the checkout, with its uncommitted
@@ -302,7 +302,7 @@ profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kerne
 mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
 	$(FUSEBENCH) mlp
 
-# --- A fleet: results of many hosts into results/ (fusebench/history/collect.py; deploy/ runs the hosts) ---
+# --- A fleet: results of many hosts into results/ (fusebench/storage/collect.py; deploy/ runs the hosts) ---
 # FROM: results folders (or folders holding results/ and records/), space-separated, globs allowed:
 #   make collect FROM='fleet/*'
 # Copies what results/ and records/ lack, never overwrites; a conflict (the same commit and machine

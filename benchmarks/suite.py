@@ -5,7 +5,7 @@ dtypes; a combination this machine or run does not cover is skipped with its rea
 come from one sweep (``fusebench.measure.sweep``), run once per asv run in ``setup_cache``, or
 read from a run record or sweep file named by ``FUSEBENCH_SWEEP``, so each of asv's
 per-combination processes only reads a record. ``make bench`` does not run asv: it writes asv's
-files from its run record with asv's own classes (``fusebench/history/store.py``), the values
+files from its run record with asv's own classes (``fusebench/asv/store.py``), the values
 ``asv run`` of this suite stores (``tests/test_asv_store.py`` compares the two).
 
 fusebench is imported from the environment asv runs in: the checkout (put it on
@@ -16,7 +16,7 @@ fusebench is imported from the environment asv runs in: the checkout (put it on
 import os
 
 from fusebench import config
-from fusebench.history import asvsuite
+from fusebench.asv import asvsuite
 from fusebench.ops import configured
 
 # asv starts this process with no argument of ours: the case file comes in its environment.

@@ -5,7 +5,7 @@ temporary behind.
 
 A leaf (the standard library only), so that the run record, the store, the reports and the
 commands all write through it. Several files that must change together go through
-:class:`fusebench.history.transaction.Transaction`, which stages its files with the same rules.
+:class:`fusebench.storage.transaction.Transaction`, which stages its files with the same rules.
 """
 
 from __future__ import annotations

@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Callable
 
 from fusebench.errors import UsageError
-from fusebench.history.results import report_unreadable  # noqa: F401  (the commands' import)
 from fusebench.names import pick  # noqa: F401  (the commands' import)
+from fusebench.storage.results import report_unreadable  # noqa: F401  (the commands' import)
 
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:

@@ -60,3 +60,14 @@ def first_parent(repo: Path | str, branch: str, oldest_first: bool = False) -> l
     cannot say (no such branch, not a checkout, no git)."""
     out = answer(repo, "rev-list", "--first-parent", *(["--reverse"] if oldest_first else []), branch)
     return None if out is None else out.split()
+
+
+def commit_times(repo: Path | str) -> dict[str, int]:
+    """Full sha -> committer time (Unix seconds) of every commit reachable from a ref of ``repo``;
+    empty when git cannot say (not a checkout, no git)."""
+    times = {}
+    for line in (answer(repo, "log", "--all", "--format=%H %ct") or "").splitlines():
+        sha, _, when = line.partition(" ")
+        if when.isdigit():
+            times[sha] = int(when)
+    return times

@@ -2,9 +2,9 @@
 
 Each :class:`Metric` says where its value lives in a record, its asv name and unit, which
 direction is better, whether it gates (``make compare`` and the site's Regressions tab) and what
-its noise comes from. The asv suite (``fusebench.history.asvsuite``), the regression gate
-(``fusebench.history.compare``), the summary table (``fusebench.history.summary``), the plots
-(``fusebench.history.plots``) and ``asv.conf.json``'s regression settings (:func:`asv_regression_settings`,
+its noise comes from. The asv suite (``fusebench.asv.asvsuite``), the regression gate
+(``fusebench.gate.compare``), the summary table (``fusebench.report.summary``), the plots
+(``fusebench.report.plots``) and ``asv.conf.json``'s regression settings (:func:`asv_regression_settings`,
 checked by a test) all read this table; nothing else names a metric's unit or direction.
 
 Only device times gate. Wall time includes the host (Python, launch overhead, the driver) and
@@ -12,7 +12,7 @@ moves by tens of % between hosts; bandwidth, % of ceiling, TFLOP/s and % of peak
 from the device time and, for the percentages, from the run's own copy ceiling or matrix peak,
 whose run-to-run variation they inherit: they are shown, never judged. The ``*_iqr`` metrics
 are the spread inside one batch of repeats, kept for reading, never judged (the gate's noise is
-the spread between rounds, from the run's record: ``fusebench.history.compare``). Energy per call
+the spread between rounds, from the run's record: ``fusebench.gate.compare``). Energy per call
 is one reading per run (``fusebench.measure.energy``), with no noise of its own: shown, never gated.
 
 The way of declaring a metric once (tag, name, unit, hint, direction) is nvbench's summaries
@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 LOWER, HIGHER = "lower", "higher"
 #: The gate's default FACTOR: the slowdown a case may show before it can be a regression
-#: (``fusebench.history.compare`` says why 1.04: a true 5 % slowdown must be caught).
+#: (``fusebench.gate.compare`` says why 1.04: a true 5 % slowdown must be caught).
 DEFAULT_FACTOR = 1.04
 #: Above this % of the copy ceiling a figure measures caches (L2), not memory: flagged. Here, not in
 #: ``fusebench.measure.metrics`` (which re-exports it), so that the marks read from stored results
@@ -51,7 +51,7 @@ class Metric:
         compute_only: stored only for ops that declare their arithmetic (``Op.flops``).
         doc: the asv docstring (shown on the site).
         method: version of the way the value is measured; bump it when that way changes, so
-            that the gate's history (``fusebench.history.noise``) never pairs runs across it.
+            that the gate's history (``fusebench.gate.noise``) never pairs runs across it.
     """
 
     name: str

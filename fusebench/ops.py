@@ -94,7 +94,7 @@ def __getattr__(name: str):
 def for_reports(path: Path | str | None, results_dir: Path, extra=(), complete: bool = True) -> list:
     """The ops of the case file ``path`` as the reports use them (the plots, the site, the asv
     results written from a record): described from the case file and the run records beside
-    ``results_dir``, without torch (:mod:`fusebench.history.described`; ``extra`` and ``complete``
+    ``results_dir``, without torch (:mod:`fusebench.report.described`; ``extra`` and ``complete``
     as there); where those cannot say, the ops as their packages build them (:func:`configured`,
     which imports torch). Either way the same names, grids, dtypes, backends and declared work.
 
@@ -103,7 +103,7 @@ def for_reports(path: Path | str | None, results_dir: Path, extra=(), complete: 
         UsageError: the records cannot describe the ops and this Python has no torch to import
             them (one line: what the records lack, and what to do).
     """
-    from fusebench.history import described
+    from fusebench.report import described
 
     try:
         return list(described.describe(path, results_dir, extra, complete).values())

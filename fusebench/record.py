@@ -123,7 +123,7 @@ class Record:
     counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
     gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known);
     ``energy_w`` is that window's average power (the counter's rise over its length, W), which
-    ``fusebench.history.marks`` holds against the board's power limit.
+    ``fusebench.report.marks`` holds against the board's power limit.
     """
 
     op: str
@@ -200,7 +200,7 @@ class Record:
 
     def time_per_launch_ms(self) -> float | None:
         """Hot device time / launches per call (ms), None when either is unknown: below a few µs
-        a case is launch-bound (the gate's time bands, ``fusebench.history.noise``)."""
+        a case is launch-bound (the gate's time bands, ``fusebench.gate.noise``)."""
         if self.device_time_ms is None or not self.launches:
             return None
         return self.device_time_ms / self.launches
@@ -240,7 +240,7 @@ class Sweep:
     @classmethod
     def load(cls, path: Path) -> "Sweep":
         """Read a sweep written by :meth:`save` (:func:`decode`: bounded; not checked as a file
-        from another host is, ``fusebench.history.runrecord.read`` does that).
+        from another host is, ``fusebench.storage.runrecord.read`` does that).
 
         Raises:
             ValueError: the file is not a sweep of this format version, or cannot be decoded.

@@ -17,9 +17,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from fusebench.history import plots, results, site, store, verdicts
+from fusebench.asv import store
 from fusebench.ops import OPS, configured
 from fusebench.paths import PROJECT_ROOT
+from fusebench.report import plots
+from fusebench.site import site, verdicts
+from fusebench.storage import results
 
 parts: dict[str, float] = {}
 

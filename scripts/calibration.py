@@ -1,5 +1,5 @@
 """Leave-one-pair-out check of the gate's history rule on the committed records of one machine
-(``fusebench.history.noise.calibration``; docs/gate.md): per gated metric, how many A/A samples
+(``fusebench.gate.noise.calibration``; docs/gate.md): per gated metric, how many A/A samples
 moved beyond the limit learned from the other pairs, and how many limits are at most 1.05. Runs
 on any host, no GPU, from the project root of a git checkout that holds the records' commits:
 
@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from fusebench.history import noise
+from fusebench.gate import noise
 
 USAGE = "usage: PYTHONPATH=. python scripts/calibration.py [machine]   (from the project root)"
 

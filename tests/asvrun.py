@@ -10,7 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fusebench.history import asvsuite, store
+from fusebench.asv import asvsuite, store
 from fusebench.paths import PROJECT_ROOT
 
 
@@ -19,9 +19,9 @@ def asv_run(sweep_file: Path, machine: str, commit: str, info: dict, into: Path,
     """``asv run --set-commit-hash commit`` of the whole suite of the cases of ``case_file``,
     reading its figures from ``sweep_file`` (``FUSEBENCH_SWEEP``), its machine ``info`` from a
     machine file in ``into/home`` and its results into ``into/results``, the environment named by
-    the Python version (``fusebench/history/asv_env.py``, loaded as an asv plugin)."""
+    the Python version (``fusebench/asv/asv_env.py``, loaded as an asv plugin)."""
     from fusebench import config
-    from fusebench.history import asv_env
+    from fusebench.asv import asv_env
 
     home = into / "home"
     home.mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ from throwaway import git
 from fusebench import metrictable
 from fusebench.backends import autotuned
 from fusebench.commands import bisect_child
-from fusebench.history import ab, ab_cases, compare
-from fusebench.history.bisect import CaseInfo, Commit, ProbeFailed
+from fusebench.gate import ab, ab_cases, compare
+from fusebench.gate.bisect import CaseInfo, Commit, ProbeFailed
 from fusebench.paths import PROJECT_ROOT
 
 HOT = metrictable.BY_NAME["track_device_time"]
@@ -284,7 +284,7 @@ OPS = {"gelu": ("eager", "torch", "compile", "triton", "cuda"),
     ("kernels/gelu/gelu.cu", (("gelu", "cuda"), ("softmax", "cuda"))),
     ("kernels/reference_libs.py", (("softmax", "liger"),)),
     ("kernels/gelu/tuning.py", (("gelu", ab_cases.EVERY),)),
-    ("fusebench/history/compare.py", ()),
+    ("fusebench/gate/compare.py", ()),
     ("fusebench/measure/timing.py", None),
     ("requirements.lock", None),
 ])

@@ -1,4 +1,4 @@
-"""asv's files written from a run record in this process (``fusebench.history.store``): the values
+"""asv's files written from a run record in this process (``fusebench.asv.store``): the values
 the suite's ``track_*`` methods give, the definitions asv's discovery lists, the committed H200
 results rebuilt from their records, a run of some ops keeping the others, the path-named files
 of earlier versions carried over; and, slow, a real ``asv run`` of ``benchmarks/`` storing the
@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 
 from fusebench import metrictable
+from fusebench.asv import asvsuite, store
 from fusebench.errors import UsageError
-from fusebench.history import asvsuite, store, transaction
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
+from fusebench.storage import transaction
 
 COMMIT = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PROJECT_ROOT, capture_output=True,
                         text=True).stdout.strip()
@@ -211,7 +212,7 @@ def test_a_commit_outside_the_history_without_a_stored_file_is_refused(tmp_path)
 
 
 def test_the_name_is_asvs_own_for_the_plugin():
-    from fusebench.history import asv_env
+    from fusebench.asv import asv_env
 
     assert asv_env.env_name(VERSION) == store.env_name(VERSION) == f"existing-py{VERSION}"
     assert store.python_version({"python": "3.12.3"}) == "3.12"

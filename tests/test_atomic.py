@@ -12,7 +12,7 @@ from fusebench.paths import PROJECT_ROOT
 
 #: Modules that rename files for another reason than writing one: the store's transaction (its
 #: journal's renames) and publish (the new site swapped in for the old).
-RENAMERS = {"fusebench/atomic.py", "fusebench/history/transaction.py", "fusebench/history/site.py"}
+RENAMERS = {"fusebench/atomic.py", "fusebench/storage/transaction.py", "fusebench/site/site.py"}
 
 
 def _renames(path):

@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from fusebench.errors import UsageError
-from fusebench.history import results
 from fusebench.measure import environment, metrics, timing
 from fusebench.paths import PROJECT_ROOT
+from fusebench.storage import results
 
 CPU = torch.device("cpu")
 
@@ -164,19 +164,19 @@ def test_a_shared_cpu_names_a_few_contaminated_cases_per_round_and_counts_the_re
         assert len(said) == sweep.LOUD_PER_ROUND + 1
         assert said[-1] == (f"round {r}: 3 more case(s) contaminated (each case's reasons are in the record "
                             "and the summary)")
-    from fusebench.history import runrecord
+    from fusebench.report import summary
 
-    assert "contaminated cases: 6" in "\n".join(runrecord.summary_lines(result))
+    assert "contaminated cases: 6" in "\n".join(summary.run_lines(result))
 
 
 def test_one_reason_for_many_contaminated_cases_is_said_once():
-    from fusebench.history import runrecord
     from fusebench.record import Record, Sweep
+    from fusebench.report import summary
 
     why = "other processes share the CPU (load 13 on 2 cores, 2 thread(s) ours)"
     recs = [Record("gelu", "eager", str(n), "float32", wall_time_ms=1.0, contamination=[why])
             for n in range(7)]
-    line = next(ln for ln in runrecord.summary_lines(Sweep({}, 1.0, "cpu", recs))
+    line = next(ln for ln in summary.run_lines(Sweep({}, 1.0, "cpu", recs))
                 if ln.startswith("contaminated cases"))
     assert line == ("contaminated cases: 7: gelu/eager/0/float32, gelu/eager/1/float32, "
                     "gelu/eager/2/float32, gelu/eager/3/float32, gelu/eager/4/float32 and 2 more "

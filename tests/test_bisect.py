@@ -1,4 +1,4 @@
-"""The bisection's search and verdicts (fusebench.history.bisect) with a stand-in measurer."""
+"""The bisection's search and verdicts (fusebench.gate.bisect) with a stand-in measurer."""
 
 import math
 import random
@@ -6,8 +6,8 @@ import random
 import pytest
 
 from fusebench import metrictable
-from fusebench.history import bisect, compare, noise
-from fusebench.history.bisect import AMBIGUOUS, BAD, GOOD, SKIPPED, CaseInfo, Commit, ProbeFailed
+from fusebench.gate import bisect, compare, noise
+from fusebench.gate.bisect import AMBIGUOUS, BAD, GOOD, SKIPPED, CaseInfo, Commit, ProbeFailed
 
 HOT = metrictable.BY_NAME["track_device_time"]
 CASE = "gelu/triton/16777216/float32"
@@ -275,7 +275,7 @@ def test_a_short_batch_is_contaminated_in_a_bisect_as_in_compare():
 
 
 def test_the_child_s_batch_sizes_are_checked():
-    from fusebench.history.bisect_probe import _info
+    from fusebench.gate.bisect_probe import _info
 
     ready = {"launches": 1, "hot_calls": 61, "graph_calls": 62}
     assert _info(CASE, ready) == CaseInfo(1, None, False, 61, 62)

@@ -14,8 +14,8 @@ from throwaway import SLOW, git
 from fusebench import commands
 from fusebench.commands import bisect_child
 from fusebench.errors import UsageError
-from fusebench.history import bisect_git, bisect_probe
-from fusebench.history.bisect import Commit, ProbeFailed
+from fusebench.gate import bisect_git, bisect_probe
+from fusebench.gate.bisect import Commit, ProbeFailed
 from fusebench.measure.environment import machine_name
 from fusebench.paths import PROJECT_ROOT
 

@@ -43,7 +43,7 @@ def test_records_with_no_pair_are_one_line_and_exit_1(tmp_path):
 
 @pytest.mark.slow
 def test_committed_records_print_what_noise_calibration_computes():
-    from fusebench.history import noise
+    from fusebench.gate import noise
 
     p = run("h200")
     assert p.returncode == 0, p.stderr

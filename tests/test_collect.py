@@ -14,9 +14,9 @@ import pytest
 from committed import committed_folder
 
 from fusebench.errors import UsageError
-from fusebench.history import collect, results, runrecord
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import decode, encode
+from fusebench.storage import collect, results, runrecord
 
 
 @pytest.fixture(scope="module")

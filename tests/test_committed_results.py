@@ -34,7 +34,7 @@ def test_every_committed_result_is_drawn_so_publish_is_quiet():
     """Issue 29: every make publish told the user to remove a committed file (312c2cc0, a merged
     branch's commit). Decided once: such a file is dropped in a commit (its figures stay in git's
     history); publish then has nothing to say about the committed results."""
-    from fusebench.history import drawable
+    from fusebench.site import drawable
 
     assert drawable.undrawn(committed_folder("results")) == []
 
@@ -45,7 +45,7 @@ def test_each_machines_committed_results_are_one_series_per_case():
     result file of a machine carries the same fields: one line per case across every commit."""
     from committed import committed
 
-    from fusebench.history import store
+    from fusebench.asv import store
 
     by_machine: dict[str, set[str]] = {}
     for path in committed("results/*/*.json"):

@@ -8,8 +8,9 @@ import pytest
 from asvfiles import main_commits, write_result
 
 from fusebench import commands
-from fusebench.history import compare, results
+from fusebench.gate import compare
 from fusebench.paths import PROJECT_ROOT
+from fusebench.storage import results
 
 AXES = [["eager", "torch", "triton"], ["1024"], ["float32"]]
 T, IQR, BW = "suite.Gelu.track_device_time", "suite.Gelu.track_device_time_iqr", "suite.Gelu.track_bandwidth"

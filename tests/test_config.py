@@ -10,7 +10,8 @@ import pytest
 import yaml
 
 from fusebench import config, metrictable, ops
-from fusebench.history import asvsuite, compare
+from fusebench.asv import asvsuite
+from fusebench.gate import compare
 from fusebench.measure import sweep
 from fusebench.ops import OPS, REGISTERED
 from fusebench.paths import PROJECT_ROOT

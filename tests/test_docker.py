@@ -16,10 +16,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from fusebench.history import store, transaction
+from fusebench.asv import store
 from fusebench.measure import environment
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
+from fusebench.storage import transaction
 from scripts import lock
 
 LOCK = PROJECT_ROOT / "requirements.lock"

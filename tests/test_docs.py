@@ -35,7 +35,7 @@ def test_the_guides_to_extending_agree_by_pointing_at_one():
 
 
 def test_the_results_page_is_generated_from_the_records_it_names():
-    from fusebench.history import resultsdoc
+    from fusebench.report import resultsdoc
 
     page = resultsdoc.doc_path("h200")
     text = page.read_text()
@@ -63,7 +63,7 @@ def test_table_doc_refuses_bad_input_in_one_line(argv, message, capsys):
 
 
 def test_table_doc_writes_the_page_of_the_records_given(tmp_path, monkeypatch):
-    from fusebench.history import resultsdoc
+    from fusebench.report import resultsdoc
 
     record = PROJECT_ROOT / "records" / "h200" / "1fd9c63c.json.xz"
     text = resultsdoc.render("h200", [record])
@@ -85,8 +85,8 @@ def test_table_doc_writes_the_page_of_the_records_given(tmp_path, monkeypatch):
 def test_the_results_page_shows_energy_per_call_where_the_record_has_it():
     """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call for every timed case; the
     page shows each op's mJ per call and pJ per byte from the record; a record without it, none."""
-    from fusebench.history import resultsdoc
     from fusebench.record import Sweep
+    from fusebench.report import resultsdoc
 
     record = PROJECT_ROOT / "records" / "h200" / "0a5fc94f.json.xz"
     text = resultsdoc.render("h200", [record])

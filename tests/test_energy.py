@@ -8,9 +8,9 @@ import types
 import pytest
 import torch
 
-from fusebench.history import runrecord, summary
 from fusebench.measure import energy, environment, sweep
 from fusebench.record import Record, Sweep
+from fusebench.report import summary
 
 CPU = torch.device("cpu")
 
@@ -100,7 +100,7 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
     assert "energy" in result.phases
     text = summary.summary(result)
     assert "| 4096 | 2.00 mJ 61035 pJ/B | 2.00 mJ 61035 pJ/B |" in text
-    assert "energy per call measured for 2 of 2 cases" in "\n".join(runrecord.summary_lines(result))
+    assert "energy per call measured for 2 of 2 cases" in "\n".join(summary.run_lines(result))
     loaded = Sweep(**{**result.__dict__})
     assert loaded.records[0].energy_mj_per_call == pytest.approx(2.0)
 
@@ -119,7 +119,7 @@ def test_the_asv_suite_reports_energy_per_call_and_never_gates_it():
     import re
 
     from fusebench import metrictable
-    from fusebench.history import asvsuite
+    from fusebench.asv import asvsuite
     from fusebench.ops import OPS
 
     m = metrictable.BY_NAME["track_energy"]

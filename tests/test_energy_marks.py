@@ -8,10 +8,10 @@ import types
 import pytest
 import torch
 
-from fusebench.history import marks, plots, summary
 from fusebench.measure import energy, environment
 from fusebench.ops import OPS
 from fusebench.record import Record, Sweep
+from fusebench.report import marks, plots, summary
 
 CPU = torch.device("cpu")
 

@@ -1,4 +1,4 @@
-"""The gate's per-case limits learned from the history of run records (fusebench.history.noise),
+"""The gate's per-case limits learned from the history of run records (fusebench.gate.noise),
 on synthetic records."""
 
 import math
@@ -7,8 +7,8 @@ import random
 import pytest
 
 from fusebench import metrictable
-from fusebench.history import compare, noise
-from fusebench.history.compare import Case
+from fusebench.gate import compare, noise
+from fusebench.gate.compare import Case
 from fusebench.record import Record, Sweep
 
 HOT = metrictable.BY_NAME["track_device_time"]
@@ -175,7 +175,7 @@ def test_runs_with_different_reference_libraries_are_not_a_pair_nor_judged():
     assert noise.loaded(a) == {"liger"} and noise.loaded(b) == frozenset()
     assert not noise.History([a, b], nothing_changed).samples
     ra, rb = ({("torch", "1024", "float32"): 1e-5}, {("torch", "1024", "float32"): 1.2e-5})
-    from fusebench.history.results import Run
+    from fusebench.storage.results import Run
 
     base = Run("box", "a" * 40, 0, values={"suite.Gelu.track_device_time": ra})
     head = Run("box", "b" * 40, 0, values={"suite.Gelu.track_device_time": rb})

@@ -9,11 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from fusebench import commands, metrictable
-from fusebench.history import compare, noise, runrecord
-from fusebench.history.compare import Case
+from fusebench.gate import compare, noise
+from fusebench.gate.compare import Case
 from fusebench.measure import sweep
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep, clean_rounds
+from fusebench.storage import runrecord
 
 HOT = metrictable.BY_NAME["track_device_time"]
 

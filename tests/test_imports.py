@@ -65,8 +65,8 @@ def _reachable(start: str) -> set[str]:
 
 
 def test_the_graph_sees_function_level_imports():
-    # fusebench.history.site imports the plots inside publish(): the graph must see that edge
-    assert "fusebench.history.plots" in imports()["fusebench.history.site"]
+    # fusebench.site.site imports the plots inside publish(): the graph must see that edge
+    assert "fusebench.report.plots" in imports()["fusebench.site.site"]
     assert "fusebench.kernels.rmsnorm" in modules()
     assert "fusebench.registry" in imports()["fusebench.kernels.rmsnorm"]
 
@@ -86,7 +86,8 @@ def test_nothing_below_the_command_line_imports_it():
 def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
     reached = _reachable("fusebench.config")
     below = [m for m in reached
-             if m.startswith(("fusebench.history", "fusebench.measure", "fusebench.ops",
+             if m.startswith(("fusebench.storage", "fusebench.asv", "fusebench.gate", "fusebench.report",
+                              "fusebench.site", "fusebench.measure", "fusebench.ops",
                               "fusebench.kernels"))]
     assert not below, below
 
@@ -94,10 +95,10 @@ def test_reading_the_case_file_imports_neither_the_sweep_nor_the_gate():
 #: The run record's data model, and the only project modules it may import.
 RECORD, RECORD_MAY_IMPORT = "fusebench.record", {"fusebench.metrictable", "fusebench.atomic"}
 #: Modules that read records and never measure: none may import the sweep, even inside a function.
-READERS = ("fusebench.history.noise", "fusebench.history.compare", "fusebench.history.summary",
-           "fusebench.history.runrecord", "fusebench.history.results", "fusebench.history.resultsdoc",
-           "fusebench.history.collect", "fusebench.history.untrusted", "fusebench.history.shares",
-           "fusebench.history.marks", "fusebench.history.bisect")
+READERS = ("fusebench.gate.noise", "fusebench.gate.compare", "fusebench.report.summary",
+           "fusebench.storage.runrecord", "fusebench.storage.results", "fusebench.report.resultsdoc",
+           "fusebench.storage.collect", "fusebench.storage.untrusted", "fusebench.storage.shares",
+           "fusebench.report.marks", "fusebench.gate.bisect")
 SWEEP = "fusebench.measure.sweep"
 
 
@@ -128,11 +129,36 @@ def _loaded_after(modules: tuple[str, ...], *names: str) -> list[bool]:
 def test_reading_records_at_run_time_loads_no_sweep():
     """The plots and the site read records too; their one path to the sweep is inside a function
     of the asv suite (``asvsuite.load_records``: asv's setup_cache measures when no record is given)."""
-    readers = (*READERS, "fusebench.history.plots", "fusebench.history.site", "fusebench.commands.table")
+    readers = (*READERS, "fusebench.report.plots", "fusebench.site.site", "fusebench.commands.table")
     assert _loaded_after(readers, SWEEP) == [False]
 
 
 def test_the_gate_the_record_store_and_the_merge_load_no_torch():
-    readers = ("fusebench.history.compare", "fusebench.history.noise", "fusebench.history.runrecord",
-               "fusebench.history.collect", "fusebench.history.untrusted", "fusebench.history.site", RECORD)
+    readers = ("fusebench.gate.compare", "fusebench.gate.noise", "fusebench.storage.runrecord",
+               "fusebench.storage.collect", "fusebench.storage.untrusted", "fusebench.site.site", RECORD)
     assert _loaded_after(readers, "torch", SWEEP) == [False, False]
+
+
+#: The rooms of the harness's history side, lowest first (issue 43): each imports only itself and
+#: the rooms before it, at module level or inside a function.
+ROOMS = ("storage", "asv", "gate", "report", "site")
+
+
+def _room(module: str) -> int | None:
+    parts = module.split(".")
+    return ROOMS.index(parts[1]) if len(parts) > 1 and parts[1] in ROOMS else None
+
+
+def test_the_rooms_import_one_way():
+    up = sorted(f"{m} imports {d}" for m, deps in imports().items() if _room(m) is not None
+                for d in deps if _room(d) is not None and _room(d) > _room(m))
+    assert not up, "\n".join(up)
+    assert _room("fusebench.site.verdicts") > _room("fusebench.gate.compare")  # the test sees rooms
+
+
+def test_each_room_says_what_it_owns_and_holds_one_concept():
+    for room in ROOMS:
+        doc = ast.get_docstring(ast.parse((PROJECT_ROOT / "fusebench" / room / "__init__.py").read_text()))
+        names = [p.stem for p in (PROJECT_ROOT / "fusebench" / room).glob("*.py") if p.stem != "__init__"]
+        assert doc and all(f"``{n}``" in doc for n in names), (room, names)
+    assert not (PROJECT_ROOT / "fusebench" / "history").exists()  # the six-concept room is gone

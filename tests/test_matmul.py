@@ -7,12 +7,13 @@ import pytest
 import torch
 from fusebench.kernels.matmul import tolerance
 
+from fusebench.asv import asvsuite
 from fusebench.errors import SkipCase
-from fusebench.history import asvsuite, summary
 from fusebench.measure import correctness, metrics, sweep
 from fusebench.ops import get_op
 from fusebench.record import Record, Sweep
 from fusebench.registry import DTYPES, PRECISIONS, Op, _tf32_matmul
+from fusebench.report import summary
 
 MATMUL, GELU = get_op("matmul"), get_op("gelu")
 CPU = torch.device("cpu")

@@ -9,7 +9,7 @@ import subprocess
 import pytest
 
 from fusebench import git
-from fusebench.history import noise
+from fusebench.gate import noise
 
 ENV = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
        "GIT_COMMITTER_EMAIL": "t@t", "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1"}

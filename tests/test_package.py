@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from fusebench import commands
-from fusebench.history import runrecord
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
+from fusebench.storage import runrecord
 
 
 def fusebench(*args, **kw):
@@ -152,7 +152,8 @@ def test_the_harness_is_handed_its_ops_and_never_imports_them():
     # kernels/ imports the harness's contract (fusebench.registry, backends, tuning); the arrow never
     # points back: only the command line (fusebench/commands) and asv's entry (benchmarks/suite.py)
     # name the ops, and the registry (fusebench/ops.py) finds them by the case file's names
-    harness = ["fusebench/measure", "fusebench/history", "fusebench/nsys", "fusebench/lecture",
+    harness = ["fusebench/measure", "fusebench/storage", "fusebench/asv", "fusebench/gate",
+               "fusebench/report", "fusebench/site", "fusebench/nsys", "fusebench/lecture",
                *(str(p.relative_to(PROJECT_ROOT)) for p in (PROJECT_ROOT / "fusebench").glob("*.py"))]
     ops = (r"^\s*(from fusebench\.(ops|kernels)\b|import fusebench\.(ops|kernels)\b"
            r"|from fusebench import (ops|kernels)\b)")

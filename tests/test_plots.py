@@ -4,10 +4,11 @@ import pytest
 from asvfiles import main_commits, write_result
 from committed import committed_folder
 
-from fusebench.history import marks, plots, results, runrecord
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import shape_label
+from fusebench.report import marks, plots
+from fusebench.storage import results, runrecord
 
 H200 = committed_folder("results")
 

@@ -8,8 +8,9 @@ import pytest
 from asvfiles import main_commits, write_result
 
 from fusebench.errors import UsageError
-from fusebench.history import plots, results
 from fusebench.ops import OPS
+from fusebench.report import plots
+from fusebench.storage import results
 
 
 @pytest.fixture

@@ -10,7 +10,9 @@ import weakref
 import pytest
 from committed import committed
 
-from fusebench.history import noise, runrecord, site, untrusted
+from fusebench.gate import noise
+from fusebench.site import site
+from fusebench.storage import runrecord, untrusted
 
 
 class Tracked:

@@ -18,9 +18,9 @@ import pytest
 from committed import committed, committed_folder
 
 from fusebench.errors import UsageError
-from fusebench.history import collect, runrecord, transaction, untrusted
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import MAX_JSON, Record, Sweep, decode
+from fusebench.storage import collect, runrecord, transaction, untrusted
 
 COMMIT = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"  # a committed H200 run, 54 KB compressed
 STORED = PROJECT_ROOT / "records" / "h200" / f"{COMMIT[:8]}.json.xz"

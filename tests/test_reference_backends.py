@@ -11,12 +11,13 @@ import torch
 from fusebench.kernels import reference_libs
 
 from fusebench.errors import SkipCase
-from fusebench.history import site, summary
 from fusebench.measure import correctness
 from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
 from fusebench.registry import BACKENDS
+from fusebench.report import summary
+from fusebench.site import site
 from scripts import lock  # noqa: E402
 
 REFERENCE = ("liger", "quack", "flaggems")

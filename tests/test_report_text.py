@@ -3,8 +3,8 @@ fixed width (issue 13, item 8: tables showed ``0 0%``; a noise of ``±3309.6%`` 
 
 import pytest
 
-from fusebench.history import marks, summary
 from fusebench.record import Record, Sweep
+from fusebench.report import marks, summary
 
 
 @pytest.mark.parametrize("x, text", [(3986.4, "3986"), (374.1, "374"), (41.27, "41.3"), (4.1, "4.10"),

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from fusebench.history import drawable, runrecord
 from fusebench.measure import environment, launches
 from fusebench.ops import get_op
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep, where
+from fusebench.report import summary
+from fusebench.site import drawable
+from fusebench.storage import runrecord
 
 
 def test_records_live_beside_their_results_folder():
@@ -55,14 +57,14 @@ def test_summary_lines_show_rounds_ceilings_phases_and_contamination():
     noisy = Record("gelu", "eager", "1024", "float32", device_time_ms=0.01, noise=0.5)
     s = Sweep({"gpu": "NVIDIA H200", "git_commit": "d" * 40}, 4200.0, "quick", [dirty, noisy], rounds=3,
               ceilings_gbps=[4190.0, 4200.0, 4210.0], phases={"build": 10.0, "round 1": 5.0})
-    text = "\n".join(runrecord.summary_lines(s))
+    text = "\n".join(summary.run_lines(s))
     assert "2 cases (2 timed) on NVIDIA H200, quick grid, 3 rounds" in text
     assert "copy ceiling per round: 4190, 4200, 4210 GB/s (median 4200)" in text
     assert "phases: build 10 s, round 1 5 s" in text
     assert "contaminated cases: 1: softmax/torch/4x4/bfloat16 (another process on the GPU: pid 9" in text
     assert "noisier than 10 % between rounds: 1: gelu/eager/1024/float32 ±50%" in text
     noisy.noise = 88.57  # issue 29: printed as ±8857%
-    assert "gelu/eager/1024/float32 >100%" in "\n".join(runrecord.summary_lines(s))
+    assert "gelu/eager/1024/float32 >100%" in "\n".join(summary.run_lines(s))
 
 
 def test_contamination_from_nvml_readings():
@@ -167,7 +169,7 @@ def test_publish_names_a_result_it_will_not_draw(tmp_path):
 
 def test_every_result_says_where_it_ran():
     """In the pinned image or on a host's own Python: a host result never looks like an image one."""
-    from fusebench.history import store
+    from fusebench.asv import store
 
     host = {"python": "3.12.3", "torch": "2.11.0+cu130", "triton": "3.6.0", "image_digest": None}
     image = dict(host, image_digest="sha256:0123456789abcdef0123456789")
@@ -176,5 +178,5 @@ def test_every_result_says_where_it_ran():
     # where it ran is the run record's, never a key of asv's series (issue 41, item 3)
     assert not {"where"} & (set(store.machine_info("h200", host)) | set(store.machine_info("h200", image)))
     s = Sweep({"git_commit": "e" * 40, **image}, 1.0, "cpu", [], rounds=1)
-    assert runrecord.summary_lines(s)[0].endswith("; in image sha256:0123456789ab")
+    assert summary.run_lines(s)[0].endswith("; in image sha256:0123456789ab")
     assert environment.capture(torch.device("cpu"))["where"].startswith("on host (python ")

@@ -14,9 +14,9 @@ from committed import committed_folder
 
 from fusebench import atomic
 from fusebench.commands import main
-from fusebench.history import runrecord, transaction
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import decode, encode
+from fusebench.storage import runrecord, transaction
 
 SHA8 = "0a5fc94f"  # a committed H200 run: record, result and machine
 RESULT = f"{SHA8}-existing-py3.12.json"
@@ -148,7 +148,7 @@ def test_a_journal_of_this_hosts_own_store_is_still_finished(checkout):
 def test_a_git_tag_with_markup_is_left_out_of_the_sites_index(tmp_path):
     """Item 2 (the browser test: tests/test_site_browser.py): asv's page writes each tag name of
     ``index.json`` into HTML as it is."""
-    from fusebench.history import site_fixes
+    from fusebench.site import site_fixes
 
     tags = {"<img/src=x/onerror=alert(1)>": 3, "v1.0": 5, "release/2026-11": 7, "a&b": 8, "x\"y": 9}
     (tmp_path / "index.json").write_text(json.dumps({"tags": tags, "benchmarks": {}}))
@@ -271,7 +271,7 @@ _KILLED_STORE = """
 import os, signal, sys
 from pathlib import Path
 from fusebench.commands import bench
-from fusebench.history import runrecord, transaction
+from fusebench.storage import runrecord, transaction
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
@@ -313,7 +313,7 @@ def _stored_run(tmp_path: Path) -> Path:
 
 def _which_run(results: Path) -> tuple[str, str]:
     """("new", "new") when the stored result, and the record, hold the re-run's 123 ms case."""
-    from fusebench.history.results import read_file
+    from fusebench.storage.results import read_file
 
     run = read_file(results / "h200" / f"{STORED[:8]}-existing-py3.12.json")
     path = runrecord.records_dir(results) / "h200" / f"{STORED[:8]}.json.xz"
@@ -476,8 +476,8 @@ def test_a_truncated_record_of_the_history_is_named_by_compare(tmp_path, capsys)
 def test_a_truncated_record_on_the_runs_page_is_named_by_publish(tmp_path):
     """Item 8: publish said "every stored file was read" while its Runs page said "unreadable
     record"."""
-    from fusebench.history import results as results_mod
-    from fusebench.history import site
+    from fusebench.site import site
+    from fusebench.storage import results as results_mod
 
     results, bad = _history(tmp_path)
     reader = results_mod.Reader(results)
@@ -493,8 +493,8 @@ def test_a_truncated_record_on_the_runs_page_is_named_by_publish(tmp_path):
 def test_a_symlinked_record_is_not_shown_on_the_runs_page(tmp_path, link):
     """Item 7: a record linked to an outside file (``deadbeef.json`` in h200/) was followed by publish: the
     outside file's text appeared on the Runs page."""
-    from fusebench.history import results as results_mod
-    from fusebench.history import site
+    from fusebench.site import site
+    from fusebench.storage import results as results_mod
 
     results, _ = _history(tmp_path)
     outside = tmp_path / "outside"
@@ -528,13 +528,13 @@ import os, sys, time
 from pathlib import Path
 kind, tmp = sys.argv[1], Path(sys.argv[2])
 if kind == "asv":
-    from fusebench.history import store
+    from fusebench.asv import store
     sleeper = tmp / "python"
     sleeper.write_text("#!/bin/sh\\nexec sleep 120\\n")
     sleeper.chmod(0o755)
     store.publish(tmp, tmp / "html", python=str(sleeper))
 else:
-    from fusebench.history import plots
+    from fusebench.report import plots
     from fusebench.ops import OPS
     plots.draw_group = lambda *a: time.sleep(120)
     plots.write_plots(Path(sys.argv[3]), tmp / "plots", [OPS["gelu"], OPS["softmax"]], ["h200"], workers=2)
@@ -605,8 +605,8 @@ def _case_file(tmp_path: Path, change) -> Path:
 def test_a_shape_the_device_cannot_hold_is_refused_before_measuring(tmp_path, capsys):
     """Item 10: a 65536x65536 shape (2^32 elements) was accepted; on this host (or any GPU under
     103 GB) it can only fail after minutes."""
-    from fusebench.history import preflight
     from fusebench.ops import OPS
+    from fusebench.storage import preflight
 
     def big(data):
         for grid in ("default", "cpu"):
@@ -655,7 +655,7 @@ def test_the_document_names_the_folders_preflight_checks(tmp_path, monkeypatch):
     import re
 
     from fusebench.commands import bench
-    from fusebench.history import preflight
+    from fusebench.storage import preflight
 
     seen: dict = {}
     monkeypatch.setattr(preflight, "check", lambda folders, cases: seen.update(folders))
@@ -671,7 +671,7 @@ def test_the_document_names_the_folders_preflight_checks(tmp_path, monkeypatch):
 _TERMED_PUBLISH = """
 import signal, sys
 from pathlib import Path
-from fusebench.history import site
+from fusebench.site import site
 
 def interrupt(*args):
     raise KeyboardInterrupt  # as fusebench.cli.run_main turns SIGTERM into one

@@ -18,9 +18,11 @@ import pytest
 from committed import committed_folder
 
 from fusebench import atomic, tmpdirs
-from fusebench.history import runrecord, site, store, transaction
+from fusebench.asv import store
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
+from fusebench.site import site
+from fusebench.storage import runrecord, transaction
 
 COMMIT = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"
 RESULT = f"{COMMIT[:8]}-existing-py3.12.json"

@@ -1,4 +1,4 @@
-"""Shares of one run (``fusebench.history.shares``) merged by ``collect``, and the folder of a fleet
+"""Shares of one run (``fusebench.storage.shares``) merged by ``collect``, and the folder of a fleet
 task that did not finish refused by it. Synthetic folders (``tests/asvfiles.py`` and run records
 built here): what two array tasks that split one machine's grid by ops leave. The same on a real
 Slurm: ``make slurm-test`` (scripts/slurm_test.sh)."""
@@ -13,9 +13,9 @@ import pytest
 from asvfiles import write_result
 
 from fusebench.errors import UsageError
-from fusebench.history import collect, results, runrecord, shares
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
+from fusebench.storage import collect, results, runrecord, shares
 
 COMMIT = "c3519fe813c0" + "0" * 28
 MACHINE = "cpu-x86_64"

@@ -12,9 +12,10 @@ import pytest
 from asvfiles import main_commits, write_result
 from committed import committed_folder
 
-from fusebench.history import site, store
+from fusebench.asv import store
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import site
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 
@@ -166,7 +167,7 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
 def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
     """Issue 29 item 12: the H200 run of 0a5fc94 measured energy per call; the Runs tab shows its
     mJ per call and pJ per byte per (op, dtype), escaped; a record without energy shows none."""
-    from fusebench.history import summary
+    from fusebench.report import summary
 
     folder = tmp_path / "records" / "h200"
     folder.mkdir(parents=True)
@@ -215,7 +216,7 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
 
 def test_the_plots_page_starts_with_the_gpus_titled_by_their_gpu(tmp_path):
     """Issue 41, item 6: the Plots page started with cpu-x86_64 and named machines, not GPUs."""
-    from fusebench.history import site_pages
+    from fusebench.site import site_pages
 
     assert site_pages.BOOTSTRAP_CSS in {a.url for a in site.ASSETS}  # rewritten with asv's page
     results_dir = tmp_path / "results"

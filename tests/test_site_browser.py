@@ -22,10 +22,12 @@ from pathlib import Path
 import pytest
 from committed import committed_folder
 
-from fusebench.history import results, site, store
+from fusebench.asv import store
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
 from fusebench.registry import BACKENDS
+from fusebench.site import site
+from fusebench.storage import results
 
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHECK = PROJECT_ROOT / "site" / "browser_check.mjs"
@@ -208,7 +210,7 @@ def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
     ``html/index.json`` and asv's page inserted it as HTML (the page's title became the payload's).
     The tags are planted in a clone (never in this checkout); the payload, if rendered, requests
     /pwned-tag from the server, which records every request."""
-    from fusebench.history import site_fixes
+    from fusebench.site import site_fixes
 
     repo = tmp_path / "repo"
     subprocess.run(["git", "clone", "-q", "--shared", "--no-checkout", "--branch", "main", str(PROJECT_ROOT),

@@ -6,8 +6,9 @@ import threading
 
 from asvfiles import main_commits, write_result
 
-from fusebench.history import site, site_fixes, site_readable, store, verdicts
+from fusebench.asv import store
 from fusebench.ops import OPS
+from fusebench.site import site, site_fixes, site_readable, verdicts
 
 
 def test_the_pages_are_built_while_asv_publishes_and_survive_it(tmp_path, monkeypatch):

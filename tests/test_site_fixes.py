@@ -1,13 +1,13 @@
-"""What the published site shows first (``fusebench.history.site_fixes``; the browser check is in
+"""What the published site shows first (``fusebench.site.site_fixes``; the browser check is in
 ``test_site_browser.py``): headline shape, units in tile titles, the flot-orderbars patch."""
 
 import json
 
 import pytest
 
-from fusebench.history import site, site_fixes
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import site, site_fixes
 
 NPM_ORDERBARS = PROJECT_ROOT / "site" / "node_modules" / "flot-orderbars" / "js" / "jquery.flot.orderBars.js"
 SRC = site_fixes.ORDERBARS

@@ -10,9 +10,9 @@ import asv
 import pytest
 from committed import committed_folder
 
-from fusebench.history import site, site_readable
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import site, site_readable
 
 WWW = Path(asv.__file__).parent / "www"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from fusebench.commands import main
-from fusebench.history import transaction
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import decode, encode
+from fusebench.storage import transaction
 
 SHA8 = "0a5fc94f"  # GELU and softmax, with energy per call in its record
 
@@ -152,7 +152,7 @@ def test_the_command_runs_as_printed_from_the_shell(checkout):
 def test_asv_publish_builds_the_site_from_the_written_files(tmp_path, capsys):
     """Results written from two committed records alone (no asv run, an empty results folder):
     ``asv publish`` draws both commits, the metric added since included."""
-    from fusebench.history import store
+    from fusebench.asv import store
 
     records = tmp_path / "records" / "h200"
     records.mkdir(parents=True)

@@ -1,7 +1,7 @@
 """The run summary puts each case's stream and graph device time side by side."""
 
-from fusebench.history import summary
 from fusebench.record import Record, Sweep
+from fusebench.report import summary
 
 
 def rec(backend, hot_ms, graph_ms, shape="1024"):

@@ -1,11 +1,11 @@
 import pytest
 import torch
 
-from fusebench.history import summary
 from fusebench.measure import sweep, timing
 from fusebench.ops import get_op
 from fusebench.record import Record, Sweep
 from fusebench.registry import Op
+from fusebench.report import summary
 
 CPU = torch.device("cpu")
 

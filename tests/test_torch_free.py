@@ -52,9 +52,9 @@ def test_the_axes_agree_with_torch():
 
 
 def test_the_ops_described_from_the_records_are_the_registered_ops():
-    from fusebench.history.described import describe
     from fusebench.ops import configured
     from fusebench.registry import PRECISIONS
+    from fusebench.report.described import describe
 
     described = describe(None, committed_folder("results"))
     for name, op in configured().items():
@@ -69,9 +69,9 @@ def test_the_ops_described_from_the_records_are_the_registered_ops():
 
 
 def test_without_the_records_the_reports_import_the_ops(tmp_path):
-    from fusebench.history.described import NotDescribed, describe
     from fusebench.ops import for_reports
     from fusebench.registry import Op
+    from fusebench.report.described import NotDescribed, describe
 
     shutil.copytree(committed_folder("results"), tmp_path / "results")
     with pytest.raises(NotDescribed, match=r"^no run record beside .* holds the declared work of gelu "):

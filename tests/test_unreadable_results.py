@@ -10,9 +10,11 @@ from asvfiles import main_commits, write_result
 from committed import committed_folder
 
 from fusebench.errors import UsageError
-from fusebench.history import plots, results, site
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.report import plots
+from fusebench.site import site
+from fusebench.storage import results
 
 T = "suite.Gelu.track_device_time"
 AXES = [["eager", "torch"], ["16384x16384"], ["float32"]]

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from fusebench.history import collect, runrecord, transaction, untrusted
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import decode, encode
+from fusebench.storage import collect, runrecord, transaction, untrusted
 
 COMMIT = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"
 RESULT = f"{COMMIT[:8]}-existing-py3.12.json"
@@ -308,7 +308,7 @@ def test_the_committed_files_pass_their_schemas():
 _PEAK = """
 import resource, sys
 from pathlib import Path
-from fusebench.history import collect
+from fusebench.storage import collect
 dest = Path(sys.argv[2])
 with collect.locked(dest):
     plan = collect.plan([Path(sys.argv[1])], dest)

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from committed import committed_folder
 
-from fusebench.history import site
-from fusebench.history.untrusted import _cut
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import site
+from fusebench.storage.untrusted import _cut
 
 
 #: Markup whose only effect, if rendered, is a request for /pwned-<where> (the browser test

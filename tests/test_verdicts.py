@@ -7,8 +7,10 @@ import pytest
 from asvfiles import main_commits, write_result
 from committed import committed_folder
 
-from fusebench.history import compare, results, runrecord, verdicts
+from fusebench.gate import compare
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import verdicts
+from fusebench.storage import results, runrecord
 
 T = "suite.Gelu.track_device_time"
 AXES = [["eager", "triton"], ["1024"], ["float32"]]
@@ -43,7 +45,7 @@ def test_the_page_agrees_with_make_compare_on_the_committed_results():
     line = verdicts.measured_line(res, "h200")
     assert (newest.base, newest.head) == (line[-2], line[-1])
     from fusebench import config
-    from fusebench.history import noise
+    from fusebench.gate import noise
 
     settings = config.load(None)
     records = runrecord.records_dir(res)

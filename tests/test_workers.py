@@ -11,10 +11,10 @@ import pytest
 import workerops
 
 from fusebench.errors import UsageError
-from fusebench.history import runrecord
 from fusebench.measure import sweep, workers
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
+from fusebench.storage import runrecord
 
 SLOTS = [workers.Slot(0, "0"), workers.Slot(1, "1")]
 

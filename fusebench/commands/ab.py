@@ -67,7 +67,7 @@ def _number(low: float, high: float, what: str):
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench ab``."""
-    from fusebench.history import ab
+    from fusebench.gate import ab
 
     ap.add_argument("--base", help="git revision measured as the base (e.g. origin/main)")
     ap.add_argument("--head", help="git revision measured as the head (default: the checkout, with its "
@@ -114,7 +114,7 @@ def _names(text: str | None) -> list[str] | None:
 def _select(args, choice) -> tuple[dict, list[str]]:
     """What each child measures: the pairs chosen by the change (or all), narrowed by the options,
     checked against this checkout's ops, backends and dtypes."""
-    from fusebench.history.ab_cases import EVERY
+    from fusebench.gate.ab_cases import EVERY
     from fusebench.names import pick
     from fusebench.ops import configured
     from fusebench.registry import BACKENDS, PRECISIONS
@@ -140,8 +140,8 @@ def _select(args, choice) -> tuple[dict, list[str]]:
 
 def _load(path: Path):
     """The stored session and the machine it names (None when it names none that is valid)."""
-    from fusebench.history import ab
-    from fusebench.history.bisect_probe import MACHINE
+    from fusebench.gate import ab
+    from fusebench.gate.bisect_probe import MACHINE
 
     if path.is_symlink() or not path.is_file():
         raise UsageError(f"{path}: not a file (a stored session is <session>/ab.json)")
@@ -159,7 +159,7 @@ def _load(path: Path):
 
 def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[str, list[str], int]:
     """The verdict's text in ``fmt``, the lines for stderr, and the exit status."""
-    from fusebench.history import ab, compare
+    from fusebench.gate import ab, compare
 
     rows = ab.rows(out)
     failed = compare.failed_gate(rows)
@@ -205,8 +205,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give --base REV (make ab BASE=<rev>), or --from <session>/ab.json")
     if args.max_pairs < args.min_pairs or args.min_pairs < 2:
         raise UsageError(f"need 2 <= --min-pairs <= --max-pairs, got {args.min_pairs} and {args.max_pairs}")
-    from fusebench.history import ab, ab_cases, ab_probe, bisect_git
-    from fusebench.history.bisect import Commit
+    from fusebench.gate import ab, ab_cases, ab_probe, bisect_git
+    from fusebench.gate.bisect import Commit
 
     repo = args.repo.resolve()
     base_sha = bisect_git.resolve(repo, args.base)
@@ -250,7 +250,7 @@ def run(args: argparse.Namespace) -> int:
     session.mkdir(parents=True)
     trees = {}
     if dirty:  # the extension is built from its own sources: a change elsewhere reuses HEAD's build
-        from fusebench.history import noise
+        from fusebench.gate import noise
 
         cuda = [p for p in changed if noise.touches({p}, noise.BACKEND_PATHS["cuda"])]
         digest = hashlib.sha256("\0".join(

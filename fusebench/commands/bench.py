@@ -17,8 +17,8 @@ run of some backends or dtypes goes to ``.asv/partial-results`` (``.asv/partial-
 with ``--quick``; never where the full runs are stored: asv would store n/a over the others);
 a run of some ops keeps the other ops' stored results. Each case is timed in ``--rounds``
 interleaved rounds (default 3); the run's full record (every round) is kept in
-``records/<machine>/<sha8>.json.xz`` (``fusebench.history.runrecord``) and asv's result files are
-written from it (``fusebench.history.store``), both in one transaction. ``--gpus`` measures on
+``records/<machine>/<sha8>.json.xz`` (``fusebench.storage.runrecord``) and asv's result files are
+written from it (``fusebench.asv.store``), both in one transaction. ``--gpus`` measures on
 several GPUs of the host at once, one worker process per GPU (``fusebench/measure/workers.py``);
 each GPU model is stored as its own asv machine. The output ends with the time of each phase.
 A tree whose measured files differ from HEAD, or a backend run emulated, is refused before
@@ -40,12 +40,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fusebench import config
+from fusebench.asv import store
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
-from fusebench.history import plots, preflight, runrecord, site, store, summary, transaction
 from fusebench.ops import configured
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
+from fusebench.report import plots, summary
+from fusebench.site import site
+from fusebench.storage import preflight, runrecord, transaction
 
 if TYPE_CHECKING:
     import torch
@@ -69,7 +72,7 @@ def results_folder(quick: bool, partial: bool) -> str:
 def results_reader(results: Path):
     """A reader of the stored results that names unreadable files instead of raising (publish has
     named them already)."""
-    from fusebench.history.results import Reader
+    from fusebench.storage.results import Reader
 
     return Reader(results)
 
@@ -87,9 +90,9 @@ def build_cuda_extension() -> None:
 
 def store_run(result: Sweep, machine: str, commit: str, results: Path, ops,
               case_file: Path | None = None) -> int:
-    """Store one machine's sweep: asv's files written from it (``fusebench.history.store``; the
+    """Store one machine's sweep: asv's files written from it (``fusebench.asv.store``; the
     suite of the cases of ``case_file``, None: ``fusebench.yaml``), the summary, then the asv
-    files and the run record together, in one transaction (``fusebench.history.transaction``; the
+    files and the run record together, in one transaction (``fusebench.storage.transaction``; the
     caller holds the folder's lock). Returns 0 when stored, 1 when the asv files could not be
     written (``results`` then untouched)."""
     t = time.perf_counter()
@@ -294,7 +297,7 @@ def run(args: argparse.Namespace) -> int:
 def ready(held: contextlib.ExitStack, locked: set[Path], results: Path, cases: int) -> None:
     """Before measuring into ``results``: hold its lock (a second run of it is refused; released
     when ``held`` closes) and check that the run can store what it measures
-    (``fusebench.history.preflight``: results and records writable, free space)."""
+    (``fusebench.storage.preflight``: results and records writable, free space)."""
     real = results.resolve()
     if real in locked:
         return

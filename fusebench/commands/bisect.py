@@ -38,10 +38,11 @@ from fusebench.cli import add_config, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
-from fusebench.history import bisect, bisect_git, noise, runrecord
-from fusebench.history.bisect_probe import ChildMeasurer
+from fusebench.gate import bisect, bisect_git, noise
+from fusebench.gate.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
+from fusebench.storage import runrecord
 
 #: ``--metric`` values: the times a round measures (the gate judges the two device times).
 METRICS = {"device_time": "track_device_time", "device_time_cold": "track_device_time_cold",
@@ -119,7 +120,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 
 def history_limits(metric: metrictable.Metric, machine: Callable[[], str | None]):
-    """The gate's history limit of each case (``fusebench.history.noise``, from the committed
+    """The gate's history limit of each case (``fusebench.gate.noise``, from the committed
     records of ``machine()``: ``--machine``, else the machine GOOD's child measured on, so that
     this process never touches the GPU), asked once per case; None for a metric the gate does not
     judge (wall time)."""

@@ -1,6 +1,6 @@
 """The child of ``fusebench bisect``: measures the named cases with the code of the commit it runs in.
 
-``fusebench.history.bisect_probe`` runs this file's text as ``python -c <text> <request>`` in the
+``fusebench.gate.bisect_probe`` runs this file's text as ``python -c <text> <request>`` in the
 probed commit's worktree, so that ``fusebench`` and its ops (``fusebench.ops``; ``kernels`` before the
 op package) are imported from that commit
 (checked: a child that would measure other code says so and stops). It is an entry point like

@@ -6,9 +6,9 @@ Each FROM is a results folder (``<machine>/machine.json``, result files, ``bench
 its run records in the sibling records folder) or a folder holding ``results/`` and
 ``records/`` (one pod's or one array task's output, ``deploy/``). Files the destination lacks
 are copied, identical ones skipped, none overwritten; different asv machines sit side by side.
-The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/history/collect.py``.
+The rules (conflicts, ``machine.json``, ``benchmarks.json``) are in ``fusebench/storage/collect.py``.
 
-Every input file is checked before anything is written (``fusebench/history/untrusted.py``,
+Every input file is checked before anything is written (``fusebench/storage/untrusted.py``,
 ``docs/untrusted-input.md``) and everything is compared: a conflict (the same commit and machine
 with different figures) or a refused input file (a symlink, too large, not the schema of its
 kind) refuses the whole collect, one line per file, and nothing is written. The copies are
@@ -23,8 +23,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from fusebench.history import collect, runrecord
 from fusebench.paths import PROJECT_ROOT
+from fusebench.storage import collect, runrecord
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

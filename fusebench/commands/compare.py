@@ -17,9 +17,9 @@ or machine), when nothing was judged (no case has a gated figure on both sides: 
 what each side stored), or when a stored result file of either commit could not be read (named;
 the rest is compared); else 0; 141 when the output's reader closed it early (``| head``).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of
-the machine (``records/<machine>/``, ``fusebench.history.noise``); the run ends with how many
+the machine (``records/<machine>/``, ``fusebench.gate.noise``); the run ends with how many
 case-metrics the gate can see a 5, 10 and 20 % slowdown in, naming those it cannot see 20 % in.
-The rule is in ``fusebench/history/compare.py``, its data in ``docs/gate.md``.
+The rule is in ``fusebench/gate/compare.py``, its data in ``docs/gate.md``.
 ``--base-results`` / ``--head-results`` read each side from its own results folder (and the
 records folder beside it): two runs of the same commit, e.g. a one-GPU run in ``results/`` and a
 ``make bench GPUS=all RESULTS=<dir>`` run, compared with ``--base HEAD --head-results <dir>``
@@ -36,8 +36,9 @@ from pathlib import Path
 from fusebench import config, git
 from fusebench.cli import add_config, report_unreadable
 from fusebench.errors import UsageError
-from fusebench.history import compare, noise, results, runrecord
+from fusebench.gate import compare, noise
 from fusebench.paths import PROJECT_ROOT
+from fusebench.storage import results, runrecord
 
 
 def resolve(rev: str) -> str:

@@ -4,7 +4,7 @@
 
 Writes ``<out>/<machine>/<op>-bandwidth.png``, ``<op>-speedup.png`` and, where the run record has
 energy per call, ``<op>-energy.png`` (default ``plots/``);
-what each shows is in ``fusebench/history/plots.py``. Exit status: 0; 1 when a stored result file
+what each shows is in ``fusebench/report/plots.py``. Exit status: 0; 1 when a stored result file
 could not be read (each named in one line; the plots are drawn from the rest); 2 on bad input (a
 machine with no results).
 """
@@ -16,9 +16,10 @@ from pathlib import Path
 
 from fusebench.cli import add_config, pick, report_unreadable
 from fusebench.errors import UsageError
-from fusebench.history import plots, results
 from fusebench.ops import for_reports
 from fusebench.paths import PROJECT_ROOT
+from fusebench.report import plots
+from fusebench.storage import results
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -17,9 +17,9 @@ import sys
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.history import site
 from fusebench.ops import for_reports
 from fusebench.paths import PROJECT_ROOT
+from fusebench.site import site
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -5,7 +5,7 @@
 Each RECORD is a run record, ``records/<machine>/<sha8>.json.xz`` (or a plain ``<sha8>.json``):
 asv's result file of its commit and machine, the machine's ``machine.json`` and
 ``benchmarks.json`` are written from it as ``make bench`` writes them
-(``fusebench/history/store.py``), into the results folder beside its records folder
+(``fusebench/asv/store.py``), into the results folder beside its records folder
 (``records`` -> ``results``, ``.asv/quick-records`` -> ``.asv/quick-results``; ``--results``
 names another). A metric added to ``fusebench/metrictable.py`` then appears in
 the stored results of every run whose record has its field; the values of the others do not
@@ -13,7 +13,7 @@ change. The asv suite is the case file's (``--config``, default ``fusebench.yaml
 benchmarks of ops a record does not have are kept as they are stored.
 
 Every record is checked as a file from another host before anything is written
-(``fusebench/history/untrusted.py``: a regular file, not a symlink, under its size cap, the
+(``fusebench/storage/untrusted.py``: a regular file, not a symlink, under its size cap, the
 record's schema, its machine fields plain text, every figure a finite number or null). The
 files are stored in one transaction under the results folder's lock: a refused record, or a
 killed store, leaves the stored files as they were. Exit status: 0 stored, 2 bad input (no such
@@ -47,7 +47,7 @@ def results_for(record: Path) -> Path:
     Raises:
         UsageError: no such folder name (give ``--results``).
     """
-    from fusebench.history import runrecord
+    from fusebench.storage import runrecord
 
     folder = record.absolute().parent.parent
     if "records" in folder.name:
@@ -65,8 +65,8 @@ def checked(path: Path):
     Raises:
         UsageError: the file is refused (one line naming it and why).
     """
-    from fusebench.history import untrusted
     from fusebench.record import Record, Sweep
+    from fusebench.storage import untrusted
 
     machine = path.parent.name
     try:
@@ -99,8 +99,9 @@ def stored_host(machine_dir: Path, commit: str) -> dict:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench store`` with the parsed options; returns the exit status."""
-    from fusebench.history import runrecord, store, transaction, untrusted
+    from fusebench.asv import store
     from fusebench.ops import for_reports
+    from fusebench.storage import runrecord, transaction, untrusted
 
     todo: dict[Path, list[Path]] = {}
     for path in args.records:
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
             # killed run's journal is about to replace (issue 42)
             runs = [(path, *checked(path)) for path in paths]
             # the suite's classes: the case file's ops, described from these records and those
-            # stored (fusebench.history.described: no torch), else imported
+            # stored (fusebench.report.described: no torch), else imported
             suite = tuple(for_reports(args.config, results, [r for _, r, _ in runs], complete=False))
             txn = transaction.Transaction(results)
             try:

@@ -5,9 +5,9 @@
 
 RECORD: a run record, ``records/<machine>/<sha8>.json.xz`` (default: the newest one under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
-at the end of its summary and the site's Runs tab shows (``fusebench.history.summary.ceiling_table``).
+at the end of its summary and the site's Runs tab shows (``fusebench.report.summary.ceiling_table``).
 ``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;
-``fusebench.history.resultsdoc``). Exit status 0; 2 on bad input (no record, an unreadable one, an op
+``fusebench.report.resultsdoc``). Exit status 0; 2 on bad input (no record, an unreadable one, an op
 the record has no timed case of).
 """
 
@@ -18,8 +18,9 @@ import re
 from pathlib import Path
 
 from fusebench.errors import UsageError
-from fusebench.history import resultsdoc, runrecord, summary
 from fusebench.paths import PROJECT_ROOT
+from fusebench.report import resultsdoc, summary
+from fusebench.storage import runrecord
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:

@@ -324,7 +324,7 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
-    from fusebench.history.marks import noise_text
+    from fusebench.report.marks import noise_text
 
     t = rec.main_time_ms()
     text = f"{head} ok {t:9.4f} ms {noise_text(rec.noise)} "

@@ -1,0 +1,55 @@
+"""``asv publish``, its step detection fed to its process pool a few graphs at a time.
+
+asv 0.6.6's ``GraphSet.detect_steps`` hands every series of every graph to the pool at once and
+only then collects the steps: each task's data (a list of ``(revision, value, weight)`` per
+parameter combination) waits in the parent until a worker takes it, so the whole history is held
+a second time, in a bulkier form (3,000 results: about 1.5 GB more). Here the graphs are handed
+over :data:`BATCH` per worker at a time and their steps collected before the next ones: the same
+calls of asv's own ``Graph.detect_steps`` / ``get_steps`` on the same data, in the same pool, so
+the same steps and the same site, with at most a few graphs' tasks in memory. Any other asv
+version runs unchanged (the patch is for the code it was read against).
+
+    python -m fusebench.asv.asv_publish --config asv.conf.json [asv publish options]
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import sys
+
+#: Graphs in flight per worker of the pool.
+BATCH = 4
+#: The asv release whose ``GraphSet.detect_steps`` this replaces.
+ASV_VERSION = "0.6.6"
+
+
+def detect_steps(self, pool=None, dots=None) -> None:
+    """``GraphSet.detect_steps`` (asv 0.6.6), the graphs submitted :data:`BATCH` per worker at a time."""
+    graphs = list(self._graphs.values())
+    step = BATCH * (multiprocessing.cpu_count() if pool is not None else 1)
+    for start in range(0, len(graphs), step):
+        batch = graphs[start:start + step]
+        for graph in batch:
+            graph.detect_steps(pool)
+            if dots is not None and pool is None:
+                dots()
+        for graph in batch:
+            graph.get_steps()
+            if dots is not None and pool is not None:
+                dots()
+
+
+def main() -> int:
+    from importlib.metadata import version
+
+    import asv.graph
+    from asv.main import main as asv_main
+
+    if version("asv") == ASV_VERSION:
+        asv.graph.GraphSet.detect_steps = detect_steps
+    sys.argv = ["asv", "publish", *sys.argv[1:]]
+    return asv_main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

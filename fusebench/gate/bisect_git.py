@@ -1,0 +1,88 @@
+"""git for ``fusebench bisect``: the first-parent line from GOOD to BAD, and one worktree per commit.
+
+The worktrees live in a cache folder, one per commit (``<cache>/worktrees/<sha>``), reused by
+later bisections; ``git worktree prune`` forgets those whose folder was deleted.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+from fusebench import git
+from fusebench.errors import UsageError
+from fusebench.gate.bisect import Commit, ProbeFailed
+
+
+def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    return git.run(repo, *args)
+
+
+def _printable(text: str) -> str:
+    """A commit subject as shown: no control characters (terminal escapes) from another author."""
+    return "".join(ch for ch in text if ch.isprintable())
+
+
+def resolve(repo: Path, rev: str) -> str:
+    """The full sha of ``rev``.
+
+    Raises:
+        UsageError: git knows no such commit in ``repo``.
+    """
+    sha = git.resolve(repo, rev)
+    if sha is None:
+        raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit in {repo})")
+    return sha
+
+
+def subject(repo: Path, sha: str) -> str:
+    """The subject line of commit ``sha``, printable characters only (another author's text)."""
+    return _printable(_git(repo, "log", "-1", "--format=%s", sha).stdout.strip())
+
+
+def first_parent_line(repo: Path, good: str, bad: str) -> list[Commit]:
+    """GOOD, then every commit of BAD's first-parent line after it, oldest first (BAD last).
+
+    Raises:
+        UsageError: an unknown revision, GOOD equal to BAD, or GOOD not on BAD's first-parent line
+            (``git rev-list --first-parent BAD`` never reaches it).
+    """
+    g, b = resolve(repo, good), resolve(repo, bad)
+    if g == b:
+        raise UsageError(f"GOOD and BAD are the same commit ({g[:8]})")
+    out = _git(repo, "log", "--first-parent", "--reverse", "--format=%H %P%x00%s", f"{g}..{b}")
+    if out.returncode != 0:
+        lines = out.stderr.strip().splitlines()
+        raise UsageError(f"git log failed: {lines[0] if lines else out.returncode}")
+    rows = [line.split("\x00", 1) for line in out.stdout.splitlines() if line]
+    if not rows or rows[0][0].split()[1:2] != [g]:
+        raise UsageError(f"GOOD {g[:8]} ({good}) is not on the first-parent line of BAD {b[:8]} ({bad}): "
+                         f"git rev-list --first-parent {b[:8]} does not reach it")
+    subject = _git(repo, "log", "-1", "--format=%s", g).stdout.strip()
+    return [Commit(g, _printable(subject))] + [Commit(r[0].split()[0], _printable(r[1])) for r in rows]
+
+
+def worktree(repo: Path, root: Path, sha: str) -> Path:
+    """The worktree of commit ``sha`` under ``root`` (``root/<sha>``), made when missing.
+
+    Raises:
+        ProbeFailed: git could not make it, or ``root/<sha>`` is a link.
+    """
+    path = root / sha
+    if path.is_symlink():
+        raise ProbeFailed(f"{path} is a symbolic link: refused")
+    if path.exists():
+        head = _git(path, "rev-parse", "HEAD")
+        status = _git(path, "status", "--porcelain", "--untracked-files=no")
+        if head.returncode == 0 and head.stdout.strip() == sha and status.returncode == 0 \
+                and not status.stdout.strip():
+            return path
+        shutil.rmtree(path)  # our cache's, broken or edited: made again
+    _git(repo, "worktree", "prune")
+    root.mkdir(parents=True, exist_ok=True)
+    out = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
+    if out.returncode != 0:
+        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+        raise ProbeFailed(f"git worktree add failed: {lines[-1] if lines else out.returncode}")
+    return path

@@ -1,0 +1,91 @@
+"""fusebench's own pages of the published site (Plots, Runs, Verdicts), on jinja2 templates.
+
+The templates (``fusebench/site/templates/``) share ``base.html``: asv's navigation bar (the
+same classes and tabs as asv's ``index.html``, the page's own tab active) and asv's stylesheets
+(bootstrap, ``asv.css``), so the pages read as the site's. The environment escapes every value by
+default (``autoescape=True``): a string from git, a record, a result file or ``machine.json`` is
+text, never markup; only HTML this project's code built and escaped itself is passed as
+``markupsafe.Markup``. A name a template uses and the caller did not pass is an error
+(``StrictUndefined``), not an empty string.
+
+The pages are written while ``asv publish`` runs and moved into the site before its CDN URLs are
+rewritten (``fusebench.site.site.rewrite_cdn``): they load bootstrap's stylesheet from the same
+URL as asv's page, so they get its local copy too (or keep the CDN's with ``CDN=1``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from fusebench.site.site_readable import is_cpu
+
+#: asv 0.6.6's stylesheet URL (``fusebench.site.site.ASSETS``; rewritten to the local copy).
+BOOTSTRAP_CSS = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css"
+
+
+@dataclass(frozen=True)
+class Tab:
+    """One tab of the navigation bar: asv's ``nav-li-<id>`` and its address from a page one folder
+    below the site's root."""
+
+    id: str
+    href: str
+    label: str
+
+
+#: asv's tabs, then fusebench's (``fusebench.site.site`` adds the last three to asv's page).
+TABS = (
+    Tab("", "../index.html#/", "Benchmark grid"),
+    Tab("summarylist", "../index.html#/summarylist", "Benchmark list"),
+    Tab("regressions", "../index.html#/regressions", "Regressions"),
+    Tab("plots", "../plots/index.html", "Plots"),
+    Tab("runs", "../runs/index.html", "Runs"),
+    Tab("verdicts", "../verdicts/index.html", "Verdicts"),
+)
+
+_ENV = jinja2.Environment(loader=jinja2.PackageLoader("fusebench.site", "templates"),
+                          autoescape=True, undefined=jinja2.StrictUndefined,
+                          keep_trailing_newline=True)
+
+
+def render(template: str, active: str, title: str, heading: str, **context) -> str:
+    """The page ``template`` (a file of ``templates/``) with the navigation bar, tab ``active``
+    (a :data:`TABS` id) highlighted."""
+    if active not in {t.id for t in TABS}:
+        raise ValueError(f"no tab {active!r}")
+    return _ENV.get_template(template).render(tabs=TABS, active=active, title=title, heading=heading,
+                                              bootstrap_css=BOOTSTRAP_CSS, **context)
+
+
+def render_to(path: Path, template: str, active: str, title: str, heading: str, **context) -> None:
+    """:func:`render` written to ``path`` as it is rendered: a page of thousands of runs is never
+    held whole, and an iterator in ``context`` is read one item at a time."""
+    if active not in {t.id for t in TABS}:
+        raise ValueError(f"no tab {active!r}")
+    stream = _ENV.get_template(template).stream(tabs=TABS, active=active, title=title, heading=heading,
+                                                bootstrap_css=BOOTSTRAP_CSS, **context)
+    stream.enable_buffering(64)
+    with open(path, "w", encoding="utf-8") as f:
+        stream.dump(f)
+
+
+def machine_order(machines) -> list[str]:
+    """GPU machines first, by name, then the CPU ones: a reader opens a page for the GPUs' figures."""
+    return sorted(set(machines), key=lambda m: (is_cpu(m), m))
+
+
+def gpu_title(results_dir: Path, machine: str) -> str:
+    """A machine's heading: its GPU as ``machine.json`` names it, then the machine (``NVIDIA H200
+    (h200)``); the machine alone where the file or its ``gpu`` field is missing or not text, and
+    ``CPU (cpu-x86_64)`` for a CPU machine. The text is escaped by the templates."""
+    if is_cpu(machine):
+        return f"CPU ({machine})"
+    try:
+        gpu = json.loads((results_dir / machine / "machine.json").read_text()).get("gpu")
+    except (OSError, ValueError, AttributeError):
+        gpu = None
+    return f"{gpu} ({machine})" if isinstance(gpu, str) and gpu.strip() else machine
