@@ -270,6 +270,7 @@ STORED = "b34537daa35e35ef4d13d50f6e068f35a1ddeda0"  # a committed H200 run with
 _KILLED_STORE = """
 import os, signal, sys
 from pathlib import Path
+from fusebench import atomic
 from fusebench.commands import bench
 from fusebench.storage import runrecord, transaction
 from fusebench.ops import OPS
@@ -287,7 +288,7 @@ class Os:
             os.kill(os.getpid(), signal.SIGKILL)
         os.replace(a, b)
 
-transaction.os = Os()
+transaction.os = atomic.os = Os()  # the journal is written by fusebench.atomic
 sweep = Sweep.load(PROJECT_ROOT / "records" / "h200" / "%s.json.xz")
 sweep.records = sweep.records[:2]
 sweep.records[0].device_time_ms = 123.0
