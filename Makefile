@@ -3,7 +3,9 @@
 #
 # Python: the interpreter this is started with is used when it already has the dependencies
 # (torch, asv, asv-runner): a GPU host's prepared environment, the container. Otherwise a
-# virtual environment is created in $(VENV) from the hash-pinned requirements.lock.
+# virtual environment is created in $(VENV) from the hash-pinned requirements.lock and
+# requirements-dev.lock (the tools of development: make test and make lint need them; the image
+# has none of them).
 
 SYSTEM_PYTHON ?= python3
 VENV          ?= .venv
@@ -155,14 +157,16 @@ test-slow: $(DEPS) ## run the slow integration tests (real asv runs, pip, end to
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .
 
-venv: $(VENV)/.installed $(if $(REFERENCE),$(VENV)/.reference) ## create the virtual environment from requirements.lock (REFERENCE=1: and the reference backends' libraries)
+venv: $(VENV)/.installed $(if $(REFERENCE),$(VENV)/.reference) ## create the virtual environment from requirements.lock and requirements-dev.lock (REFERENCE=1: and the reference backends' libraries)
 
-$(VENV)/.installed: requirements.lock
+# The runtime lock and the tools of development's lock (pytest, ruff, hadolint: make test, make lint)
+# in one pip command: with --require-hashes pip refuses a dependency that neither file pins.
+$(VENV)/.installed: requirements.lock requirements-dev.lock
 	@v=$$($(SYSTEM_PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null); \
 	case " $(LOCK_PYTHONS) " in *" $$v "*) ;; *) echo "venv: $(SYSTEM_PYTHON) is Python $${v:-?}; \
 	requirements.lock is for Python $(LOCK_PYTHONS) (give SYSTEM_PYTHON=python3.12)" >&2; exit 2;; esac
 	$(SYSTEM_PYTHON) -m venv $(VENV)
-	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock
+	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock -r requirements-dev.lock
 	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
 
@@ -171,11 +175,13 @@ $(VENV)/.reference: $(VENV)/.installed requirements-reference.lock
 	$(VENV)/bin/python -m pip install --quiet --no-deps --require-hashes -r requirements-reference.lock
 	touch $@
 
-lock: ## regenerate requirements.lock and requirements-reference.lock (needs pip-tools and PyPI; both torch builds)
+lock: ## regenerate requirements.lock, requirements-reference.lock and requirements-dev.lock (needs pip-tools and PyPI; both torch builds)
 	$(PYTHON) -m scripts.lock compile
 	$(PYTHON) -m scripts.lock check
 	$(PYTHON) -m scripts.lock reference
 	$(PYTHON) -m scripts.lock reference --check
+	$(PYTHON) -m scripts.lock dev
+	$(PYTHON) -m scripts.lock dev --check
 
 # clean: also the worktrees `make bisect` made of this repository (those git lists under
 # $(BISECT_CACHE)/worktrees/; the extension builds beside them stay: minutes of work per commit).

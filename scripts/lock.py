@@ -123,7 +123,8 @@ HEADER = f"""\
 # - the image (Dockerfile) installs it as if with extra=cuda: its sed deletes the `extra != "cuda"`
 #   lines and drops the `extra == "cuda"` markers (same as `python scripts/lock.py cuda`), which
 #   gives PyPI's torch, its CUDA 13 build, and everything it needs (cuda-toolkit, nvidia-*, ...).
-# Lines with no marker are for both.
+# Lines with no marker are for both. The tools of development (pytest, ruff, ...) are not here:
+# requirements-dev.lock, which make venv installs with this file (the image does not).
 #
 --find-links {CPU_FIND_LINKS}
 

