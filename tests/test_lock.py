@@ -212,3 +212,31 @@ def test_pip_finds_every_dev_wheel_hashed_in_the_dev_lock_for_every_python():
     assert out.returncode == 0, out.stdout + out.stderr
     assert "lock check: dev tools, Python 3.11, 3.12, 3.13: 8 packages, all pinned and hashed" in out.stdout
 
+
+# --- pyproject.toml's version bounds and the locks ------------------------------------------------
+
+
+def test_every_version_bound_of_pyproject_admits_the_locked_version_and_says_why():
+    from packaging.requirements import Requirement
+
+    project = tomllib.loads((PROJECT_ROOT / "pyproject.toml").read_text())["project"]
+    extras = [r for extra in project["optional-dependencies"].values() for r in extra]
+    reqs = [Requirement(r) for r in project["dependencies"] + extras]
+    bounds = {lock.normalize(r.name): str(r.specifier) for r in reqs if r.specifier}
+    assert bounds == {"torch": ">=2.4", "asv": "==0.6.6", "jinja2": ">=3.0", "scipy": ">=1.11"}
+    # each bound admits every version the locks pin (torch: its CPU and its CUDA build)
+    locked: dict[str, list[str]] = {}
+    for path in (LOCK, DEV_LOCK):
+        for b in lock.parse(path.read_text()):
+            locked.setdefault(b.name, []).append(b.version)
+    assert sorted(locked["torch"]) == ["2.13.0", "2.13.0+cpu"]
+    for name, spec in bounds.items():
+        assert locked[name], name
+        assert all(SpecifierSet(spec).contains(v) for v in locked[name]), (name, locked[name])
+    # a bound that no longer admits the lock's version fails the check above
+    assert not SpecifierSet(">=2.14").contains("2.13.0+cpu")
+    # every bound has its reason: a comment on the lines just above it (or on its line)
+    lines = (PROJECT_ROOT / "pyproject.toml").read_text().splitlines()
+    for name, spec in bounds.items():
+        (i,) = [i for i, ln in enumerate(lines) if f'"{name}{spec}"' in ln]
+        assert "#" in lines[i] or lines[i - 1].strip().startswith("#"), name
