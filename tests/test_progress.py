@@ -53,3 +53,46 @@ def test_no_bar_when_stderr_is_not_a_terminal(monkeypatch):
     bar.update()
     bar.close()
     assert bar.disable and sys.stderr.getvalue() == "" and out.getvalue() == "a line\n"
+
+
+def screen(text: str) -> list[str]:
+    """The lines a terminal shows after ``text``: a carriage return goes back to the line's start
+    and what follows overwrites it (tqdm draws and clears its bar so)."""
+    lines, line, col = [], [], 0
+    for ch in text:
+        if ch == "\n":
+            lines.append("".join(line).rstrip())
+            line, col = [], 0
+        elif ch == "\r":
+            col = 0
+        else:
+            line[col:col + 1] = [ch]
+            col += 1
+    return lines + ["".join(line).rstrip()]
+
+
+def test_the_screen_of_a_bar_torn_by_a_print_and_of_one_cleared_first():
+    assert screen("\rrounds  50%|5 | 1/2fusebench: a line\n") == ["rounds  50%|5 | 1/2fusebench: a line", ""]
+    assert screen("\rrounds  50%\r" + " " * 11 + "\rfusebench: a line\n\rrounds 100%") == [
+        "fusebench: a line", "rounds 100%"]
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU's grid and skips")
+def test_the_lines_printed_during_a_run_go_above_the_bar_never_into_it(monkeypatch):
+    # stderr a terminal and the run's lines on it, as a run prints them: on the screen, each line
+    # said is alone on its line (a bar drawn and not cleared would lead it: "round 1/2 ...: 50%|...")
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    gelu = get_op("gelu")
+    todo = [(0, (gelu, "torch", (1024,), "float32")), (1, (gelu, "cuda", (1024,), "float32"))]
+    sweep.measure(iter(todo), 2, "cpu-quick", sweep.environment.device(), rounds=2, peak=False,
+                  out=term)
+    lines = [ln for ln in screen(term.getvalue()) if ln]
+    said = [ln for ln in lines if "fusebench:" in ln or "] gelu " in ln]
+    assert [ln for ln in said if not ln.startswith(("fusebench: ", "[1/2] gelu ", "[2/2] gelu "))] == []
+    # the lines said while a bar is live: the skipped case's (build), each round's (and any warning
+    # of a contaminated case: this machine's load decides)
+    summaries = [ln.split(":")[1] for ln in said if ln.startswith("fusebench: round ")]
+    assert summaries == [" round 1/2", " round 2/2"]
+    assert [ln[:20] for ln in said if "] gelu " in ln] == ["[2/2] gelu     cuda ", "[1/2] gelu     torch"]
+    assert lines == said  # every bar was cleared: none is left on the screen

@@ -42,8 +42,9 @@ def show(progress, phase: str, op: str, backend: str, shape: str, dtype: str) ->
 
 def say(progress, line: str, out) -> None:
     """Print ``line`` to ``out`` above ``progress`` (a :func:`bar`): the bar is cleared and drawn
-    again below it, never split by the line (tqdm's ``write``)."""
-    if progress.disable:
+    again below it, never split by the line (tqdm's ``write``). Every line a run prints while a bar
+    is live goes through here; ``progress`` None (no bar yet or any more): a plain print."""
+    if progress is None or progress.disable:
         print(line, file=out, flush=True)
     else:
         progress.write(line, file=out)

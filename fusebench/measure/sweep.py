@@ -358,8 +358,9 @@ def round_order(n: int, index: int) -> list[int]:
     return order
 
 
-def _loud(message: str, out, warnings: list[str]) -> None:
-    print(f"fusebench: WARNING: {message}", file=out, flush=True)
+def _loud(message: str, out, warnings: list[str], bar=None) -> None:
+    """Say ``message`` as a warning (above ``bar``, the live progress bar, if any) and keep it."""
+    progress.say(bar, f"fusebench: WARNING: {message}", out)
     warnings.append(message)
 
 
@@ -482,17 +483,17 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             said = sum(w.startswith(f"round {r + 1}: ") for w in warnings)
             if fig["contamination"] and said < LOUD_PER_ROUND:
                 _loud(f"round {r + 1}: {rec.op}/{rec.backend}/{rec.shape}/{rec.dtype} contaminated: "
-                      + "; ".join(fig["contamination"]), out, warnings)
+                      + "; ".join(fig["contamination"]), out, warnings, bar)
             elif fig["contamination"]:
                 unsaid += 1
         if unsaid:
             _loud(f"round {r + 1}: {unsaid} more case(s) contaminated (each case's reasons are in the "
-                  "record and the summary)", out, warnings)
+                  "record and the summary)", out, warnings, bar)
         phases[f"round {r + 1}"] = time.perf_counter() - t
         parts = ", ".join(f"{k} {spent[k] - spent_before.get(k, 0.0):.0f}" for k in ROUND_PARTS if k in spent)
-        print(f"fusebench: round {r + 1}/{rounds}: {built_n} cases in {phases[f'round {r + 1}']:.0f} s"
-              + (f" ({parts} s)" if parts else "") + f"; copy ceiling {ceilings[-1]:.0f} GB/s",
-              file=out, flush=True)
+        progress.say(bar, f"fusebench: round {r + 1}/{rounds}: {built_n} cases in "
+                     f"{phases[f'round {r + 1}']:.0f} s" + (f" ({parts} s)" if parts else "")
+                     + f"; copy ceiling {ceilings[-1]:.0f} GB/s", out)
     bar.close()
     phases.update((f"rounds: {k}", spent[k]) for k in ROUND_PARTS if k in spent)
     ceiling = statistics.median(ceilings)
