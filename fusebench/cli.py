@@ -65,3 +65,10 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise ValueError(text)
     return value
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a run reports them: ``"45 s"``, ``"2 min 5 s"`` (rounded to the second first, so
+    that 179.6 s is 3 min 0 s, never 2 min 60 s)."""
+    minutes, s = divmod(int(round(seconds)), 60)
+    return f"{minutes} min {s} s" if minutes else f"{s} s"

@@ -89,3 +89,10 @@ def test_a_reader_that_stops_early_is_not_a_regression():
     proc.stdout.close()
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 141 and "error" not in err
+
+
+def test_a_duration_is_rounded_before_it_is_split_into_minutes():
+    from fusebench.cli import duration
+
+    assert [duration(s) for s in (0.4, 45, 59.6, 125.2, 179.6, 3600)] == [
+        "0 s", "45 s", "1 min 0 s", "2 min 5 s", "3 min 0 s", "60 min 0 s"]

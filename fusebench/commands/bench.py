@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from fusebench import config
 from fusebench.asv import store
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
-from fusebench.cli import add_config, positive_int
+from fusebench.cli import add_config, duration, positive_int
 from fusebench.errors import UsageError
 from fusebench.ops import configured
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
@@ -373,7 +373,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
             print(f"bench: {machine}: {line}", file=sys.stderr)
         print(f"bench: phases{f' ({machine})' if len(measured) > 1 else ''}: "
               + ", ".join(f"{k} {v:.0f} s" for k, v in result.phases.items())
-              + f"; total {total // 60:.0f} min {total % 60:.0f} s", file=sys.stderr)
+              + f"; total {duration(total)}", file=sys.stderr)
     failed = sum(r.status == "failed" for _, result in measured for r in result.records)
     if failed:
         print(f"bench: {failed} case(s) failed (listed above)", file=sys.stderr)

@@ -34,7 +34,7 @@ from typing import Callable
 
 from fusebench import atomic, config, metrictable
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
-from fusebench.cli import add_config, positive_int
+from fusebench.cli import add_config, duration, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
@@ -150,11 +150,6 @@ def _x(value: float) -> str:
     return f"{value:.3f}x" if math.isfinite(value) else "n/a"
 
 
-def _duration(seconds: float) -> str:
-    minutes, s = divmod(int(round(seconds)), 60)
-    return f"{minutes} min {s} s" if minutes else f"{s} s"
-
-
 def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
     """The outcome as the text ``fusebench bisect`` prints (``machine``: where it was measured)."""
     metric = metrictable.BY_NAME[out.metric].label
@@ -182,7 +177,7 @@ def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
         lines += ["  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip() for r in rows]
         lines += [f"  probe {k}, {p.sha[:8]}: {p.why}" for k, p in enumerate(out.probes, 1) if p.why]
-    spent = f"{len(out.probes)} probe{'s' if len(out.probes) != 1 else ''}, {_duration(out.seconds)}"
+    spent = f"{len(out.probes)} probe{'s' if len(out.probes) != 1 else ''}, {duration(out.seconds)}"
     if out.status == "found":
         lines.append(f"first BAD commit: {out.first_bad.sha[:8]} {out.first_bad.subject} ({spent})")
     elif out.status == "range":
