@@ -249,3 +249,14 @@ def test_a_case_file_larger_than_1_mb_is_refused_unread(tmp_path):
     path.write_text("# " + "x" * (1 << 20) + "\nops: {}\n")
     with pytest.raises(config.ConfigError, match=r"big\.yaml: larger than 1024 KB; a case file is a few KB$"):
         config.load(path)
+
+
+def test_the_committed_benchmarks_json_is_what_a_store_writes_now():
+    """Every store (a CPU ``make bench`` too) rewrites ``results/benchmarks.json`` from the suite: the
+    committed file must be what it writes, or each run leaves a tracked file modified (moving the
+    suite's module changed the 46 ``setup_cache_key`` entries)."""
+    from fusebench.asv import store
+
+    stored = json.loads((PROJECT_ROOT / "results" / "benchmarks.json").read_text())
+    written = {d["name"]: json.loads(json.dumps(d)) for d in store.definitions(OPS.values())}
+    assert {k: v for k, v in stored.items() if k != "version"} == written
