@@ -185,10 +185,10 @@ lock: ## regenerate requirements.lock, requirements-reference.lock and requireme
 
 # clean: also the worktrees `make bisect` made of this repository (those git lists under
 # $(BISECT_CACHE)/worktrees/; the extension builds beside them stay: minutes of work per commit).
-clean: ## remove caches, the unpublished quick results and make bisect's worktrees (never results/)
+clean: ## remove caches, the unpublished quick results, make ab's sessions, make bisect's sessions and worktrees (never results/)
 	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
 	    .asv/quick-records .asv/partial-records .asv/partial-quick-records .asv/dirty-records \
-	    .asv/sweeps .pytest_cache
+	    .asv/sweeps .asv/ab bisect .pytest_cache
 	@git worktree list --porcelain 2>/dev/null | sed -n 's/^worktree //p' | while IFS= read -r tree; do \
 	    case "$$tree" in '$(BISECT_TREES)'/*) git worktree remove --force "$$tree" && \
 	        echo "clean: removed the bisect worktree $$tree";; esac; done; git worktree prune 2>/dev/null || true

@@ -258,6 +258,7 @@ def test_exit_codes_from_stored_sessions(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "| + | regression | `Gelu.track_device_time` (triton, 67108864, float32)" in r.stdout
     assert "paired t-test" in r.stdout and "-> FAIL" in r.stderr
+    assert ", factor 1.02): " in r.stderr  # device times only: no wall time's margin named
     same = session("same", {})
     assert run_cli("--from", str(same)).returncode == 0
     none = tmp_path / "none" / "ab.json"
@@ -389,6 +390,7 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
     again = run_cli("--from", str(session / "ab.json"), "--format", "json")
     assert json.loads(again.stdout)["rows"][0]["status"] == "regression" and again.returncode == 1
+    assert ", factor 1.02, wall time 1.5): " in again.stderr  # the CPU's margin, as judged
 
 
 def test_the_session_so_far_is_handed_over_after_every_pass():

@@ -200,10 +200,16 @@ def test_make_clean_removes_the_bisect_worktrees_it_made_and_no_other(repo, tmp_
     made = [bisect_git.worktree(repo, cache / "worktrees", sha) for sha in shas[:2]]
     other = tmp_path / "mine"
     git(repo, "worktree", "add", "-q", "--detach", str(other), shas[0])
+    sessions = [repo / "bisect" / "aaaa-bbbb-1", repo / ".asv" / "ab" / "aaaa-bbbb-1"]  # bisect's, ab's
+    for folder in sessions:
+        folder.mkdir(parents=True)
+        (folder / "ab.json").write_text("{}")
+    (repo / "results").mkdir(exist_ok=True)
     out = _make("clean", cwd=repo, HOME=str(tmp_path / "home"))
     assert out.returncode == 0, out.stderr
     said = sorted(out.stdout.splitlines()[-2:])
     assert said == sorted(f"clean: removed the bisect worktree {t}" for t in made), out.stdout
     assert not any(t.exists() for t in made) and other.exists()
+    assert not any(f.exists() for f in sessions) and (repo / "results").is_dir()
     listed = git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {other}" in listed and "fusebench/bisect" not in listed

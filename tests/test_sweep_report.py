@@ -94,6 +94,26 @@ def test_progress_line_and_summary():
     assert "cuda" not in table.splitlines()[4]  # skipped-only backends get no column
 
 
+def test_a_contamination_reason_met_in_several_rounds_is_said_once():
+    shared = [f"other processes share the CPU (load {n} on 2 cores, 2 thread(s) ours)" for n in (3, 4, 3)]
+    assert sweep.contamination_text(shared + ["throttled: sw_power_cap"]) == (
+        "other processes share the CPU (load 3 on 2 cores, 2 thread(s) ours) in 3 rounds; "
+        "throttled: sw_power_cap")
+    assert sweep.contamination_text(shared[:1]) == shared[0]
+
+
+def test_a_run_prints_no_line_for_an_op_without_such_a_backend():
+    """fusebench list leaves those out; the run did print each (120 lines on a CPU host)."""
+    import io
+
+    out = io.StringIO()
+    run = sweep.run([get_op("gelu")], quick=True, backend_names=["eager", "quack"], dtype_names=["float32"],
+                    rounds=1, out=out)
+    assert [(r.backend, r.status) for r in run.records] == [("eager", "ok"), ("quack", "skipped")]
+    text = out.getvalue()
+    assert "gelu     eager" in text and "quack" not in text
+
+
 @pytest.mark.slow
 def test_compile_time_is_recorded_apart_from_run_time():
     rec = sweep.run_case(get_op("gelu"), "compile", (256,), "float32", CPU, 10.0, None)

@@ -168,8 +168,11 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
     pairs = [len(c.base) for c in out.cases if c.base]
     span = f"{min(pairs)}-{max(pairs)} rounds" if pairs else "no rounds"
     status = "FAIL" if failed else "ok" if judged else "nothing judged"
+    margin = f"factor {out.factor:g}"
+    if any(r.benchmark.endswith(ab.WALL.name) for r in rows):  # a host without a GPU: wall time's margin
+        margin += f", wall time {max(out.factor, ab.WALL_FACTOR):g}"
     line = (f"ab: {machine or 'unknown machine'} {out.base.short} -> {head} "
-            f"({len(out.cases)} case(s), {span}, factor {out.factor:g}): {compare.summary(rows)} -> {status}")
+            f"({len(out.cases)} case(s), {span}, {margin}): {compare.summary(rows)} -> {status}")
     lines = [*decided_by]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))

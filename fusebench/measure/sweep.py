@@ -39,7 +39,7 @@ import torch
 from fusebench.errors import SkipCase, first_line
 from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, timing
 from fusebench.record import ROUND_FIELDS, Record, Sweep, clean_rounds
-from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, shape_label
+from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, no_backend_reason, shape_label
 
 #: Rounds of a run unless ``ROUNDS=`` says otherwise.
 DEFAULT_ROUNDS = 3
@@ -343,8 +343,19 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     if rec.cache_flag:
         text += "  (above the copy ceiling: caches measured)"
     if rec.contaminated:
-        text += f"  CONTAMINATED: {'; '.join(rec.contamination)}"
+        text += f"  CONTAMINATED: {contamination_text(rec.contamination)}"
     return text
+
+
+def contamination_text(reasons: list[str]) -> str:
+    """The reasons of a case's contamination, each kind once (the text before its first `` (``,
+    whose figures differ from round to round), e.g. ``other processes share the CPU (load 3 on
+    2 cores, ...) in 3 rounds``."""
+    kinds: dict[str, list[str]] = {}
+    for reason in reasons:
+        kinds.setdefault(reason.split(" (")[0], []).append(reason)
+    return "; ".join(found[0] + (f" in {len(found)} rounds" if len(found) > 1 else "")
+                     for found in kinds.values())
 
 
 def round_order(n: int, index: int) -> list[int]:
@@ -438,7 +449,8 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         phases["profile"] += time.perf_counter() - t
         built_cases.append((pos, rec, built.fn if rec.status == "ok" else None))
         building.update()
-        if rec.status != "ok":
+        if rec.status != "ok" and rec.reason != no_backend_reason(rec.op, rec.backend):
+            # an op without such a backend is no news (fusebench list leaves those out too)
             progress.say(building, progress_line(pos + 1, total, rec), out)
             if dev.type == "cuda" and rec.status == "failed":
                 torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
