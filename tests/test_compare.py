@@ -224,3 +224,15 @@ def test_markdown_and_json_formats_give_the_same_verdicts_and_exit_status(tmp_pa
     assert "| 1.200x | 1.040x | - |" in out
     assert ("p: one-sided Mann-Whitney over the rounds; `-`: too few rounds for the test, the limit alone "
             "decides." in lines)
+
+
+def test_the_text_table_says_what_each_mark_of_its_first_column_means():
+    """A new user met `c` and `~` in `make compare`'s table with no legend (only --help had one)."""
+    rows = [compare.Row("suite.Gelu.track_device_time", ("torch", "1024", "float32"), "seconds", 1e-5, 1.1e-5,
+                        1.1, 0.01, compare.WITHIN_NOISE, 1.2),
+            compare.Row("suite.Gelu.track_device_time", ("eager", "1024", "float32"), "seconds", 1e-5, 1.3e-5,
+                        1.3, 0.01, compare.CONTAMINATED, 1.2),
+            compare.Row("suite.Gelu.track_device_time", ("cuda", "1024", "float32"), "seconds", 1e-5, 1e-5,
+                        1.0, 0.01, compare.SAME, 1.2)]
+    last = compare.table(rows).splitlines()[-1].strip()
+    assert last == "first column: c contaminated, ~ within noise"

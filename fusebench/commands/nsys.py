@@ -205,7 +205,7 @@ def cmd_trace(args) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(args.out))
     where = "CPU and GPU" if dev.type == "cuda" else "CPU ops only (no GPU here)"
-    print(f"{PROG}: wrote {args.out} ({len(ready)} range(s), {where}); open it in "
+    print(f"trace: wrote {args.out} ({len(ready)} range(s), {where}); open it in "
           f"https://ui.perfetto.dev", file=sys.stderr)
     return 0
 

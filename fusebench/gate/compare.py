@@ -512,6 +512,9 @@ def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> 
     if not shown:
         return NOTHING_JUDGED if nothing_judged(rows) else "no case changed by more than the factor"
     lines.append(("", "", "", "", "", "", "", p_legend))
+    shown_marks = dict.fromkeys((MARK[r.status], r.status) for r in shown if MARK[r.status].strip())
+    legend = "first column: " + ", ".join(f"{m} {s}" for m, s in shown_marks)
+    lines.append(("", "", "", "", "", "", "", legend))
     widths = [max(len(line[i]) for line in lines) for i in range(len(header) - 1)]
     return "\n".join("  ".join([c.rjust(w) for c, w in zip(line[:-1], widths)] + [line[-1]]).rstrip()
                      for line in lines)
