@@ -181,6 +181,20 @@ def test_linear_fit():
         mlp.linear_fit([2, 2], [1.0, 2.0])
 
 
+def test_figures_that_cannot_be_true_are_marked_in_the_report():
+    """A new user's CPU run showed batch 256 in 0.27x batch 32's time and a fit of -0.24 ms per
+    sample with no mark (the host was busy)."""
+    base = mlp.MLPConfig(dim=8, layers=1, batch=32, steps=1)
+    values, times = [32, 64, 256], [73.0, 80.0, 19.7]
+    disturbed = mlp.AxisResult("batch", values, times, [1.0] * 3, mlp.linear_fit(values, times))
+    fine = mlp.AxisResult("steps", [1, 2], [1.0, 2.0], [0.0, 0.0], mlp.linear_fit([1, 2], [1.0, 2.0]))
+    assert mlp.impossible(fine) == []
+    assert mlp.impossible(disturbed)[0] == "batch 256 took 19.700 ms, less than 32's 73.000 ms"
+    assert mlp.impossible(disturbed)[1].startswith("a negative time per unit")
+    text = mlp.render(base, [fine, disturbed], "float32", "CPU here")
+    assert "| 256 | 19.700 | 0.27 ! | 8.00 |" in text and text.count("Not physically possible") == 1
+
+
 def test_the_training_step_trains():
     run = mlp.make_run(mlp.MLPConfig(dim=16, layers=2, batch=8, steps=1), CPU)
     first = run().item()

@@ -145,6 +145,19 @@ def run_all(device: torch.device, dtype: str = "float32", base: MLPConfig | None
     return base, [sweep_axis(base, a, axes[a], device, dtype, **kw) for a in AXES if a in axes]
 
 
+def impossible(r: AxisResult) -> list[str]:
+    """What in ``r`` cannot be physically true: a larger value (more work) timed below the first
+    value, a negative time per unit or a negative fixed cost. Such figures come from disturbed runs
+    (another process on the host or the GPU), never from the model."""
+    out = [f"{r.axis} {v} took {t:.3f} ms, less than {r.values[0]}'s {r.time_ms[0]:.3f} ms"
+           for v, t in zip(r.values[1:], r.time_ms[1:]) if v > r.values[0] and t < r.time_ms[0]]
+    if r.fit.slope_ms < 0:
+        out.append(f"a negative time per unit ({r.fit.slope_ms:.4g} ms)")
+    if r.fit.intercept_ms < 0:
+        out.append(f"a negative fixed cost ({r.fit.intercept_ms:.4g} ms)")
+    return out
+
+
 def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) -> str:
     """Markdown: per axis, the time of a run at each value, the ratio to the first value against
     the ratio of the values (equal when growth is proportional), and the linear fit."""
@@ -156,10 +169,15 @@ def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) 
         out += [f"## {r.axis}", "", f"| {r.axis} | ms per run | time ratio | {r.axis} ratio |",
                 "|---:|---:|---:|---:|"]
         for v, t in zip(r.values, r.time_ms):
-            out.append(f"| {v} | {t:.3f} | {t / r.time_ms[0]:.2f} | {v / r.values[0]:.2f} |")
+            mark = " !" if v > r.values[0] and t < r.time_ms[0] else ""
+            out.append(f"| {v} | {t:.3f} | {t / r.time_ms[0]:.2f}{mark} | {v / r.values[0]:.2f} |")
         unit = {"steps": "step", "layers": "layer", "batch": "sample"}[r.axis]
         out += ["", f"Linear fit: {r.fit.slope_ms:.4g} ms per {unit}, intercept {r.fit.intercept_ms:.4g} ms, "
                     f"R² = {r.fit.r2:.4f}.", ""]
+        if wrong := impossible(r):
+            out += [f"**! Not physically possible**: {'; '.join(wrong)}. More work cannot take less time: "
+                    "these runs were disturbed (another process on the host or the GPU); run `make mlp` "
+                    "again on an idle machine before reading this axis.", ""]
     return "\n".join(out)
 
 
