@@ -264,6 +264,35 @@ def recover(results_dir: Path, roots: tuple[Path, ...] = ()) -> int:
     return roll_forward(results_dir, roots)
 
 
+def _try_lock(folder: Path, verb: str) -> tuple[int, bool]:
+    """An open descriptor of ``folder`` (the caller closes it) and whether this process now holds
+    its exclusive lock (False: another process does; never waits).
+
+    Raises:
+        UsageError: the folder cannot be opened (``cannot <verb> <folder>/: ...``).
+    """
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise UsageError(f"cannot {verb} {folder}/: {exc.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as exc:
+        if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
+            return fd, False
+        os.close(fd)
+        raise
+    return fd, True
+
+
+def _say_finished(who: str, moved: int, results_dir: Path) -> None:
+    if moved:
+        import sys
+
+        print(f"{who}: finished storing {moved} file(s) an interrupted run had committed in "
+              f"{results_dir}/", file=sys.stderr)
+
+
 @contextmanager
 def locked(results_dir: Path, who: str, roots: tuple[Path, ...] = ()):
     """Hold the exclusive lock of ``results_dir`` (created if missing) for the ``with`` block,
@@ -275,24 +304,15 @@ def locked(results_dir: Path, who: str, roots: tuple[Path, ...] = ()):
     created = not results_dir.exists()
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
-        fd = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as exc:
         raise UsageError(f"cannot use {results_dir}/: {exc.strerror}") from None
+    fd, held = _try_lock(results_dir, "use")
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            if exc.errno in (errno.EWOULDBLOCK, errno.EAGAIN):
-                raise UsageError(f"{results_dir}/ is in use by another fusebench run (make bench or "
-                                 f"make collect into it); {who} refused: run it again once that one "
-                                 "has finished") from None
-            raise
-        moved = recover(results_dir, roots)
-        if moved:
-            import sys
-
-            print(f"{who}: finished storing {moved} file(s) an interrupted run had committed in "
-                  f"{results_dir}/", file=sys.stderr)
+        if not held:
+            raise UsageError(f"{results_dir}/ is in use by another fusebench run (make bench or "
+                             f"make collect into it); {who} refused: run it again once that one "
+                             "has finished")
+        _say_finished(who, recover(results_dir, roots), results_dir)
         yield
     finally:
         os.close(fd)
@@ -325,19 +345,12 @@ def settle(results_dir: Path, roots: tuple[Path, ...], who: str) -> int:
     journal = results_dir / STAGING / JOURNAL
     deadline = time.monotonic() + SETTLE_WAIT_S
     while os.path.lexists(journal) or (results_dir / STAGING).is_symlink():
+        fd, held = _try_lock(results_dir, "read")
         try:
-            fd = os.open(results_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        except OSError as exc:
-            raise UsageError(f"cannot read {results_dir}/: {exc.strerror}") from None
-        try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError as exc:
-                if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN):
-                    raise
+            if not held:
                 if time.monotonic() > deadline:
                     raise UsageError(f"{results_dir}/ is being stored into by another fusebench run; {who} "
-                                     "refused: run it again once that one has finished") from None
+                                     "refused: run it again once that one has finished")
                 time.sleep(0.05)
                 continue
             try:
@@ -348,11 +361,7 @@ def settle(results_dir: Path, roots: tuple[Path, ...], who: str) -> int:
                                  "make collect where the folder is writable") from None
         finally:
             os.close(fd)
-        if moved:
-            import sys
-
-            print(f"{who}: finished storing {moved} file(s) an interrupted run had committed in "
-                  f"{results_dir}/", file=sys.stderr)
+        _say_finished(who, moved, results_dir)
         return moved
     return 0
 
