@@ -116,6 +116,15 @@ def test_a_cpus_small_peak_keeps_its_digits_on_the_plot(tmp_path):
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
     assert "matrix peak (0.0167 TFLOP/s)" in labels  # the median of 0.0168 and 0.0165
     assert plots.ABOVE["tflops"] in labels
+    # the tf32 and bfloat16 panels hold no figure: each says so (it was empty without a word)
+    said = [[t.get_text() for t in ax.texts] for ax in fig.axes[:3]]
+    assert said == [[], ["tf32: not measured on this machine"], ["bfloat16: not measured on this machine"]]
+    from fusebench.record import Record, Sweep
+
+    why = "tf32 is a tensor-core mode of NVIDIA GPUs (sm_80+); on the CPU it is float32"
+    record = Sweep({}, 1.0, "cpu", [Record("matmul", "torch", "64x64", "tf32", status="skipped", reason=why)])
+    said = plots.empty_panel_text(OPS["matmul"], "tf32", record)
+    assert said == f"tf32: not measured on this machine\n({why})"
 
 
 @pytest.mark.slow

@@ -218,6 +218,14 @@ def _shape_ticks(ax, series: dict[str, list[tuple[int, float, str]]], x_scale: f
     top.minorticks_off()
 
 
+def empty_panel_text(op: Op, dtype: str, record=None) -> str:
+    """What an empty panel of ``op`` at ``dtype`` says: not measured on this machine, with the
+    skip reason the run's ``record`` gives for that dtype where it has one."""
+    reason = next((r.reason for r in (record.records if record is not None else ())
+                   if r.op == op.name and r.dtype == dtype and r.status == "skipped" and r.reason), "")
+    return f"{dtype}: not measured on this machine" + (f"\n({reason})" if reason else "")
+
+
 def bandwidth_figure(run: results.Run, op: Op, older=(), record=None):
     """The throughput figure of ``op`` (a matplotlib Figure), or None when nothing is stored:
     GB/s by bytes moved for a memory-bound op, TFLOP/s by flops (log-log) for a compute-bound one.
@@ -256,6 +264,9 @@ def bandwidth_figure(run: results.Run, op: Op, older=(), record=None):
                         ms=7, color=line.get_color(), mew=1.2, label=DOUBTFUL)
         if ceiling:
             ax.axhline(ceiling, color="black", ls="--", lw=1, label=f"{t.roof} ({sig(ceiling)} {t.unit})")
+        if not series[dtype]:  # an empty panel says why, not nothing (tf32 on a CPU)
+            ax.text(0.5, 0.5, empty_panel_text(op, dtype, record), transform=ax.transAxes, ha="center",
+                    va="center", wrap=True, fontsize=8, color="0.35")
         ax.set_xscale("log")
         if t.kind == "tflops":
             ax.set_yscale("log")  # the plateau: TFLOP/s ~ n^3 while time is flat
