@@ -62,12 +62,14 @@ def first_parent(repo: Path | str, branch: str, oldest_first: bool = False) -> l
     return None if out is None else out.split()
 
 
-def commit_times(repo: Path | str) -> dict[str, int]:
-    """Full sha -> committer time (Unix seconds) of every commit reachable from a ref of ``repo``;
-    empty when git cannot say (not a checkout, no git)."""
-    times = {}
+def commit_times(repo: Path | str, prefix: int = 40) -> dict[str, int]:
+    """The first ``prefix`` characters of each commit's sha (40: the whole sha; 8: a record's or a
+    result's file name) -> its committer time (Unix seconds, the newest where commits share a
+    prefix), for every commit reachable from a ref of ``repo``; empty when git cannot say (not a
+    checkout, no git)."""
+    times: dict[str, int] = {}
     for line in (answer(repo, "log", "--all", "--format=%H %ct") or "").splitlines():
         sha, _, when = line.partition(" ")
         if when.isdigit():
-            times[sha] = int(when)
+            times[sha[:prefix]] = max(int(when), times.get(sha[:prefix], 0))
     return times

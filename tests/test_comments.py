@@ -83,7 +83,7 @@ def test_the_commit_pattern_finds_ids_and_not_numbers():
 
 
 def test_no_code_comment_holds_a_commit_id():
-    # tests may name a committed record by its commit (records/h200/95806cbf.json.xz): data, not history
+    # tests may name a committed record by its commit (records/h200/<sha8>.json.xz): data, not history
     offenders = []
     for path in (p for p in code_files() if not p.startswith("tests/")):
         for line, text in prose(path):

@@ -57,3 +57,12 @@ def test_git_that_cannot_run_is_one_clear_error(monkeypatch, tmp_path):
     with pytest.raises(UsageError, match="^cannot run git: "):
         git.run(tmp_path, "status")
     assert git.answer(tmp_path, "status") is None and git.first_parent(tmp_path, "main") is None
+
+
+def test_commit_times_by_full_sha_and_by_a_file_names_prefix(repo):
+    root, g = repo
+    two = g("rev-parse", "HEAD")
+    full, short = git.commit_times(root), git.commit_times(root, prefix=8)
+    assert len(full) == 2 and full[two] == int(g("log", "-1", "--format=%ct"))
+    assert short == {sha[:8]: t for sha, t in full.items()}
+    assert git.commit_times(root / "nope") == {}

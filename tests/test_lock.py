@@ -206,11 +206,15 @@ def test_make_venv_installs_both_locks_in_one_pip_command_and_make_lock_makes_bo
 
 @pytest.mark.slow
 @pytest.mark.skipif(not _pypi_reachable(), reason="needs PyPI (pypi.org does not resolve)")
-def test_pip_finds_every_dev_wheel_hashed_in_the_dev_lock_for_every_python():
-    out = subprocess.run([sys.executable, "-m", "scripts.lock", "dev", "--check"], cwd=PROJECT_ROOT,
+@pytest.mark.parametrize("group, line", [
+    ("reference", "reference group, Python 3.11, 3.12, 3.13: 13 packages"),
+    ("dev", "dev tools, Python 3.11, 3.12, 3.13: 8 packages"),
+])
+def test_pip_finds_every_wheel_hashed_in_each_pinned_group_for_every_python(group, line):
+    out = subprocess.run([sys.executable, "-m", "scripts.lock", group, "--check"], cwd=PROJECT_ROOT,
                          capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "lock check: dev tools, Python 3.11, 3.12, 3.13: 8 packages, all pinned and hashed" in out.stdout
+    assert f"lock check: {line}, all pinned and hashed" in out.stdout
 
 
 # --- pyproject.toml's version bounds and the locks ------------------------------------------------

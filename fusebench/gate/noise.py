@@ -375,9 +375,7 @@ def newest(paths: list[Path], repo: Path, count: int | None = None) -> list[Path
     count = HISTORY_RUNS if count is None else count
     if len(paths) <= count:
         return sorted(paths)
-    when: dict[str, int] = {}
-    for sha, t in git.commit_times(repo).items():
-        when[sha[:8]] = max(t, when.get(sha[:8], 0))
+    when = git.commit_times(repo, prefix=8)
 
     def key(path: Path):
         t = when.get(sha8(path))

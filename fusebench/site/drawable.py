@@ -40,10 +40,6 @@ def first_parent_line(branch: str = "main", root: Path = PROJECT_ROOT) -> set[st
     return None if line is None else set(line)
 
 
-def commit_times(root: Path = PROJECT_ROOT) -> dict[str, int]:
-    """:func:`fusebench.git.commit_times` of the checkout (the default)."""
-    return git.commit_times(root)
-
 def commit_exists(commit: str, root: Path = PROJECT_ROOT) -> bool:
     """True when ``commit`` is a commit of the repository at ``root``."""
     return git.answer(root, "cat-file", "-e", f"{commit}^{{commit}}") is not None

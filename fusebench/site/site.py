@@ -363,12 +363,10 @@ def records_newest_first(records: list[tuple[str, Path]],
     commit the file is named after (``<sha8>.json.xz``) in the repository at ``root``; records of
     commits git does not know (or without git) come after, newest file first. A checkout's files all
     have about the same time, so the commit's, not the file's, orders a fresh clone's page."""
-    from fusebench.site.drawable import commit_times
+    from fusebench import git
     from fusebench.storage import runrecord
 
-    by_prefix: dict[str, int] = {}
-    for sha, when in commit_times(root).items():
-        by_prefix[sha[:8]] = max(when, by_prefix.get(sha[:8], 0))
+    by_prefix = git.commit_times(root, prefix=8)
 
     def key(mp: tuple[str, Path]):
         machine, path = mp
