@@ -2,8 +2,8 @@
 
     fusebench ab --base REV [--head REV] [--all] [--ops ...] [--backends ...] [--dtypes ...]
                  [--shapes ...] [--factor 1.02] [--target 1.03] [--min-pairs 4] [--max-pairs 16]
-                 [--time-cap 600] [--format text|markdown|json] [--output FILE]
-                 [--scratch DIR] [--cache DIR] [--repo DIR]
+                 [--time-cap 600] [--process-rounds 1] [--format text|markdown|json]
+                 [--output FILE] [--scratch DIR] [--cache DIR] [--repo DIR]
     fusebench ab --from SESSION/ab.json [--factor ...] [--format ...]      (judge again, no GPU)
 
 Each side is checked out in its own git worktree (bisect's; the head is the checkout itself,
@@ -13,7 +13,9 @@ alternates (A B B A ...), so that what the board does over minutes lands on both
 gets --min-pairs rounds, then stops once each gated time (hot, cold, graph device time) is
 decided or its minimum detectable effect is at or under --target (on a host without a GPU wall
 time, margin 1.5, is judged instead), at --max-pairs rounds, or when
---time-cap seconds of rounds are spent.
+--time-cap seconds of rounds are spent. Every --process-rounds rounds both sides' processes are
+replaced by fresh ones building the cases still open, so that a state one process holds for its
+life (seen on an H200: 11 % in a few cases) cannot decide a verdict; 0 keeps one per side.
 
 The cases: by default the backends whose measured code differs between the two revisions
 (every backend when shared harness files, the lock, the image or the case file differ; the run
@@ -53,6 +55,17 @@ DEFAULT_SCRATCH = PROJECT_ROOT / ".asv" / "ab"
 MAX_SESSION_BYTES = 256 * 1024 * 1024
 
 
+def _count(text: str) -> int:
+    """A whole number >= 0 (argparse type)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
+    return value
+
+
 def _number(low: float, high: float, what: str):
     def parse(text: str) -> float:
         try:
@@ -89,6 +102,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--time-cap", type=_number(1.0, 86400.0, "--time-cap"), default=ab.TIME_CAP_S,
                     help=f"seconds of rounds, then every open case is judged on what it has "
                          f"(default {ab.TIME_CAP_S:.0f})")
+    ap.add_argument("--process-rounds", type=_count, default=ab.PROCESS_ROUNDS,
+                    help=f"rounds per pair of processes, then fresh ones (default {ab.PROCESS_ROUNDS}; "
+                         "0: one process per side for the session)")
     ap.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                     help="the verdict as text (default), a markdown table (a PR comment) or JSON")
     ap.add_argument("--output", type=Path, metavar="FILE", help="write the verdict there, not to stdout")
@@ -281,6 +297,7 @@ def run(args: argparse.Namespace) -> int:
         out = ab.run(None, measurer, Commit(base_sha, subject[0]), Commit(head_sha, subject[1]),
                      head_dirty=dirty, factor=args.factor or ab.FACTOR, target=args.target,
                      min_pairs=args.min_pairs, max_pairs=args.max_pairs, time_cap_s=args.time_cap,
+                     process_rounds=args.process_rounds,
                      log=log, on_round=store)
     except ab.ABError as exc:
         print(f"ab: error: {exc}", file=sys.stderr)

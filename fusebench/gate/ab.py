@@ -10,11 +10,26 @@ otherwise: for one case the sides run A B, B A, A B, ... (A B B A A B ...), so t
 board does over seconds or minutes lands on both sides alike, and the two figures of a pair are
 taken a fraction of a second apart. Each pass goes over the cases still open.
 
+**Processes.** A process can hold a state of its own for its whole life: in an A/A of one commit
+on an H200 (docs/ab/README.md), the base's process timed `triton` softmax 4096x65536 float16 at
+286 µs in every round and the head's at 320 µs, and GELU 2^22 float32 hot 3-6 % apart in three
+backends, same kernels. Rounds in one pair of processes then agree with each other and the
+pairs call a difference of processes a change of code. So every PROCESS_ROUNDS rounds both
+children are replaced by fresh ones that build only the cases still open (the caches make the
+second build cheap): the process becomes part of each pair's noise, and a state of one process
+cannot decide a verdict.
+
 **The rule**, per case and judged metric, on the pairs of its rounds (a pair with a contaminated
-round on either side is left out while most pairs are clean): ``d_i = ln(head_i / base_i)``;
-the ratio is ``exp(mean d)`` and its two-sided ``1 - alpha`` confidence interval
-``exp(mean d ± t(n-1) · sd(d) / sqrt(n))`` (Student's t: the paired t-test on log times, whose
-ratios a board's drift multiplies alike on both sides). Then:
+round on either side is left out while most pairs are clean): ``d_i = ln(head_i / base_i)``, and
+the two orders of a pair form a crossover design (A B, B A): ``d_i = delta + pi · s_i + e_i``
+with ``s_i = +1`` when the base went first and ``-1`` otherwise, fitted by least squares. ``pi``
+is the period effect: the side timed first in a pair can read several per cent slower than the
+second where a case lasts a few µs, whichever code it runs; alternation cancels it from
+``delta`` but not from the spread of ``d``, which the fit removes. The ratio is ``exp(delta)``
+and its two-sided ``1 - alpha`` confidence interval ``exp(delta ± t(n-2) · se(delta))``
+(Student's t on log times, whose ratios a board's drift multiplies alike on both sides; with
+pairs in one order only, or fewer than 4, the plain paired test, ``t(n-1) · sd(d) / sqrt(n)``).
+Then:
 
 * **regression**: the whole interval above FACTOR (a slowdown of more than 2 %, surely);
 * **improvement**: the whole interval below 1 / FACTOR;
@@ -60,6 +75,9 @@ MIN_PAIRS = 4
 MAX_PAIRS = 16
 #: Seconds the rounds of a run may take before every open case is judged on what it has.
 TIME_CAP_S = 600.0
+#: Rounds a pair of child processes measures before both are replaced (0: one process per side
+#: for the whole session; see the module doc).
+PROCESS_ROUNDS = 1
 
 BASE, HEAD = "base", "head"
 #: The statuses after which more rounds of a metric teach nothing.
@@ -94,6 +112,11 @@ class Measurer(Protocol):
 
     def stop(self, side: str) -> None:
         """Release the side's child (never raises)."""
+
+    def renew(self, cases: Sequence[str]) -> dict[str, str]:
+        """Replace both sides' children by fresh processes that build only ``cases``: the cases
+        either side did not build again (case -> ``side: why``). Raises ProbeFailed when a side
+        cannot be started again."""
 
 
 class ABError(Exception):
@@ -157,6 +180,34 @@ def _pairs(rounds: CaseRounds, fld: str) -> tuple[list[tuple[float, float]], lis
     return [(b[fld], h[fld]) for b, h in both], list(dict.fromkeys(reasons))
 
 
+def _pair_rounds(rounds: CaseRounds, fld: str) -> list[int]:
+    """The round indices of the pairs :func:`_pairs` returns (same rule, same order)."""
+    both = [i for i, (b, h) in enumerate(zip(rounds.base, rounds.head)) if b.get(fld) and h.get(fld)]
+    clean = [i for i in both if not rounds.base[i].get("contamination")
+             and not rounds.head[i].get("contamination")]
+    return clean if 2 * len(clean) > len(both) else both
+
+
+def crossover(d: Sequence[float], signs: Sequence[float]) -> tuple[float, float, int]:
+    """The effect of the change in log ratios ``d`` of pairs timed in the orders ``signs`` (+1 base
+    first, -1 head first): ``(delta, its standard error, degrees of freedom)`` of the least-squares
+    fit ``d = delta + pi · sign`` (the module doc); the plain paired mean and ``sd / sqrt(n)``, n - 1
+    degrees of freedom, where ``signs`` does not match ``d``, has one order only, or n < 4."""
+    n = len(d)
+    mean = statistics.fmean(d)
+    plain = (mean, statistics.stdev(d) / math.sqrt(n), n - 1)
+    if n < 4 or len(signs) != n:
+        return plain
+    s_mean = statistics.fmean(signs)
+    sxx = sum((s - s_mean) ** 2 for s in signs)
+    if sxx == 0.0:
+        return plain
+    pi = sum((s - s_mean) * (x - mean) for s, x in zip(signs, d)) / sxx
+    delta = mean - pi * s_mean
+    rss = sum((x - delta - pi * s) ** 2 for s, x in zip(signs, d))
+    return delta, math.sqrt(rss / (n - 2) * (1.0 / n + s_mean ** 2 / sxx)), n - 2
+
+
 def _median(side: list[dict], fld: str) -> float | None:
     values = [r[fld] for r in side if r.get(fld)]
     return statistics.median(values) if values else None
@@ -176,10 +227,10 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
         return Paired(compare.NOT_BOTH, nan, nan, nan, nan, None, len(pairs), nan, nan, nan,
                       f"{metric.label} not measured on both sides")
     d = [math.log(h / b) for b, h in pairs]
-    n, mean = len(d), statistics.fmean(d)
-    sd = statistics.stdev(d)
-    se = sd / math.sqrt(n)
-    t = _t(alpha, n - 1)
+    signs = ([1.0 if rounds.first[i] == BASE else -1.0 for i in _pair_rounds(rounds, metric.field)]
+             if len(rounds.first) >= len(rounds.base) else [])
+    n, mean, se, df = len(d), *crossover(d, signs)
+    t = _t(alpha, df)
     ratio, low, high = math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
     limit = factor * math.exp(t * se)
     if low > factor:
@@ -210,7 +261,7 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
         status = compare.LAUNCH_PATH
         notes.insert(0, why)
     spread = statistics.stdev(h / b for b, h in pairs)
-    return Paired(status, ratio, low, high, limit, _p(mean, se, n - 1), n, spread,
+    return Paired(status, ratio, low, high, limit, _p(mean, se, df), n, spread,
                   statistics.median(b for b, _ in pairs), statistics.median(h for _, h in pairs),
                   "; ".join(notes))
 
@@ -254,6 +305,8 @@ class Outcome:
     seconds: float
     phases: dict[str, float] = field(default_factory=dict)
     capped: bool = False
+    #: Rounds per pair of processes (0: one process per side for the whole session).
+    process_rounds: int = 0
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -262,7 +315,7 @@ class Outcome:
 def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Commit, *,
         head_dirty: bool = False, factor: float = FACTOR, alpha: float = ALPHA, target: float = TARGET,
         min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS, time_cap_s: float = TIME_CAP_S,
-        log: Callable[[str], None] = lambda line: None,
+        process_rounds: int = PROCESS_ROUNDS, log: Callable[[str], None] = lambda line: None,
         on_round: Callable[[Outcome], None] = lambda partial: None,
         clock: Callable[[], float] = time.monotonic) -> Outcome:
     """Measure both sides in interleaved rounds until every case stops (the module doc).
@@ -271,16 +324,20 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
         cases: the cases to judge, in order; None: every case either side built.
         measurer: see :class:`Measurer`; started here, stopped before returning.
         min_pairs, max_pairs: the rounds of a case, at least and at most.
-        time_cap_s: seconds for the rounds; then every open case is judged on what it has.
+        time_cap_s: seconds for the rounds (fresh processes' builds included); then every open
+            case is judged on what it has.
+        process_rounds: rounds per pair of processes (0: the first pair measures every round).
         on_round: gets the session so far after each pass over the open cases (the command stores
             it, so that a run stopped on the way keeps every round it made).
 
     Raises:
         ABError: a side could not be started, or failed in a round.
-        ValueError: min_pairs < 2 or max_pairs < min_pairs.
+        ValueError: min_pairs < 2 or max_pairs < min_pairs, or process_rounds < 0.
     """
     if min_pairs < 2 or max_pairs < min_pairs:
         raise ValueError(f"need 2 <= min_pairs <= max_pairs, got {min_pairs} and {max_pairs}")
+    if process_rounds < 0:
+        raise ValueError(f"need process_rounds >= 0, got {process_rounds}")
     start = clock()
     phases: dict[str, float] = {}
     infos: dict[str, Mapping[str, CaseInfo]] = {}
@@ -313,7 +370,22 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
         t = clock()
         capped = False
         r_index = 0
+        renewals = 0.0
         while open_:
+            if r_index and process_rounds and r_index % process_rounds == 0:
+                renew_at = clock()
+                try:
+                    missing = measurer.renew([rounds.case for rounds in open_])
+                except ProbeFailed as exc:
+                    raise ABError(f"fresh processes for round {r_index + 1} could not be started: {exc}") \
+                        from None
+                renewals += clock() - renew_at
+                for rounds in open_:
+                    if rounds.case in missing:
+                        rounds.stopped = f"not built again in a fresh process ({missing[rounds.case]})"
+                open_ = [rounds for rounds in open_ if rounds.case not in missing]
+                if not open_:
+                    break
             for rounds in open_:
                 first = first_side(r_index, names.index(rounds.case))
                 order = (BASE, HEAD) if first == BASE else (HEAD, BASE)
@@ -347,13 +419,16 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
             if open_:
                 log(f"after {r_index} rounds: {len(open_)} case(s) still open")
                 on_round(Outcome(base, head, head_dirty, factor, alpha, target, min_pairs, max_pairs,
-                                 all_rounds, not_built, round(clock() - start, 1), dict(phases), False))
+                                 all_rounds, not_built, round(clock() - start, 1), dict(phases), False,
+                                 process_rounds))
         phases["rounds"] = round(clock() - t, 1)
+        if renewals:
+            phases["fresh processes"] = round(renewals, 1)
     finally:
         measurer.stop(BASE)
         measurer.stop(HEAD)
     return Outcome(base, head, head_dirty, factor, alpha, target, min_pairs, max_pairs, all_rounds,
-                   not_built, round(clock() - start, 1), phases, capped)
+                   not_built, round(clock() - start, 1), phases, capped, process_rounds)
 
 
 def benchmark(op: str, metric: metrictable.Metric) -> str:
@@ -477,4 +552,5 @@ def _from_dict(data) -> Outcome:
                    number(data.get("seconds", 1.0), "seconds", -1.0),
                    {str(k): float(v) for k, v in (data.get("phases") or {}).items()
                     if isinstance(v, (int, float)) and math.isfinite(v)},
-                   bool(data.get("capped")))
+                   bool(data.get("capped")),
+                   int(number(data.get("process_rounds", 0), "process_rounds", -1.0)))

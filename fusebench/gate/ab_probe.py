@@ -9,6 +9,9 @@ and the head reuses the launch configuration the base's autotuner picked for eve
 kernel whose source is the same on both sides (a changed kernel is autotuned anew; a different
 pick is then reported as "different kernel", never as a regression).
 
+Every ``ab.PROCESS_ROUNDS`` rounds both children are replaced (:meth:`ABChildren.renew`): the two
+fresh ones build the cases still open side by side, from the caches the first ones filled.
+
 Only one child works at a time; the other waits for its next line, so NVML lists it as another
 process on the GPU: that contamination is dropped when NVML saw no more than this one sibling
 (``bisect_probe.without_siblings``).
@@ -35,9 +38,11 @@ from fusebench.gate.bisect_probe import (
 )
 
 
-def request(root: Path, select: dict) -> str:
-    """The child's one argument: its tree, what to measure there, its own case file, keep going."""
-    return json.dumps({"root": str(root), "select": select, "config": str(root / "fusebench.yaml"),
+def request(root: Path, select: dict | None = None, cases: list[str] | None = None) -> str:
+    """The child's one argument: its tree, what to measure there (``select``, or the ``cases`` by
+    name: a fresh process for the cases still open), its own case file, keep going."""
+    what = {"select": select} if cases is None else {"cases": list(cases)}
+    return json.dumps({"root": str(root), **what, "config": str(root / "fusebench.yaml"),
                        "keep_going": True})
 
 
@@ -63,6 +68,7 @@ class ABChildren:
         self.trees, self.python, self.log = dict(trees or {}), python, log
         self.start_timeout, self.round_timeout = start_timeout, round_timeout
         self.children: dict[str, _Child] = {}
+        self.commits: dict[str, Commit] = {}
         #: The asv machine name the base's child measured on (None until then, or unknown).
         self.machine: str | None = None
 
@@ -77,15 +83,19 @@ class ABChildren:
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
         return env
 
-    def start(self, side: str, commit: Commit) -> tuple[dict[str, CaseInfo], dict[str, str]]:
+    def _spawn(self, side: str, commit: Commit, cases: list[str] | None = None) -> _Child:
         if side in self.trees:
             tree, ext_key = self.trees[side]
         else:
             tree = bisect_git.worktree(self.repo, self.cache / "worktrees", commit.sha)
             ext_key = commit.sha
-        child = _Child([self.python, "-c", self.code, request(tree, self.select)], tree,
+        self.commits[side] = commit
+        child = _Child([self.python, "-c", self.code, request(tree, self.select, cases)], tree,
                        self.env(tree, ext_key), self.session / "logs" / f"{side}.log")
         self.children[side] = child
+        return child
+
+    def _ready(self, child: _Child) -> tuple[dict[str, CaseInfo], dict[str, str]]:
         answer = child.ask(None, self.start_timeout)
         ready, not_built = answer.get("ready"), answer.get("not_built", {})
         if not isinstance(ready, dict) or not isinstance(not_built, dict):
@@ -98,6 +108,23 @@ class ABChildren:
         if self.machine is None and isinstance(machine, str) and MACHINE.fullmatch(machine):
             self.machine = machine
         return {c: _info(c, info) for c, info in ready.items()}, {c: w[:500] for c, w in not_built.items()}
+
+    def start(self, side: str, commit: Commit) -> tuple[dict[str, CaseInfo], dict[str, str]]:
+        return self._ready(self._spawn(side, commit))
+
+    def renew(self, cases: list[str]) -> dict[str, str]:
+        """Both children replaced by fresh ones building ``cases`` side by side (``ab.Measurer``)."""
+        sides = list(self.commits)
+        for side in sides:
+            self.stop(side)
+        children = {side: self._spawn(side, self.commits[side], cases) for side in sides}
+        missing: dict[str, str] = {}
+        for side, child in children.items():
+            ready, not_built = self._ready(child)
+            for case in cases:
+                if case not in ready:
+                    missing.setdefault(case, f"{side}: {not_built.get(case, 'not built')}")
+        return missing
 
     def time(self, side: str, case: str) -> dict:
         child = self.children.get(side)
