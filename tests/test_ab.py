@@ -467,6 +467,7 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     assert "kernels/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr
     out = json.loads(r.stdout)
     assert out["head_dirty"] is True and out["pairs"] == {"gelu/torch/16384/float32": 3}
+    assert out["phases"]["fresh processes"] > 0  # rounds 2 and 3 each in a fresh pair of children
     (row,) = out["rows"]
     if row["status"] == "contaminated":
         pytest.skip(f"the rounds were contaminated on this CPU: {row['note']}")
