@@ -9,7 +9,7 @@ import importlib.util
 import os
 import time
 import types
-from typing import Callable
+from typing import Callable, Iterable, Mapping
 
 import torch
 
@@ -106,3 +106,35 @@ def require_triton(x: torch.Tensor) -> None:
     if not x.is_cuda and os.environ.get("TRITON_INTERPRET") != "1":
         raise SkipCase("triton needs a CUDA GPU (TRITON_INTERPRET=1 emulates it on the CPU for the "
                        "tests only; a run refuses emulated figures)")
+
+
+#: Builds that every case of a backend shares, by backend, registered by the kernels that need
+#: them (:func:`shared_build`; ``cuda``: the CUDA extension, ``kernels/cuda_ext.py``): each starts
+#: its build in a background thread and returns what waits for it.
+SHARED_BUILDS: dict[str, Callable[[], Callable[[], object]]] = {}
+
+
+def shared_build(backend: str) -> Callable:
+    """Register the decorated function as what starts the build that every case of ``backend``
+    shares (:data:`SHARED_BUILDS`); it must return at once, and touch no GPU."""
+    def register(start: Callable[[], Callable[[], object]]) -> Callable[[], Callable[[], object]]:
+        SHARED_BUILDS[backend] = start
+        return start
+
+    return register
+
+
+def start_builds(backend_names: Iterable[str], dev: torch.device,
+                 starts: Mapping[str, Callable[[], Callable[[], object]]] | None = None,
+                 ) -> list[Callable[[], object]]:
+    """Start, in background threads, the shared builds (``starts``, default :data:`SHARED_BUILDS`)
+    of the backends among ``backend_names`` that a run on ``dev`` will build cases of, so that
+    they run while the other backends' cases build (the CUDA extension's nvcc beside Inductor's
+    and Triton's compiles). Nothing on the CPU: there these backends skip their cases before
+    building anything. Returns what waits for each build (the run waits before its rounds, so
+    that no compiler runs while a case is timed). Touches no GPU; a failed build is not raised
+    here: its cases say why, as when they build it themselves."""
+    if dev.type != "cuda":
+        return []
+    starts = SHARED_BUILDS if starts is None else starts
+    return [starts[name]() for name in dict.fromkeys(backend_names) if name in starts]

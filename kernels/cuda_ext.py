@@ -3,11 +3,17 @@
 Nothing is compiled or touches CUDA at import time. The first call that needs
 the extension builds it once per process with
 ``torch.utils.cpp_extension.load`` (``-O3``, sm_80 and sm_90 SASS plus
-compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors)
-into a persistent directory: ``$FUSEBENCH_EXT_DIR`` if set, else
-``~/.cache/fusebench/torch_extensions/<torch version>-<cuda version>``, so
-later processes only re-link when a source changed. ``build()`` does the same build ahead of
-time with no GPU (the image runs ``python -m fusebench.kernels.cuda_ext`` at build time).
+compute_90 PTX for newer GPUs, no ``--use_fast_math``, warnings as errors), or
+``start_build()`` starts that build in a background thread (a run does, as soon as it knows it
+will measure a ``cuda`` case on a GPU, so that nvcc runs while the other backends' cases build;
+the first ``cuda`` case then waits for it). The build directory is ``<root>/<key>``: root
+``$FUSEBENCH_EXT_DIR`` if set, else ``~/.cache/fusebench/cuda_ext``; key a hash of everything
+that decides the binary (``cache_key``: every file the build reads, the flags, nvcc's and the host
+compiler's ``--version``, torch's version and CUDA, the Python ABI). A folder that holds a
+finished build (its ``built.json``) is imported as it is, with no compiler run: two revisions
+never build over each other, and a second run of the same sources compiles nothing. ``build()``
+does the same build ahead of time with no GPU (the image runs ``python -m
+fusebench.kernels.cuda_ext`` at build time). docs/cuda-extension.md has the rest.
 
 All ops take a CUDA tensor of dtype float32, bfloat16 or float16, make it
 contiguous (a copy when it is not), and return a new contiguous tensor of the
@@ -26,20 +32,53 @@ the process until they were neither exceptions nor messages built with c10::str
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import json
 import os
 import re
+import subprocess
+import sysconfig
+import threading
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Callable, Iterable
 
 import torch
 from fusebench.kernels.cuda_check import find_nvcc
 
+from fusebench.atomic import write_json
+from fusebench.backends import shared_build
 from fusebench.errors import SkipCase
 
 _OPS = Path(__file__).resolve().parent
 #: The shared binding and headers (the include path); each op's .cu files live in its own folder.
 _SRC = _OPS / "cuda"
-SOURCES = [_SRC / "binding.cpp", _OPS / "gelu" / "gelu.cu", _OPS / "softmax" / "softmax.cu",
-           _OPS / "softmax" / "softmax_cluster.cu", _OPS / "softmax" / "softmax_tma.cu"]
+#: The module's name; torch names its library ``fusebench_cuda.so`` in the build directory.
+NAME = "fusebench_cuda"
+#: Written into a build directory once its build has finished and imported: its key's inputs.
+BUILT = "built.json"
+#: Suffixes of the files of an op's folder that the build reads (``kernels/<op>/``).
+OP_SUFFIXES = (".cu", ".cuh", ".h")
+
+
+def compiled_sources(root: Path = _OPS) -> list[Path]:
+    """The translation units: the binding, then every op's ``kernels/<op>/*.cu``, sorted (read
+    from the folders: a new op's .cu file is compiled without being listed anywhere)."""
+    return [root / "cuda" / "binding.cpp", *sorted(root.glob("*/*.cu"))]
+
+
+def source_files(root: Path = _OPS) -> list[Path]:
+    """Every file the build reads, sorted: each file of ``kernels/cuda/`` (the binding and the
+    shared headers on the include path) and each op's ``.cu``, ``.cuh`` and ``.h`` files. Hidden
+    files (an editor's) are left out."""
+    shared = [p for p in (root / "cuda").iterdir() if p.is_file() and not p.name.startswith(".")]
+    ops = [p for p in root.glob("*/*") if p.parent.name != "cuda" and p.suffix in OP_SUFFIXES
+           and p.is_file() and not p.name.startswith(".")]
+    return sorted(shared + ops)
+
+
+SOURCES = compiled_sources()
 CFLAGS = ["-O3", "-Wall", "-Werror"]
 CUDA_CFLAGS = [
     "-O3",
@@ -69,12 +108,90 @@ TMA_THREADS = (128, 256, 512)
 TMA_PIECES = (1, 2, 4, 8)
 
 
-def build_directory() -> Path:
-    """Where the extension is built and cached (see the module docstring)."""
+@dataclass(frozen=True)
+class Toolchain:
+    """What decides the binary besides the sources and the flags, as text: ``nvcc --version``'s
+    and the host compiler's ``--version`` output ("" where there is none), torch's version, the
+    CUDA version torch was built with, the Python ABI (``SOABI``)."""
+
+    nvcc: str
+    host_compiler: str
+    torch: str
+    torch_cuda: str
+    python_abi: str
+
+
+def _version_text(program: str | None) -> str:
+    """``<program> --version``'s output, stripped; "" when there is no such program or it fails."""
+    if not program:
+        return ""
+    try:
+        out = subprocess.run([program, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip() if out.returncode == 0 else ""
+
+
+def nvcc_path() -> str | None:
+    """The nvcc torch's build runs: ``$PYTORCH_NVCC``, else ``<CUDA_HOME>/bin/nvcc`` as torch finds
+    CUDA_HOME, else the first nvcc ``find_nvcc`` finds."""
+    if env := os.environ.get("PYTORCH_NVCC"):
+        return env
+    from torch.utils.cpp_extension import CUDA_HOME
+
+    if CUDA_HOME and (p := Path(CUDA_HOME, "bin", "nvcc")).is_file():
+        return str(p)
+    return find_nvcc()
+
+
+@functools.cache
+def toolchain() -> Toolchain:
+    """This process's :class:`Toolchain` (runs ``nvcc --version`` and ``$CXX --version`` once)."""
+    return Toolchain(nvcc=_version_text(nvcc_path()),
+                     host_compiler=_version_text(os.environ.get("CXX", "c++")),
+                     torch=torch.__version__, torch_cuda=str(torch.version.cuda),
+                     python_abi=str(sysconfig.get_config_var("SOABI")))
+
+
+#: Hex digits of a key (80 bits: a collision between two builds is not a concern).
+KEY_LENGTH = 20
+
+
+def key_inputs(files: Iterable[Path], root: Path, cflags: Iterable[str], cuda_cflags: Iterable[str],
+               tools: Toolchain) -> dict:
+    """What :func:`cache_key` hashes, as a JSON-ready dict: each file by its path relative to
+    ``root`` (so that two checkouts of the same sources share a key) and the sha256 of its bytes,
+    the flags, the toolchain's texts."""
+    return {"files": {p.relative_to(root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
+                      for p in sorted(files)},
+            "cflags": list(cflags), "cuda_cflags": list(cuda_cflags), "toolchain": asdict(tools)}
+
+
+def cache_key(inputs: dict) -> str:
+    """The build directory's name: the first :data:`KEY_LENGTH` hex digits of the sha256 of
+    ``inputs`` (:func:`key_inputs`) written as canonical JSON."""
+    text = json.dumps(inputs, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:KEY_LENGTH]
+
+
+def current_inputs() -> dict:
+    """:func:`key_inputs` of this checkout's sources, flags and toolchain (read now: a source
+    edited since the last call gives another key)."""
+    return key_inputs(source_files(), _OPS, CFLAGS, CUDA_CFLAGS, toolchain())
+
+
+def extension_root() -> Path:
+    """The folder the keyed build directories live in: ``$FUSEBENCH_EXT_DIR`` if set, else
+    ``~/.cache/fusebench/cuda_ext``."""
     if env := os.environ.get("FUSEBENCH_EXT_DIR"):
         return Path(env)
-    tag = f"{torch.__version__}-{torch.version.cuda}"
-    return Path.home() / ".cache" / "fusebench" / "torch_extensions" / tag
+    return Path.home() / ".cache" / "fusebench" / "cuda_ext"
+
+
+def build_directory(key: str | None = None) -> Path:
+    """Where the extension of ``key`` (None: this checkout's, :func:`current_inputs`) is built and
+    cached: ``<extension_root()>/<key>``."""
+    return extension_root() / (key or cache_key(current_inputs()))
 
 
 def _first_error_line(exc: BaseException) -> str:
@@ -85,30 +202,52 @@ def _first_error_line(exc: BaseException) -> str:
     return lines[0] if lines else type(exc).__name__
 
 
-def _compile(verbose: bool = False):
-    """Compile (or re-link when a source changed) into ``build_directory()`` and import the module.
+def _import(library: Path):
+    """Import a finished build's library (what torch's loader does once it has built it)."""
+    spec = importlib.util.spec_from_file_location(NAME, library)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _compile(verbose: bool = False, inputs: dict | None = None, load: Callable | None = None):
+    """Import the extension of ``inputs`` (None: :func:`current_inputs`) from its build directory
+    when a build there has finished (its :data:`BUILT` file), else compile it there, import it and
+    write :data:`BUILT` (the key's inputs: what the folder holds, for whoever wonders).
 
     Makes no CUDA call: the architectures come from ``CUDA_CFLAGS`` (its ``-gencode`` flags make
     torch ignore ``TORCH_CUDA_ARCH_LIST`` and never query a GPU), and importing the module only
-    registers functions. Raises whatever ``torch.utils.cpp_extension.load`` raises.
+    registers functions. No compiler runs for a finished build: its key already says its sources
+    are these (ninja, which torch's loader runs, would rebuild from file times alone: a checkout
+    mounted over the image's copy of the same sources is newer). ``load``: what compiles and
+    imports (``torch.utils.cpp_extension.load``'s arguments; None: that function). Raises whatever
+    it raises.
     """
-    from torch.utils.cpp_extension import load
+    inputs = current_inputs() if inputs is None else inputs
+    directory = build_directory(cache_key(inputs))
+    library = directory / f"{NAME}.so"
+    if (directory / BUILT).is_file() and library.is_file():
+        return _import(library)
+    if load is None:
+        from torch.utils.cpp_extension import load
 
-    build_dir = build_directory()
-    build_dir.mkdir(parents=True, exist_ok=True)
-    return load(
-        name="fusebench_cuda",
-        sources=[str(s) for s in SOURCES],
+    directory.mkdir(parents=True, exist_ok=True)
+    module = load(
+        name=NAME,
+        sources=[str(s) for s in compiled_sources()],
         extra_cflags=CFLAGS,
         extra_cuda_cflags=CUDA_CFLAGS,
         extra_include_paths=[str(_SRC)],
-        build_directory=str(build_dir),
+        build_directory=str(directory),
         verbose=verbose,
     )
+    write_json(directory / BUILT, inputs)
+    return module
 
 
 def build() -> Path:
-    """Build the extension ahead of time, with no GPU needed (the image does it at build time).
+    """Build the extension ahead of time, with no GPU needed (the image does it at build time);
+    a finished build of the same key is only imported.
 
     Returns the build directory. Raises RuntimeError (one line) when torch has no CUDA build or
     nvcc is missing, or when the build fails (the first error line of the compiler's output).
@@ -117,11 +256,100 @@ def build() -> Path:
         raise RuntimeError("cannot build the CUDA extension: torch built without CUDA")
     if find_nvcc() is None:
         raise RuntimeError("cannot build the CUDA extension: nvcc not found")
+    inputs = current_inputs()
     try:
-        _compile(verbose=True)
+        _compile(verbose=True, inputs=inputs)
     except Exception as exc:  # noqa: BLE001 - reported as one line
         raise RuntimeError(f"CUDA extension build failed: {_first_error_line(exc)}") from None
-    return build_directory()
+    return build_directory(cache_key(inputs))
+
+
+def missing_toolchain() -> str | None:
+    """Why the extension cannot be built here ("torch built without CUDA", "nvcc not found"), or
+    None."""
+    if torch.version.cuda is None:
+        return "torch built without CUDA"
+    if find_nvcc() is None:
+        return "nvcc not found"
+    return None
+
+
+def _attempt(compile: Callable[[], object],
+             check: Callable[[], str | None] = missing_toolchain) -> tuple[object | None, str | None]:
+    """``(compile(), None)``, or ``(None, why)`` in one line: what ``check`` finds missing, or the
+    build's first error line."""
+    if why := check():
+        return None, why
+    try:
+        return compile(), None
+    except Exception as exc:  # noqa: BLE001 - any build or import failure is reported, not raised
+        return None, f"build failed: {_first_error_line(exc)}"
+
+
+class Build:
+    """The extension's build and import, done once: in a background thread once :meth:`start` is
+    called, else in the caller's thread at the first :meth:`result`.
+
+    ``compile``: what builds and imports it (:func:`_compile`); ``check``: why it cannot be built
+    here, or None (:func:`missing_toolchain`); a test gives its own. Nothing here touches CUDA:
+    the build needs only the compilers.
+    """
+
+    def __init__(self, compile: Callable[[], object] | None = None,
+                 check: Callable[[], str | None] = missing_toolchain) -> None:
+        self._compile, self._check = compile or _compile, check
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._result: tuple[object | None, str | None] | None = None
+
+    def start(self) -> bool:
+        """Start the build in a background thread; False (nothing done) when it has already been
+        started or done. Returns at once."""
+        with self._lock:
+            if self._thread is not None or self._result is not None:
+                return False
+            self._thread = threading.Thread(target=self._run, name="fusebench-cuda-ext", daemon=True)
+            self._thread.start()
+            return True
+
+    def _run(self) -> None:
+        self._result = _attempt(self._compile, self._check)
+
+    @property
+    def started(self) -> bool:
+        """Whether a build was started or done."""
+        return self._thread is not None or self._result is not None
+
+    def result(self) -> tuple[object | None, str | None]:
+        """``(module, None)`` or ``(None, why)`` (:func:`_attempt`): waits for the background
+        build when one was started, else builds now (once; a second caller waits for the first)."""
+        with self._lock:
+            thread = self._thread
+            if thread is None and self._result is None:
+                self._result = _attempt(self._compile, self._check)
+        if thread is not None:
+            thread.join()
+        return self._result
+
+
+#: This process's build (:func:`start_build`, :func:`unavailable_reason`).
+_BUILD = Build()
+
+
+def start_build() -> Build:
+    """This process's build, started in a background thread unless it was started or done
+    already: its ``result()`` waits for it, and the first call that needs the extension (the
+    run's first ``cuda`` case) does too. Meant for a GPU host: the module is only usable with a
+    GPU (:func:`unavailable_reason`)."""
+    _BUILD.start()
+    return _BUILD
+
+
+@shared_build("cuda")
+def _start_in_background() -> Callable[[], object]:
+    """What a run starts before building its cases (``fusebench.backends.start_builds``): this
+    process's build in the background; returns what waits for it."""
+    return start_build().result
 
 
 @functools.cache
@@ -131,13 +359,7 @@ def _load():
         return None, "torch built without CUDA"
     if not torch.cuda.is_available():
         return None, "no CUDA GPU"
-    if find_nvcc() is None:
-        return None, "nvcc not found"
-    try:
-        module = _compile()
-    except Exception as exc:  # noqa: BLE001 - any build or import failure is reported, not raised
-        return None, f"build failed: {_first_error_line(exc)}"
-    return module, None
+    return _BUILD.result()
 
 
 def unavailable_reason() -> str | None:

@@ -6,7 +6,10 @@ case. Records are named the nvbench way: axes, samples, median, noise, cold or h
 
 A run has phases:
 
-1. **build**: each case's factory runs once (compile, extension build), then the correctness gate
+1. **build**: the builds a backend's cases share start in the background
+   (``fusebench.backends.start_builds``: the CUDA extension, whose nvcc then runs while the other
+   backends' cases build; its first case waits for it, and the rounds for all of them); each
+   case's factory runs once (compile, extension build), then the correctness gate
    (**gate**), then warm-up, the hot batch size and a profiled call (launches and the identity
    of the kernels that ran: ``fusebench.measure.launches``) (**profile**). The built callables are kept.
 2. **rounds**: R passes over every built case (``ROUNDS``, default :data:`DEFAULT_ROUNDS`),
@@ -36,6 +39,7 @@ from typing import Callable, Iterable, Iterator
 
 import torch
 
+from fusebench import backends
 from fusebench.errors import SkipCase, first_line
 from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, timing
 from fusebench.record import ROUND_FIELDS, Record, Sweep, clean_rounds
@@ -388,8 +392,12 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     dev = environment.device()
     grid = grid_name(dev, quick)
     todo = cases(ops, grid, backend_names, dtype_names)
+    # The CUDA extension's build starts now, in the background, when a cuda case will be built:
+    # its first case waits for it, the rounds start only once it is done.
+    shared = backends.start_builds([case[1] for case in todo if case[1] in case[0].backends], dev)
     return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds,
-                   peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev), out=out)
+                   peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev),
+                   before_rounds=lambda built: [wait() for wait in shared], out=out)
 
 
 def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, grid: str,
