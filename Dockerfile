@@ -112,19 +112,20 @@ COPY requirements-reference.lock /tmp/reflock/
 RUN if [ "${FLAVOUR}" = cuda ]; then pip install --no-deps --require-hashes -r /tmp/reflock/requirements-reference.lock; fi \
  && rm -rf /tmp/reflock
 
-# The `cuda` backend's extension, built now (no GPU needed: `python -m fusebench.kernels.cuda_ext`) into the
-# directory the runtime loads it from. Built from /workspace, where the checkout is mounted at run
-# time, so the sources have the same paths and torch reuses this build (it re-links only when a
-# source changed). World-writable: the container runs as the calling user's uid, and torch takes
-# a lock file there.
-ENV FUSEBENCH_EXT_DIR=/opt/fusebench/torch_extensions
+# The `cuda` backend's extension, built now (no GPU needed: `python -m fusebench.kernels.cuda_ext`) into
+# <FUSEBENCH_EXT_DIR>/<key>, the key a hash of its sources, flags and toolchain (docs/cuda-extension.md):
+# `make bench` in the image computes the same key from the mounted checkout of the same sources and
+# imports this build, compiling nothing; changed sources get a folder of their own beside it (lost
+# with the container). World-writable: the container runs as the calling user's uid, and torch
+# takes a lock file in a folder it builds.
+ENV FUSEBENCH_EXT_DIR=/opt/fusebench/cuda_ext
 WORKDIR /workspace
 COPY fusebench/ /workspace/fusebench/
 COPY kernels/ /workspace/kernels/
 # differs (5)
 RUN if [ "${FLAVOUR}" = cuda ]; then python -m fusebench.kernels.cuda_ext && nsys --version; fi \
- && mkdir -p /opt/fusebench/torch_extensions \
- && chmod -R a+rwX /opt/fusebench/torch_extensions
+ && mkdir -p /opt/fusebench/cuda_ext \
+ && chmod -R a+rwX /opt/fusebench/cuda_ext
 
 # Caches that must outlive a container (Triton and Inductor compile caches) live on a volume at
 # /cache; HOME is writable by any uid (for the tools that keep files under ~). FUSEBENCH_IN_IMAGE

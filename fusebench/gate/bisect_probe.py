@@ -4,7 +4,9 @@ stays up while the search needs it.
 
 A commit's child runs in ``<cache>/worktrees/<sha>`` with ``fusebench`` and its ops imported
 from there, its CUDA extension built in ``<cache>/ext/<sha>`` (``FUSEBENCH_EXT_DIR``: never the
-extension of another commit), and the worktree's own case file. Its stderr (build output,
+extension of another commit; a commit whose ``cuda_ext`` keys its builds puts it one folder
+deeper, ``<sha>/<key>``, but an older commit's code builds in the folder it is given, so the folder
+stays per commit), and the worktree's own case file. Its stderr (build output,
 warnings) goes to ``<logs>/<sha8>.log``.
 
 GOOD's and BAD's children stay up beside each probe's, idle while another measures: NVML lists
