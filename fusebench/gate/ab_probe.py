@@ -5,10 +5,11 @@ with ``select`` and ``keep_going``), started in the revision's worktree (``<cach
 bisect's) or, for a head with uncommitted changes, in the checkout itself. Its CUDA extension is
 built in ``<cache>/ext/<sha>`` (``<sha>-<hash of the changes>`` for such a head), never shared with
 other code (per revision, not per key: an older revision's ``cuda_ext`` builds in the folder it is
-given, without a key; ``fusebench.gate.bisect_probe``). Both children share one Inductor cache made for the session: the base compiles first,
-and the head reuses the launch configuration the base's autotuner picked for every generated
-kernel whose source is the same on both sides (a changed kernel is autotuned anew; a different
-pick is then reported as "different kernel", never as a regression).
+given, without a key; ``fusebench.gate.bisect_probe``). Both children share one Inductor cache
+made for the session: the base compiles first, and the head reuses the launch configuration the
+base's autotuner picked for every generated kernel whose source is the same on both sides (a
+changed kernel is autotuned anew; a different pick is then reported as "different kernel", never
+as a regression).
 
 Every ``ab.PROCESS_ROUNDS`` rounds both children are replaced (:meth:`ABChildren.renew`): the two
 fresh ones build the cases still open side by side, from the caches the first ones filled.
