@@ -25,6 +25,7 @@ ready, instead of ending the child. A round line may be ``{"round": [case, ...]}
 import json
 import os
 import sys
+import time
 
 #: The figures of a round sent back (ms), beside the contamination (``bisect_probe.FIELDS``).
 FIELDS = ("device_time_ms", "device_time_cold_ms", "device_time_graph_ms", "wall_time_ms", "repeats")
@@ -46,6 +47,7 @@ def build(request: dict):
     """Import the worktree's code and build, gate and profile each case; returns the device, the
     sweep module and ``[(case, record, callable)]``. Raises CaseFailed or what the imports raise."""
     root = os.path.realpath(request["root"])
+    began = time.perf_counter()
     import fusebench
     try:  # the op package; a commit older than it has the top-level kernels package
         from fusebench import ops as kernels
@@ -60,6 +62,8 @@ def build(request: dict):
 
     dev = environment.device()
     ops = kernels.configured(request["config"])
+    imported = time.perf_counter()
+    seconds = {}
     keep_going = bool(request.get("keep_going"))
     cases = request["cases"] if "cases" in request else selected(request["select"], ops, sweep, dev)
     built, not_built = [], {}
@@ -71,16 +75,22 @@ def build(request: dict):
                 continue
             raise CaseFailed(f"{case}: no op {op_name!r} at this commit")
         op = ops[op_name]
+        case_began = time.perf_counter()
         dims = tuple(int(d) for d in shape.split("x"))
         rec = sweep.new_record(op, backend, dims, dtype)
         done = sweep.build_and_gate(op, backend, dims, dtype, dev)
         sweep.prepare(rec, done, dev)
+        seconds[case] = time.perf_counter() - case_began
         if rec.status != "ok":
             if keep_going:
                 not_built[case] = f"{rec.status}: {rec.reason}"
                 continue
             raise CaseFailed(f"{case}: {rec.status}: {rec.reason}")
         built.append((case, rec, done.fn))
+    slowest = max(seconds, key=seconds.get, default=None)
+    print(f"child: imports and device {imported - began:.1f} s; {len(seconds)} case(s) built in "
+          f"{time.perf_counter() - imported:.1f} s" + (f" (slowest {slowest} {seconds[slowest]:.1f} s)"
+                                                       if slowest else ""), file=sys.stderr, flush=True)
     return dev, sweep, built, _machine(environment, dev), not_built
 
 
