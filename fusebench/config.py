@@ -1,5 +1,6 @@
 """The case file, ``fusebench.yaml``: per op its shapes per grid, dtypes, backends and headline
-shape, and the run settings (rounds, the gate's factor and alpha).
+shape, and the run settings (rounds, the stopping rule of each round's timing, the gate's factor
+and alpha).
 
 The ops themselves (reference, declared work, backends) are Python modules in ``kernels/``; this
 file says which of their cases a run measures, so adding a shape or a dtype edits only the YAML.
@@ -21,6 +22,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 from fusebench import metrictable, safeyaml
 from fusebench.axes import BACKENDS, ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
+from fusebench.measure.stopping import DEFAULT as DEFAULT_RULE
+from fusebench.measure.stopping import StopRule
 from fusebench.names import did_you_mean
 
 if TYPE_CHECKING:  # the registry imports torch; reading a case file must not (fusebench.axes)
@@ -56,7 +59,13 @@ BYTES_PER_ELEMENT = 24
 MAX_ROUNDS = 100
 
 _TOP_KEYS = ("settings", "ops")
-_SETTINGS_KEYS = ("rounds", "gate")
+_SETTINGS_KEYS = ("rounds", "timing", "gate")
+_TIMING_KEYS = ("max_noise", "max_s", "min_samples")
+#: The stopping rule's bounds: a target under 1e-5 (0.001 %) or a cap over 1 s per mode is a typo
+#: (a round of the default grid would take hours); more than 10 000 samples likewise.
+MAX_NOISE_RANGE = (1e-5, 0.1)
+MAX_S_RANGE = (0.001, 1.0)
+MAX_MIN_SAMPLES = 10_000
 _GATE_KEYS = ("factor", "alpha")
 _OP_KEYS = ("dtypes", "backends", "headline", "grids")
 
@@ -83,6 +92,8 @@ class Config:
     Attributes:
         path: the file it was read from.
         rounds: interleaved rounds per case (>= 1).
+        timing: the stopping rule of each timed mode in each round (``settings.timing``:
+            ``fusebench.measure.stopping.StopRule``).
         factor: the gate's allowed slowdown before noise (>= 1; 1.04 = 4 %).
         alpha: the gate's significance level, in (0, 1).
         ops: op name -> its entry as written, in the file's order (checked by :meth:`apply`).
@@ -90,6 +101,7 @@ class Config:
 
     path: Path
     rounds: int = DEFAULT_ROUNDS
+    timing: StopRule = DEFAULT_RULE
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
     ops: dict[str, Any] = field(default_factory=dict)
@@ -271,6 +283,7 @@ def load(path: Path | str | None = None) -> Config:
     data = _mapping(path, "", data, _TOP_KEYS)
     settings = _mapping(path, "settings", data.get("settings"), _SETTINGS_KEYS)
     gate = _mapping(path, "settings.gate", settings.get("gate"), _GATE_KEYS)
+    timing = _timing(path, _mapping(path, "settings.timing", settings.get("timing"), _TIMING_KEYS))
     rounds = settings.get("rounds", DEFAULT_ROUNDS)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
         raise _fail(path, "settings.rounds", f"bad value {_q(rounds)}; valid: an integer from 1 to "
@@ -282,4 +295,19 @@ def load(path: Path | str | None = None) -> Config:
     ops = data.get("ops")
     if not isinstance(ops, dict) or not ops:
         raise _fail(path, "ops", "expected a mapping of op name to its cases")
-    return Config(path, rounds, factor, alpha, {str(n): e for n, e in ops.items()})
+    return Config(path, rounds, timing, factor, alpha, {str(n): e for n, e in ops.items()})
+
+
+def _timing(path: Path, entry: dict) -> StopRule:
+    """``settings.timing`` as a :class:`StopRule`, each key left out at its default."""
+    lo, hi = MAX_NOISE_RANGE
+    max_noise = _number(path, "settings.timing.max_noise", entry.get("max_noise", DEFAULT_RULE.max_noise),
+                        lo, hi, f"a number from {lo:g} to {hi:g} (0.0005: the median known within 0.05 %)")
+    lo, hi = MAX_S_RANGE
+    max_s = _number(path, "settings.timing.max_s", entry.get("max_s", DEFAULT_RULE.max_s), lo, hi,
+                    f"a number of seconds from {lo:g} to {hi:g} (per mode, case and round)")
+    n = entry.get("min_samples", DEFAULT_RULE.min_samples)
+    if isinstance(n, bool) or not isinstance(n, int) or not 5 <= n <= MAX_MIN_SAMPLES:
+        raise _fail(path, "settings.timing.min_samples", f"bad value {_q(n)}; valid: an integer from 5 to "
+                                                          f"{MAX_MIN_SAMPLES}")
+    return StopRule(max_noise, max_s, n)

@@ -320,7 +320,8 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
     if slots:
         job = workers.Job("fusebench.ops:configured", tuple(op.name for op in ops), tuple(backends),
                           tuple(dtypes), sweep.grid_name(torch.device("cuda"), args.quick), rounds,
-                          case_file=str(args.config.resolve()) if args.config else None)
+                          case_file=str(args.config.resolve()) if args.config else None,
+                          rule=config.load(args.config).timing)
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),
                                         workers.gpu_model(slots[0].visible), job.grid)
@@ -329,7 +330,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
     else:
         result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                           rounds=rounds)
+                           rounds=rounds, rule=config.load(args.config).timing)
         measured = [(environment.machine_name(), result)]
     require_measured([r for _, result in measured for r in result.records])
     for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):

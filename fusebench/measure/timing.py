@@ -36,6 +36,9 @@ from typing import Callable
 
 import torch
 
+from fusebench.measure import stopping
+from fusebench.measure.stopping import StopRule
+
 #: Time one measurement (one mode of one case) should take, in seconds: repeats are chosen to
 #: fill it, within [MIN_REPEATS, MAX_REPEATS].
 BUDGET_S = 0.1
@@ -187,7 +190,7 @@ def host_ms_per_call(fn: Callable[[], object], launches: int | None = None) -> f
 
 def device_time(
     fn: Callable[[], object], repeats: int, flush: torch.Tensor | None = None, calls: int = 1,
-    gpu_ms: float = 0.0, launches: int | None = None,
+    gpu_ms: float = 0.0, launches: int | None = None, rule: StopRule | None = None,
 ) -> Timing:
     """Device time of one call of ``fn`` on the current CUDA stream, CUDA events around each repeat.
 
@@ -197,12 +200,15 @@ def device_time(
 
     Args:
         fn: ready callable (warmed up).
-        repeats: number of timed repeats (samples).
+        repeats: number of timed repeats (samples); with ``rule``, the most of them (the cap).
         flush: when given (cold mode), zeroed before each repeat, outside the timed region.
         calls: calls per repeat, >= 1 (hot mode: see :func:`hot_calls`).
         gpu_ms: GPU time one repeat takes at least (its calls, and the flush), ms, where the caller
             knows it: the blocking kernel then covers only the host time beyond it.
         launches: kernel launches per call where the caller knows them (:func:`host_ms_per_call`).
+        rule: the stopping rule (``fusebench.measure.stopping``): repeats in doubling chunks, each
+            a queued block of its own, until the median is known well enough or ``repeats`` are
+            taken; None: all ``repeats`` in one go.
 
     Returns:
         Median and interquartile range of the per-call samples, ms.
@@ -220,8 +226,12 @@ def device_time(
         for _ in range(calls):
             fn()
 
-    elapsed = queued_samples(body, repeats, per_repeat_ms, None if flush is None else flush.zero_, gpu_ms)
-    return Timing.from_samples([ms / calls for ms in elapsed], "cuda-events")
+    def take(n: int) -> list[float]:
+        elapsed = queued_samples(body, n, per_repeat_ms, None if flush is None else flush.zero_, gpu_ms)
+        return [ms / calls for ms in elapsed]
+
+    samples = take(repeats) if rule is None else stopping.sample_until(take, rule, repeats)
+    return Timing.from_samples(samples, "cuda-events")
 
 
 def block_ms(n: int, per_repeat_ms: float, gpu_ms: float = 0.0) -> float:
@@ -273,19 +283,26 @@ def hot_calls(fn: Callable[[], object], one_call_ms: float | None = None) -> int
     return max(1, min(HOT_MAX_CALLS, math.ceil(HOT_BATCH_MS / max(one_call_ms, 1e-6))))
 
 
-def wall_time(fn: Callable[[], object], repeats: int, device: torch.device) -> Timing:
+def wall_time(fn: Callable[[], object], repeats: int, device: torch.device,
+              rule: StopRule | None = None) -> Timing:
     """Host-clock time of ``fn`` with synchronization before and after each repeat.
 
     On a CUDA device this is wall time (launch overhead included, clock ``"wall"``); on the
-    CPU it is the only clock there is (``"host"``).
+    CPU it is the only clock there is (``"host"``). With ``rule`` (``fusebench.measure.stopping``),
+    ``repeats`` is the most and the repeats stop once the median is known well enough.
     """
-    samples = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        fn()
-        synchronize(device)
-        samples.append((time.perf_counter() - start) * 1e3)
+
+    def take(n: int) -> list[float]:
+        samples = []
+        for _ in range(n):
+            synchronize(device)
+            start = time.perf_counter()
+            fn()
+            synchronize(device)
+            samples.append((time.perf_counter() - start) * 1e3)
+        return samples
+
+    samples = take(repeats) if rule is None else stopping.sample_until(take, rule, repeats)
     return Timing.from_samples(samples, "wall" if device.type == "cuda" else "host")
 
 
@@ -350,10 +367,28 @@ def capture(fn: Callable[[], object], calls: int) -> "torch.cuda.CUDAGraph":
     return graph
 
 
-def graph_device_time(fn: Callable[[], object], repeats: int, calls: int) -> Timing:
+def graph_device_time(fn: Callable[[], object], repeats: int, calls: int, gpu_ms: float = 0.0) -> Timing:
     """Graph device time of one call of ``fn``: ``calls`` calls captured in one CUDA graph
     (:func:`capture`), ``repeats`` replays, each between one event pair (:func:`queued_samples`);
     a sample is the replay's elapsed time / ``calls``, ms (median and IQR returned).
+
+    Raises:
+        CaptureError: ``fn`` cannot be captured.
+    """
+    return graph_replays(fn, repeats, calls, gpu_ms)[0]
+
+
+def graph_replays(fn: Callable[[], object], repeats: int, calls: int, gpu_ms: float = 0.0,
+                  read: Callable[[], float] | None = None) -> tuple[Timing, tuple[float, float] | None]:
+    """:func:`graph_device_time`, and with ``read`` (a reader of NVML's total-energy counter, mJ:
+    ``fusebench.measure.energy.counter``) the counter's rise over the replays and the host seconds
+    between its two readings: ``(timing, (mj, seconds))``, else ``(timing, None)``.
+
+    The replays are one queued block (one blocking kernel, one synchronization at its end), so the
+    GPU runs nothing but the replays between the readings, bar the blocking kernel: ``gpu_ms``
+    (the GPU time one replay takes at least, where the caller knows it) shortens that kernel to
+    its lead (:func:`block_ms`), which the reading then holds instead of a spin as long as the
+    host's enqueueing.
 
     Raises:
         CaptureError: ``fn`` cannot be captured.
@@ -365,8 +400,12 @@ def graph_device_time(fn: Callable[[], object], repeats: int, calls: int) -> Tim
         start = time.perf_counter()
         graph.replay()
         per_repeat_ms = 2.0 * (time.perf_counter() - start) * 1e3 + 0.02
-        elapsed = queued_samples(graph.replay, repeats, per_repeat_ms)
-        return Timing.from_samples([ms / calls for ms in elapsed], "cuda-graph")
+        if read is not None:  # the timing replay done first: the reading holds the block alone
+            torch.cuda.synchronize()
+            before, began = read(), time.perf_counter()
+        elapsed = queued_samples(graph.replay, repeats, per_repeat_ms, gpu_ms=gpu_ms)
+        reading = (read() - before, time.perf_counter() - began) if read is not None else None
+        return Timing.from_samples([ms / calls for ms in elapsed], "cuda-graph"), reading
     finally:
         graph.reset()
 

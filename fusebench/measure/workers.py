@@ -55,7 +55,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from fusebench.errors import UsageError, first_line
-from fusebench.measure import environment, sweep, timing
+from fusebench.measure import environment, stopping, sweep, timing
 from fusebench.record import SUFFIX, Record, Sweep
 from fusebench.registry import Op
 
@@ -90,6 +90,7 @@ class Job:
         costs: seconds per case, in the order of :meth:`cases` (:func:`costs_from_record`);
             None: :func:`estimated_cost` of each.
         case_file: the case file the workers read, passed to ``registry`` (None: its default).
+        rule: the stopping rule of each mode in each round (``fusebench.measure.stopping``).
     """
 
     registry: str
@@ -102,6 +103,7 @@ class Job:
     identify: Callable[[torch.device], dict] | None = None
     costs: tuple[float, ...] | None = None
     case_file: str | None = None
+    rule: stopping.StopRule = stopping.DEFAULT
 
     def cases(self) -> list[tuple[Op, str, tuple, str]]:
         """The run's cases in grid order (the same list in the parent and in every worker)."""
@@ -304,7 +306,7 @@ def work(job: Job, slot: Slot, todo_q, conn, barrier) -> None:
             except threading.BrokenBarrierError:  # a worker failed: the parent broke the barrier
                 pass
 
-        result = sweep.measure(pulled(), len(todo), job.grid, dev, rounds=job.rounds,
+        result = sweep.measure(pulled(), len(todo), job.grid, dev, rounds=job.rounds, rule=job.rule,
                                peak=any(op.flops for op, *_ in todo), identity=identity,
                                before_rounds=between_phases, out=out)
         result.environment["worker"] = {"position": slot.position, "visible": slot.visible,
@@ -529,7 +531,7 @@ def merged(job: Job, parts: list[Sweep], lost: list[Record], order: dict,
     return Sweep(env, statistics.median(ceilings) if ceilings else 0.0, job.grid, records,
                  peak_tflops=statistics.median(peaks) if peaks else None, rounds=job.rounds,
                  ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
-                 warnings=warnings)
+                 warnings=warnings, timing=job.rule.as_dict())
 
 
 def gpu_lines(result: Sweep) -> list[str]:
