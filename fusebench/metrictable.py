@@ -52,6 +52,9 @@ class Metric:
         doc: the asv docstring (shown on the site).
         method: version of the way the value is measured; bump it when that way changes, so
             that the gate's history (``fusebench.gate.noise``) never pairs runs across it.
+            Version 2 of hot, cold and wall time: samples under the stopping rule
+            (``fusebench.measure.stopping``); of energy: read around the rounds' graph replays.
+            Graph time stays 1: its samples are taken as before (one block filling the cap).
     """
 
     name: str
@@ -78,16 +81,17 @@ _BATCH = "none of its own (a spread); it describes the repeats of one batch"
 METRICS: tuple[Metric, ...] = (
     Metric("track_device_time", "device_time_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
            "hot device time", doc="Device time (hot, CUDA events, batches of back-to-back calls), "
-           "median over rounds, seconds."),
+           "median over rounds, seconds.", method=2),
     Metric("track_device_time_cold", "device_time_cold_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
            "cold device time", doc="Device time with L2 flushed before each call, median over "
-           "rounds, seconds."),
+           "rounds, seconds.", method=2),
     Metric("track_device_time_graph", "device_time_graph_ms", "seconds", 1e-3, LOWER, True, _ROUNDS,
            "graph device time", doc="Device time of calls captured in one CUDA graph and replayed "
            "(no launch gaps: what the GPU does), median over rounds, seconds."),
     Metric("track_wall_time", "wall_time_ms", "seconds", 1e-3, LOWER, False,
            "the host: Python, launch overhead, the driver (tens of % between hosts)", "wall time",
-           doc="Wall time (host clock around a synchronized call), median over rounds, seconds."),
+           doc="Wall time (host clock around a synchronized call), median over rounds, seconds.",
+           method=2),
     Metric("track_bandwidth", "bandwidth_gbps", "GB/s", 1.0, HIGHER, False,
            "the device time it is derived from", "effective bandwidth",
            doc="Effective bandwidth, bytes moved / device time (host time on the CPU), GB/s."),
@@ -113,10 +117,10 @@ METRICS: tuple[Metric, ...] = (
            "wall time IQR", doc="Interquartile range of the wall time within one round (median "
            "over rounds), seconds."),
     Metric("track_energy", "energy_mj_per_call", "mJ", 1.0, LOWER, False,
-           "the board's idle power and other load over one window of calls (one reading per run)",
+           "the counter's 100 ms steps and the board's idle power over the reading (one reading per run)",
            "energy per call", doc="Energy per call: the rise of NVML's total-energy counter of the "
-           "board over one window of back-to-back calls after the rounds, idle power included, mJ "
-           "(none on the CPU)."),
+           "board around each round's CUDA-graph replays, summed over the rounds (topped up after "
+           "them where too short), idle power included, mJ (none on the CPU).", method=2),
 )
 
 BY_NAME: dict[str, Metric] = {m.name: m for m in METRICS}

@@ -120,10 +120,14 @@ class Record:
     ``gpu_index`` and ``gpu_serial`` (NVML's index and board serial; None on the CPU or where NVML
     cannot say) name the one GPU that timed every round of the case.
     ``energy_mj_per_call`` and ``energy_pj_per_byte``: energy per call from NVML's total-energy
-    counter over one window of calls after the rounds (``fusebench.measure.energy``; shown, never
-    gated), None on the CPU or where the counter is missing (``energy_reason`` says why, if known);
-    ``energy_w`` is that window's average power (the counter's rise over its length, W), which
-    ``fusebench.report.marks`` holds against the board's power limit.
+    counter read around each round's graph replays (each round's reading is its ``energy``,
+    ``{"mj", "calls", "s"}``), summed over the rounds and topped up at the end of the run where
+    that window is too short to be a figure (``fusebench.measure.energy``; shown, never gated;
+    before method 2 of ``track_energy``, one window of calls after the rounds), None on the CPU,
+    where the counter is missing or where the reading is no figure (``energy_reason`` says why);
+    ``energy_w`` is the reading's average power (the counter's rise over its seconds, W), which
+    ``fusebench.report.marks`` holds against the board's power limit. Each round's ``samples``
+    says how many samples each mode took under the stopping rule (``Sweep.timing``).
     """
 
     op: str
@@ -216,7 +220,11 @@ class Sweep:
     seconds per phase (``build``, ``gate``, ``profile``, ``round 1``, ..., and ``rounds: hot`` and the other
     parts of the rounds summed over them: ``sweep.ROUND_PARTS``; ``make bench`` adds
     ``asv`` and ``publish``); ``warnings`` what the run printed loudly (another process on the
-    GPU at the start, contaminated cases).
+    GPU at the start, contaminated cases). ``methods`` is each metric's method version
+    (``fusebench.metrictable.Metric.method``: the gate's history never pairs two runs across a
+    change of it); ``timing`` the stopping rule the rounds were measured under
+    (``fusebench.measure.stopping.StopRule``: ``max_noise``, ``max_s``, ``min_samples``; empty in
+    a record stored before the rule, whose every mode filled 0.04 s, at least 10 samples).
     """
 
     environment: dict
@@ -230,6 +238,7 @@ class Sweep:
     phases: dict[str, float] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     methods: dict[str, int] = field(default_factory=metrictable.methods)
+    timing: dict = field(default_factory=dict)
 
     def save(self, path: Path) -> None:
         """Write as a stored record (:func:`encode`) when ``path`` ends ``.xz``, else as indented

@@ -57,9 +57,75 @@ def test_a_counter_that_does_not_rise_gives_no_figure():
     c = FakeCounter(0.0)
     assert energy.per_call(c.call, CPU, c.read, call_ms=1.0, window_s=0.01) is None
     rec = Record("gelu", "torch", "1024", "float32", wall_time_ms=1.0, bytes_moved=8192)
-    energy.fill(rec, c.call, CPU, c.read)
+    energy.fill(rec, energy.top_up(rec, c.call, CPU, c.read))
     assert rec.energy_mj_per_call is None and rec.energy_reason == (
         "energy: the counter did not rise within the window")
+
+
+def test_the_step_error_and_the_windows_a_figure_needs():
+    """The counter steps every 100 ms: one window's two readings lag by up to a step each, an
+    error of step / sqrt(6) rms whatever its length; k windows add k such errors."""
+    assert energy.step_error(1.0, 1) == pytest.approx(0.1 / 6 ** 0.5)  # 4.1 %: "about a second"
+    assert energy.step_error(0.2, 1) == pytest.approx(0.204, abs=1e-3)  # the window before: 20 %
+    assert energy.step_error(0.3, 3) == pytest.approx(0.1 * 0.5 ** 0.5 / 0.3)
+    assert energy.needed_s(1) == pytest.approx(0.408, abs=1e-3)
+    assert energy.needed_s(3) == pytest.approx(0.707, abs=1e-3)
+    assert energy.step_error(0.0, 0) == float("inf")
+
+
+def test_rounds_accumulate_and_a_long_enough_window_is_the_figure():
+    rounds = [{"energy": {"mj": 600.0, "calls": 2000, "s": 0.3}} for _ in range(3)]
+    rounds.append({"device_time_ms": 1.0})  # a round with no graph reading adds nothing
+    win = energy.accumulate(rounds)
+    assert (win.mj, win.calls, win.seconds, win.windows) == (1800.0, 6000, pytest.approx(0.9), 3)
+    assert win.enough and energy.top_up_s(win) == (0.0, True)
+    rec = Record("gelu", "torch", "16777216", "float32", device_time_ms=0.15, bytes_moved=2 * 2 ** 24 * 4)
+    rec.rounds = rounds
+    energy.fill(rec, win)
+    assert rec.energy_mj_per_call == pytest.approx(0.3)
+    assert rec.energy_pj_per_byte == pytest.approx(0.3 * 1e9 / (2 * 2 ** 24 * 4))
+    assert rec.energy_w == pytest.approx(1800.0 / 0.9 / 1e3)  # 2 W: mJ over s / 1000
+    assert rec.energy_reason == ""
+
+
+def test_a_short_accumulated_window_is_topped_up_or_set_aside():
+    # 3 rounds of 0.2 s: 0.6 s < 0.707 s; one more window to 4 windows needs 0.816 s, 0.216 s more,
+    # shorter than one window alone (0.408 s): the rounds are kept
+    win = energy.accumulate([{"energy": {"mj": 100.0, "calls": 10, "s": 0.2}}] * 3)
+    assert not win.enough and win.error == pytest.approx(0.1 * 0.5 ** 0.5 / 0.6)
+    seconds, keep = energy.top_up_s(win)
+    assert keep and seconds == pytest.approx(energy.needed_s(4) - 0.6) and seconds == pytest.approx(0.2165, abs=1e-3)
+    # 3 rounds of 0.04 s (a graph mode of today's 0.04 s cap): one window alone is shorter
+    short = energy.accumulate([{"energy": {"mj": 20.0, "calls": 10, "s": 0.04}}] * 3)
+    assert energy.top_up_s(short) == (pytest.approx(energy.needed_s(1)), False)
+    rec = Record("gelu", "torch", "1024", "float32", device_time_ms=0.004, bytes_moved=8192)
+    energy.fill(rec, short)
+    assert rec.energy_mj_per_call is None
+    assert rec.energy_reason == ("energy: 0.12 s over 3 window(s) is too short (the counter's steps: "
+                                 "+-59 %, at most 10 % is a figure)")
+    backwards = energy.Window()
+    backwards.add(-5.0, 10, 1.0)
+    assert energy.top_up_s(backwards) == (pytest.approx(energy.needed_s(1)), False)
+    energy.fill(rec, backwards)
+    assert rec.energy_reason == "energy: the counter went backwards (a driver reload?)"
+
+
+def test_the_top_up_of_a_case_without_a_graph_is_a_window_of_calls(monkeypatch):
+    """On the CPU (no graph): the window the rounds lack, of back-to-back calls, read as one."""
+    monkeypatch.setattr(energy, "COUNTER_STEP_S", 0.001)  # a counter of 1 ms steps: 4 ms suffice
+    import time
+
+    c = FakeCounter(3.0)
+
+    def call():  # a call of 0.5 ms or more: at most 9 calls, the window closing after 4 ms
+        time.sleep(0.0005)
+        c.call()
+
+    rec = Record("gelu", "torch", "1024", "float32", wall_time_ms=0.5, bytes_moved=8192)
+    win = energy.top_up(rec, call, CPU, c.read)
+    assert win.windows == 1 and 1 <= win.calls <= 9 and win.seconds >= 0.004 and win.enough
+    energy.fill(rec, win)
+    assert rec.energy_mj_per_call == pytest.approx(3.0)
 
 
 def test_the_counter_comes_from_nvml_on_a_gpu_only(monkeypatch):
@@ -80,16 +146,18 @@ def test_the_counter_comes_from_nvml_on_a_gpu_only(monkeypatch):
 
 
 def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypatch):
-    """The sweep on the CPU, with the fake counter standing in for NVML's."""
+    """The sweep on the CPU, with the fake counter standing in for NVML's (and 1 ms steps, so that
+    the top-up window a CPU case gets, having no graph replays, lasts milliseconds)."""
     from fusebench.ops import OPS
 
     c = FakeCounter(0.0)
     monkeypatch.setattr(energy, "counter", lambda dev: c.read)
+    monkeypatch.setattr(energy, "COUNTER_STEP_S", 0.001)
     real = energy.per_call
 
     def per_call(fn, dev, read, call_ms, window_s=energy.WINDOW_S):
         c.mj_per_call = 2.0
-        return real(lambda: (fn(), c.call()), dev, read, call_ms, window_s=0.02)
+        return real(lambda: (fn(), c.call()), dev, read, call_ms, window_s=window_s)
 
     monkeypatch.setattr(energy, "per_call", per_call)
     todo = [(OPS["gelu"], b, (4096,), "float32") for b in ("eager", "torch")]
@@ -97,7 +165,7 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
     for rec in result.records:
         assert rec.energy_mj_per_call == pytest.approx(2.0)
         assert rec.energy_pj_per_byte == pytest.approx(2.0 * 1e9 / (2 * 4096 * 4))
-    assert "energy" in result.phases
+    assert "energy top-up" in result.phases and "energy" not in result.phases
     text = summary.summary(result)
     assert "| 4096 | 2.00 mJ 61035 pJ/B | 2.00 mJ 61035 pJ/B |" in text
     assert "energy per call measured for 2 of 2 cases" in "\n".join(summary.run_lines(result))

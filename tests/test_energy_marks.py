@@ -26,10 +26,12 @@ def run(records, limit=700.0, env=None) -> Sweep:
     return Sweep(env if env is not None else {"clocks": {"power_limit_w": limit}}, 4000.0, "default", records)
 
 
-def test_the_reading_keeps_its_windows_average_power():
+def test_the_reading_keeps_its_windows_average_power(monkeypatch):
     """A window of 150 calls of 205 mJ over 0.3 s drew 102.5 W on average; a case of 2 ms per
-    call (the host sleeps that long) read over the 0.2 s window: about 100 calls of 205 mJ."""
+    call (the host sleeps that long) read over a top-up window (a counter of 20 ms steps: 0.1 s)."""
     import time
+
+    monkeypatch.setattr(energy, "COUNTER_STEP_S", 0.02)
 
     c = types.SimpleNamespace(total=0.0)
 
@@ -41,7 +43,7 @@ def test_the_reading_keeps_its_windows_average_power():
     assert reading.watts == pytest.approx(205.0 * 150 / 0.3 / 1e3)
     assert energy.Energy(1.0, 1, 0.0).watts is None
     r = Record("gelu", "torch", "1024", "float32", device_time_ms=2.0, bytes_moved=8192)
-    energy.fill(r, call, CPU, lambda: c.total)
+    energy.fill(r, energy.top_up(r, call, CPU, lambda: c.total))
     assert r.energy_mj_per_call == pytest.approx(205.0)
     assert 50.0 < r.energy_w < 103.0  # 205 mJ every 2 ms and a little more: just under 102.5 W
 

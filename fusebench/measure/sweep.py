@@ -16,12 +16,18 @@ A run has phases:
    interleaved: all cases once in grid order, then all again in reverse order, then in seeded
    shuffled orders, so that a slow drift of the machine (clocks, temperature, a neighbour) is
    spread over the cases instead of landing on one block of them. Each round re-measures the
-   copy ceiling and, per case, warms up, then times hot device time, cold device time and wall
-   time, reading NVML before, between and after (``environment.gpu_sample``).
+   copy ceiling and, per case, warms up, then times hot device time, cold device time, graph
+   device time and wall time, reading NVML before, between and after (``environment.gpu_sample``).
+   Hot, cold and wall samples stop once the median is known well enough, within a cap (the
+   stopping rule, ``fusebench.measure.stopping``; the case file's ``settings.timing``); graph
+   replays are one queued block per round, around which NVML's energy counter is read
+   (``fusebench.measure.energy``).
 3. a case's figure is the **median over rounds** of its per-round medians; its **noise** is the
    spread between rounds, (max - min) / median of the per-round figures (one batch's IQR
    underestimates the spread that a comparison of two runs meets). Every round's figures are
    kept in the record (``Record.rounds``).
+4. **energy top-up**: a case whose rounds' energy readings add up to too short a window for a
+   figure gets one more window (``energy.top_up``); energy is shown, never gated.
 
 A round measured while the GPU was throttled or shared with another process is printed loudly
 and left out of the case's figures while most rounds are clean; a case with fewer clean rounds
@@ -41,23 +47,25 @@ import torch
 
 from fusebench import backends
 from fusebench.errors import SkipCase, first_line
-from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, timing
+from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, stopping, timing
 from fusebench.record import ROUND_FIELDS, Record, Sweep, clean_rounds
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, no_backend_reason, shape_label
 
 #: Rounds of a run unless ``ROUNDS=`` says otherwise.
 DEFAULT_ROUNDS = 3
-#: Seconds each timing mode (hot, cold, graph, wall) of one case should take in one round: repeats
-#: are chosen to fill it at the estimated call time (``timing.repeats_for``; in cold mode with the
-#: flush before each call counted in), at least :data:`MIN_ROUND_SAMPLES`.
-ROUND_BUDGET_S = 0.04
+#: Seconds each timing mode (hot, cold, graph, wall) of one case may take in one round: the
+#: stopping rule's cap (``stopping.StopRule.max_s``): at most the repeats that fill it at the
+#: estimated call time (``timing.repeats_for``; in cold mode with the flush before each call counted
+#: in), at least :data:`MIN_ROUND_SAMPLES`. Graph mode always fills it (one queued block: the
+#: energy window).
+ROUND_BUDGET_S = stopping.DEFAULT.max_s
 #: Contaminated cases named one by one in a round's warnings (a shared CPU contaminates them
 #: all); the rest are counted in one line.
 LOUD_PER_ROUND = 3
 #: Fewest timed samples per mode and round (hot batches, cold calls, graph replays, wall calls):
 #: a call of a millisecond or more moves by well under 1 % between its samples, and those long
 #: cases would otherwise take most of a round.
-MIN_ROUND_SAMPLES = 10
+MIN_ROUND_SAMPLES = stopping.DEFAULT.min_samples
 #: Most wall-time samples per round (wall time is shown, never judged).
 MAX_WALL_SAMPLES = 50
 
@@ -192,16 +200,25 @@ ROUND_PARTS = ("warm-up", "hot", "cold", "graph", "wall", "readings")
 
 
 def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: torch.Tensor | None,
-               budget_s: float = ROUND_BUDGET_S, spent: dict[str, float] | None = None) -> dict:
+               budget_s: float | None = None, spent: dict[str, float] | None = None,
+               rule: stopping.StopRule | None = None, read: Callable[[], float] | None = None) -> dict:
     """One round of one case: warm-up, hot, cold and graph device time (GPU), wall time, NVML
-    around. Samples per mode fill ``budget_s`` at the estimated call time, at least
-    :data:`MIN_ROUND_SAMPLES`.
+    around. Samples per mode fill at most the rule's cap (``rule.max_s``, or ``budget_s`` where
+    given) at the estimated call time, at least ``rule.min_samples``; hot, cold and wall stop
+    earlier once their median is known well enough (``fusebench.measure.stopping``); graph mode
+    fills the cap in one queued block. ``rule`` None: :data:`stopping.DEFAULT`.
 
     Appends the round's figures (ms) to ``rec.rounds`` and returns them, with the round's
     contamination (``environment.contamination`` of the readings; :func:`finish` decides what
-    it means for the case). ``spent``, when given, gains the seconds each part took
-    (:data:`ROUND_PARTS`): where a run's time goes.
+    it means for the case) and ``samples``, the samples each mode took. With ``read`` (NVML's
+    energy counter, ``energy.counter``), the counter's rise around the graph replays, their calls
+    and seconds are kept as ``energy`` (``{"mj", "calls", "s"}``: ``energy.accumulate``).
+    ``spent``, when given, gains the seconds each part took (:data:`ROUND_PARTS`): where a run's
+    time goes.
     """
+    rule = rule or stopping.DEFAULT
+    budget_s = rule.max_s if budget_s is None else budget_s
+    lo = rule.min_samples
     spent = {} if spent is None else spent
     last = time.perf_counter()
 
@@ -214,37 +231,51 @@ def time_round(rec: Record, fn: Callable[[], object], dev: torch.device, flush: 
     before = environment.gpu_sample(dev)
     took("readings")
     estimate_s = timing.warm_up(fn, dev)
-    reps = timing.repeats_for(estimate_s, budget_s, MIN_ROUND_SAMPLES, timing.MAX_REPEATS)
+    reps = timing.repeats_for(estimate_s, budget_s, lo, timing.MAX_REPEATS)
     took("warm-up")
     fig: dict = {"repeats": reps}
+    taken: dict[str, int] = {}
     samples = [before]
     if dev.type == "cuda":
         calls = rec.hot_calls or 1
         earlier = [r["device_time_ms"] for r in rec.rounds if r.get("device_time_ms")]
-        hot = timing.device_time(fn, max(MIN_ROUND_SAMPLES, reps // calls), calls=calls,
-                                 gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0), launches=rec.launches)
+        hot = timing.device_time(fn, max(lo, reps // calls), calls=calls,
+                                 gpu_ms=GPU_FLOOR * calls * min(earlier, default=0.0), launches=rec.launches,
+                                 rule=rule)
+        taken["hot"] = hot.repeats
         took("hot")
         samples.append(environment.gpu_sample(dev))
         took("readings")
         flush_ms = timing.flush_ms(flush) if flush is not None else 0.0
         # Cold repeats fill the budget with the flush that precedes each of them counted in.
-        cold_reps = timing.repeats_for(estimate_s + flush_ms * 1e-3, budget_s, MIN_ROUND_SAMPLES,
-                                       timing.MAX_REPEATS)
+        cold_reps = timing.repeats_for(estimate_s + flush_ms * 1e-3, budget_s, lo, timing.MAX_REPEATS)
         cold = timing.device_time(fn, cold_reps, flush, gpu_ms=GPU_FLOOR * (flush_ms + hot.median_ms),
-                                  launches=rec.launches)
+                                  launches=rec.launches, rule=rule)
         fig["cold_repeats"] = cold_reps
+        taken["cold"] = cold.repeats
         took("cold")
         fig.update(device_time_ms=hot.median_ms, device_time_iqr_ms=hot.iqr_ms,
                    device_time_cold_ms=cold.median_ms, device_time_cold_iqr_ms=cold.iqr_ms)
         if rec.graph_calls and not rec.graph_reason:
             try:
-                graph = timing.graph_device_time(
-                    fn, max(MIN_ROUND_SAMPLES, reps // rec.graph_calls), rec.graph_calls)
+                # One queued block, no stopping rule: the energy window (energy module doc); its
+                # blocking kernel cut to its lead by the replays' known GPU time (the case's graph
+                # figures so far, its hot figure in the first round).
+                known = [r["device_time_graph_ms"] for r in rec.rounds if r.get("device_time_graph_ms")]
+                graph, reading = timing.graph_replays(
+                    fn, max(lo, reps // rec.graph_calls), rec.graph_calls,
+                    gpu_ms=GPU_FLOOR * rec.graph_calls * min(known, default=hot.median_ms), read=read)
                 fig.update(device_time_graph_ms=graph.median_ms, device_time_graph_iqr_ms=graph.iqr_ms)
+                taken["graph"] = graph.repeats
+                if reading is not None:
+                    fig["energy"] = {"mj": reading[0], "calls": graph.repeats * rec.graph_calls,
+                                     "s": reading[1]}
             except timing.CaptureError as exc:
                 rec.graph_reason = f"not captured in a CUDA graph: {exc}"
             took("graph")
-    wall = timing.wall_time(fn, min(reps, MAX_WALL_SAMPLES), dev)
+    wall = timing.wall_time(fn, min(reps, MAX_WALL_SAMPLES), dev, rule=rule)
+    taken["wall"] = wall.repeats
+    fig["samples"] = taken
     took("wall")
     samples.append(environment.gpu_sample(dev))
     took("readings")
@@ -380,9 +411,12 @@ def _loud(message: str, out, warnings: list[str], bar=None) -> None:
 
 
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
-        dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS, out=sys.stderr) -> Sweep:
+        dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS,
+        rule: stopping.StopRule | None = None, out=sys.stderr) -> Sweep:
     """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
-    doc), printing progress to ``out``. (All GPUs of a host at once: ``fusebench.measure.workers``.)
+    doc), printing progress to ``out``, each mode's samples under ``rule`` (None:
+    :data:`stopping.DEFAULT`; the case file's ``settings.timing``). (All GPUs of a host at once:
+    ``fusebench.measure.workers``.)
 
     Raises:
         ValueError: ``rounds`` < 1.
@@ -395,14 +429,15 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     # The CUDA extension's build starts now, in the background, when a cuda case will be built:
     # its first case waits for it, the rounds start only once it is done.
     shared = backends.start_builds([case[1] for case in todo if case[1] in case[0].backends], dev)
-    return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds,
+    return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds, rule=rule,
                    peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev),
                    before_rounds=lambda built: [wait() for wait in shared], out=out)
 
 
 def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, grid: str,
             dev: torch.device, *, rounds: int, peak: bool, identity: dict | None = None,
-            before_rounds: Callable[[int], None] | None = None, out=sys.stderr) -> Sweep:
+            before_rounds: Callable[[int], None] | None = None, rule: stopping.StopRule | None = None,
+            out=sys.stderr) -> Sweep:
     """The two phases of a run (module doc) over the cases ``todo`` on ``dev``.
 
     Args:
@@ -417,11 +452,13 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
             the environment and in every record.
         before_rounds: called with the number of cases built, between the phases (a worker waits
             there for the others to finish building, so that no GPU is timed beside a compile).
+        rule: the stopping rule of each mode in each round (None: :data:`stopping.DEFAULT`).
 
     Returns:
         The sweep of these cases, records in grid order.
     """
     identity = identity or {}
+    rule = rule or stopping.DEFAULT
     env = dict(environment.capture(dev), **identity)
     warnings: list[str] = []
     if dev.type == "cuda":
@@ -477,6 +514,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
 
     # Phase 2: the rounds, interleaved over the built cases.
     flush = timing.l2_flush_buffer(dev) if dev.type == "cuda" else None
+    read = energy.counter(dev)  # read around each round's graph replays: shown, never gated
     ceilings = []
     bar = progress.rounds_bar(rounds * built_n)
     spent: dict[str, float] = {}
@@ -491,7 +529,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
                 continue
             progress.show(bar, f"round {r + 1}/{rounds}", rec.op, rec.backend, rec.shape, rec.dtype)
             try:
-                fig = time_round(rec, fn, dev, flush, spent=spent)
+                fig = time_round(rec, fn, dev, flush, spent=spent, rule=rule, read=read)
             except Exception as exc:
                 rec.status, rec.reason = "failed", f"timing: {first_line(exc)}"
                 fns[idx] = None
@@ -519,12 +557,15 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     ceiling = statistics.median(ceilings)
     for rec in records:
         finish(rec, ceiling, peak_tflops)
-    if (read := energy.counter(dev)) is not None:  # after the rounds: shown, never gated
+    if read is not None:  # the rounds' readings, topped up where too short (energy module doc)
         t = time.perf_counter()
         for fn, rec in zip(fns, records):
-            if fn is not None:
-                energy.fill(rec, fn, dev, read)
-        phases["energy"] = time.perf_counter() - t
+            if fn is not None and rec.status == "ok":
+                try:
+                    energy.fill(rec, energy.top_up(rec, fn, dev, read))
+                except Exception as exc:  # noqa: BLE001 - energy is shown, never gated: the case stands
+                    rec.energy_reason = f"energy: {type(exc).__name__}: {first_line(exc)}"
+        phases["energy top-up"] = time.perf_counter() - t
     for pos, rec in zip(positions, records):
         if rec.status == "ok":
             print(progress_line(pos + 1, total, rec), file=out, flush=True)
@@ -534,4 +575,4 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     env["sweep_seconds"] = round(time.perf_counter() - start, 1)
     return Sweep(env, ceiling, grid, records, peak_tflops=peak_tflops, rounds=rounds,
                  ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
-                 warnings=warnings)
+                 warnings=warnings, timing=rule.as_dict())
