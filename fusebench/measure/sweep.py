@@ -47,7 +47,17 @@ import torch
 
 from fusebench import backends
 from fusebench.errors import SkipCase, first_line
-from fusebench.measure import correctness, energy, environment, inputs, launches, metrics, progress, stopping, timing
+from fusebench.measure import (
+    correctness,
+    energy,
+    environment,
+    inputs,
+    launches,
+    metrics,
+    progress,
+    stopping,
+    timing,
+)
 from fusebench.record import ROUND_FIELDS, Record, Sweep, clean_rounds
 from fusebench.registry import BACKENDS, PRECISIONS, Op, Shape, no_backend_reason, shape_label
 
