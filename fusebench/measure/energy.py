@@ -13,10 +13,10 @@ one synchronization at its end) and keeps the rise, the calls and the seconds in
 the op's kernels back to back and nothing else, with no launch gap (a hot batch of a launch-bound
 call leaves the GPU idle between launches, and its blocking kernel spins as long as the host's
 deficit, both charged to the calls), no flush (cold mode) and no synchronization inside the window
-(the chunked reading of 0bf4486 charged each synchronization's idle power to the calls: 1.38-1.45x).
-So graph mode keeps one queued block per round and no stopping rule (``fusebench.measure.stopping``:
-a rule synchronizes between chunks), and its blocking kernel is cut to its lead (1 ms) by the GPU
-time the replays are known to take. A case with no graph figure (not captured) reads one window of
+(a chunked reading tried before charged each synchronization's idle power to the calls: 1.38-1.45x;
+docs/method.md). So graph mode keeps one queued block per round and no stopping rule
+(``fusebench.measure.stopping``: a rule synchronizes between chunks), and its blocking kernel is
+cut to its lead (1 ms) by the GPU time the replays are known to take. A case with no graph figure (not captured) reads one window of
 back-to-back calls at the end instead (:func:`per_call`, the method before this one).
 
 **When an accumulated reading is a figure.** On an H200 the counter advances in steps every
