@@ -16,8 +16,9 @@ deficit, both charged to the calls), no flush (cold mode) and no synchronization
 (a chunked reading tried before charged each synchronization's idle power to the calls: 1.38-1.45x;
 docs/method.md). So graph mode keeps one queued block per round and no stopping rule
 (``fusebench.measure.stopping``: a rule synchronizes between chunks), and its blocking kernel is
-cut to its lead (1 ms) by the GPU time the replays are known to take. A case with no graph figure (not captured) reads one window of
-back-to-back calls at the end instead (:func:`per_call`, the method before this one).
+cut to its lead (1 ms) by the GPU time the replays are known to take. A case with no graph figure
+(not captured) reads one window of back-to-back calls at the end instead (:func:`per_call`, the
+method before this one).
 
 **When an accumulated reading is a figure.** On an H200 the counter advances in steps every
 100 ms (``docs/method.md``: 10 steps in 1 s, gaps 100.1 ms median, 103.1 ms at most): a reading
