@@ -22,8 +22,6 @@ from typing import TYPE_CHECKING, Any, Mapping
 from fusebench import metrictable, safeyaml
 from fusebench.axes import BACKENDS, ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
-from fusebench.measure.stopping import DEFAULT as DEFAULT_RULE
-from fusebench.measure.stopping import StopRule
 from fusebench.names import did_you_mean
 
 if TYPE_CHECKING:  # the registry imports torch; reading a case file must not (fusebench.axes)
@@ -43,6 +41,9 @@ GRIDS = ("default", "cpu", "quick", "cpu-quick", "nsys")
 DEFAULT_ROUNDS = 3
 DEFAULT_FACTOR = metrictable.DEFAULT_FACTOR
 DEFAULT_ALPHA = 0.05
+#: The stopping rule's defaults, ``settings.timing`` (``fusebench.measure.stopping.DEFAULT``'s; a
+#: test checks they agree), written here for the same reason.
+DEFAULT_MAX_NOISE, DEFAULT_MAX_S, DEFAULT_MIN_SAMPLES = 0.0005, 0.04, 10
 #: The plain dtypes: an op's dtype axis when its entry names none.
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 
@@ -92,8 +93,8 @@ class Config:
     Attributes:
         path: the file it was read from.
         rounds: interleaved rounds per case (>= 1).
-        timing: the stopping rule of each timed mode in each round (``settings.timing``:
-            ``fusebench.measure.stopping.StopRule``).
+        max_noise, max_s, min_samples: the stopping rule of each timed mode in each round
+            (``settings.timing``: the fields of ``fusebench.measure.stopping.StopRule``).
         factor: the gate's allowed slowdown before noise (>= 1; 1.04 = 4 %).
         alpha: the gate's significance level, in (0, 1).
         ops: op name -> its entry as written, in the file's order (checked by :meth:`apply`).
@@ -101,10 +102,12 @@ class Config:
 
     path: Path
     rounds: int = DEFAULT_ROUNDS
-    timing: StopRule = DEFAULT_RULE
     factor: float = DEFAULT_FACTOR
     alpha: float = DEFAULT_ALPHA
     ops: dict[str, Any] = field(default_factory=dict)
+    max_noise: float = DEFAULT_MAX_NOISE
+    max_s: float = DEFAULT_MAX_S
+    min_samples: int = DEFAULT_MIN_SAMPLES
 
     def cases(self, name: str) -> OpCases:
         """Op ``name``'s entry, checked as far as it can be without the op (no torch): its grids,
@@ -283,7 +286,8 @@ def load(path: Path | str | None = None) -> Config:
     data = _mapping(path, "", data, _TOP_KEYS)
     settings = _mapping(path, "settings", data.get("settings"), _SETTINGS_KEYS)
     gate = _mapping(path, "settings.gate", settings.get("gate"), _GATE_KEYS)
-    timing = _timing(path, _mapping(path, "settings.timing", settings.get("timing"), _TIMING_KEYS))
+    max_noise, max_s, min_samples = _timing(path, _mapping(path, "settings.timing", settings.get("timing"),
+                                                             _TIMING_KEYS))
     rounds = settings.get("rounds", DEFAULT_ROUNDS)
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
         raise _fail(path, "settings.rounds", f"bad value {_q(rounds)}; valid: an integer from 1 to "
@@ -295,19 +299,20 @@ def load(path: Path | str | None = None) -> Config:
     ops = data.get("ops")
     if not isinstance(ops, dict) or not ops:
         raise _fail(path, "ops", "expected a mapping of op name to its cases")
-    return Config(path, rounds, timing, factor, alpha, {str(n): e for n, e in ops.items()})
+    return Config(path, rounds, factor, alpha, {str(n): e for n, e in ops.items()}, max_noise=max_noise,
+                  max_s=max_s, min_samples=min_samples)
 
 
-def _timing(path: Path, entry: dict) -> StopRule:
-    """``settings.timing`` as a :class:`StopRule`, each key left out at its default."""
+def _timing(path: Path, entry: dict) -> tuple[float, float, int]:
+    """``settings.timing``: its max_noise, max_s and min_samples, each left out at its default."""
     lo, hi = MAX_NOISE_RANGE
-    max_noise = _number(path, "settings.timing.max_noise", entry.get("max_noise", DEFAULT_RULE.max_noise),
+    max_noise = _number(path, "settings.timing.max_noise", entry.get("max_noise", DEFAULT_MAX_NOISE),
                         lo, hi, f"a number from {lo:g} to {hi:g} (0.0005: the median known within 0.05 %)")
     lo, hi = MAX_S_RANGE
-    max_s = _number(path, "settings.timing.max_s", entry.get("max_s", DEFAULT_RULE.max_s), lo, hi,
+    max_s = _number(path, "settings.timing.max_s", entry.get("max_s", DEFAULT_MAX_S), lo, hi,
                     f"a number of seconds from {lo:g} to {hi:g} (per mode, case and round)")
-    n = entry.get("min_samples", DEFAULT_RULE.min_samples)
+    n = entry.get("min_samples", DEFAULT_MIN_SAMPLES)
     if isinstance(n, bool) or not isinstance(n, int) or not 5 <= n <= MAX_MIN_SAMPLES:
         raise _fail(path, "settings.timing.min_samples", f"bad value {_q(n)}; valid: an integer from 5 to "
                                                           f"{MAX_MIN_SAMPLES}")
-    return StopRule(max_noise, max_s, n)
+    return max_noise, max_s, n

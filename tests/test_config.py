@@ -113,7 +113,7 @@ SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 10
      "settings.gate.factor: bad value 0.9; valid: a number from 1 to 100 (1.04 allows 4 %)"),
     (_set(["settings", "gate", "alpha"], 2), "settings.gate.alpha: bad value 2; valid: a number above 0 and "
                                              "at most 0.5"),
-    (_set(["settings", "seed"], 1), "settings.seed: unknown key; valid keys: rounds, gate"),
+    (_set(["settings", "seed"], 1), "settings.seed: unknown key; valid keys: rounds, timing, gate"),
 ])
 def test_each_bad_value_is_one_line_with_file_key_and_valid_values(tmp_path, change, message):
     path = mutated(tmp_path, change)

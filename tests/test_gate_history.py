@@ -136,7 +136,7 @@ def test_pairs_are_only_runs_of_unchanged_code_in_one_environment_and_method():
     for b2 in (run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"torch": "2.12"}),
                run("c" * 40, {("torch", "1024"): [0.011] * 3}, env={"git_dirty": True})):
         assert not noise.History([a, b2], nothing_changed).samples
-    b3 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={"device_time_ms": 2})
+    b3 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={"device_time_ms": 99})
     assert torch_key not in noise.History([a, b3], nothing_changed).samples
     # a record stored before records named their method versions (loaded with methods {}): no pair
     b4 = run("c" * 40, {("torch", "1024"): [0.011] * 3}, methods={})

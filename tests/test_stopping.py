@@ -67,7 +67,8 @@ def test_never_under_the_minimum():
 def test_the_defaults_are_the_method_before_the_rule_as_its_cap():
     from fusebench.measure import sweep
 
-    assert stopping.DEFAULT == StopRule(0.0005, 0.04, 10) == config.DEFAULT_RULE
+    assert stopping.DEFAULT == StopRule(0.0005, 0.04, 10) == StopRule(
+        config.DEFAULT_MAX_NOISE, config.DEFAULT_MAX_S, config.DEFAULT_MIN_SAMPLES)
     assert (sweep.ROUND_BUDGET_S, sweep.MIN_ROUND_SAMPLES) == (0.04, 10)
 
 
@@ -81,7 +82,10 @@ def write(tmp_path, settings: str):
 
 
 def test_the_case_files_timing_keys_are_read(tmp_path):
-    assert config.load().timing == stopping.DEFAULT  # fusebench.yaml writes the defaults
+    def rule(cfg):
+        return StopRule(cfg.max_noise, cfg.max_s, cfg.min_samples)
+
+    assert rule(config.load()) == stopping.DEFAULT  # fusebench.yaml writes the defaults
     cfg = config.load(write(tmp_path, """\
         rounds: 5
         timing:
@@ -89,8 +93,8 @@ def test_the_case_files_timing_keys_are_read(tmp_path):
           max_s: 0.08
           min_samples: 20
         """))
-    assert cfg.rounds == 5 and cfg.timing == StopRule(0.001, 0.08, 20)
-    assert config.load(write(tmp_path, "timing:\n  max_s: 0.02\n")).timing == StopRule(0.0005, 0.02, 10)
+    assert cfg.rounds == 5 and rule(cfg) == StopRule(0.001, 0.08, 20)
+    assert rule(config.load(write(tmp_path, "timing:\n  max_s: 0.02\n"))) == StopRule(0.0005, 0.02, 10)
 
 
 @pytest.mark.parametrize("settings, message", [

@@ -307,6 +307,14 @@ def ready(held: contextlib.ExitStack, locked: set[Path], results: Path, cases: i
     locked.add(real)
 
 
+def stop_rule(args: argparse.Namespace):
+    """The stopping rule of the case file's ``settings.timing`` (``fusebench.measure.stopping``)."""
+    from fusebench.measure.stopping import StopRule
+
+    cfg = config.load(args.config)
+    return StopRule(cfg.max_noise, cfg.max_s, cfg.min_samples)
+
+
 def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, checked, held, locked) -> int:
     """The rest of :func:`run`, with the results folder locked and checked."""
     import torch
@@ -321,7 +329,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         job = workers.Job("fusebench.ops:configured", tuple(op.name for op in ops), tuple(backends),
                           tuple(dtypes), sweep.grid_name(torch.device("cuda"), args.quick), rounds,
                           case_file=str(args.config.resolve()) if args.config else None,
-                          rule=config.load(args.config).timing)
+                          rule=stop_rule(args))
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),
                                         workers.gpu_model(slots[0].visible), job.grid)
@@ -330,7 +338,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
     else:
         result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                           rounds=rounds, rule=config.load(args.config).timing)
+                           rounds=rounds, rule=stop_rule(args))
         measured = [(environment.machine_name(), result)]
     require_measured([r for _, result in measured for r in result.records])
     for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):
