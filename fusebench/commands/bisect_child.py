@@ -20,10 +20,6 @@ measured code prints goes to stderr, the probe's log.
 commit's own grid on this device that match), and ``"keep_going"``: a case that is skipped or
 fails to build is named in ``"not_built": {case: "skipped: why" | "failed: why"}`` beside the ones
 ready, instead of ending the child. A round line may be ``{"round": [case, ...]}``: those cases only.
-With ``"standby": true`` (and neither ``cases`` nor ``select``) the child imports its commit's code
-and waits, touching no GPU, for one line ``{"cases": [...]}`` on stdin before it builds them (``make
-ab``'s next fresh process, imported while the current ones measure); ``quit`` or the end of input
-then ends it quietly.
 """
 
 import json
@@ -64,19 +60,9 @@ def build(request: dict):
             raise CaseFailed(f"{module.__name__} was imported from {where}, not from the worktree {root}")
     from fusebench.measure import environment, sweep
 
-    ops = kernels.configured(request["config"])
-    imported = go = time.perf_counter()
-    if request.get("standby"):  # imported while another child measures; the cases come on stdin
-        line = sys.stdin.readline().strip()
-        if line in ("", "quit"):
-            raise SystemExit(0)
-        try:
-            request = dict(request, cases=[str(c) for c in json.loads(line)["cases"]])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CaseFailed(f"standby: no list of cases on stdin: {_line(exc)}") from None
-        go = time.perf_counter()
     dev = environment.device()
-    ready = time.perf_counter()
+    ops = kernels.configured(request["config"])
+    imported = time.perf_counter()
     seconds = {}
     keep_going = bool(request.get("keep_going"))
     cases = request["cases"] if "cases" in request else selected(request["select"], ops, sweep, dev)
@@ -102,10 +88,9 @@ def build(request: dict):
             raise CaseFailed(f"{case}: {rec.status}: {rec.reason}")
         built.append((case, rec, done.fn))
     slowest = max(seconds, key=seconds.get, default=None)
-    stood = f", then stood by {go - imported:.1f} s" if go > imported else ""
-    worst = f" (slowest {slowest} {seconds[slowest]:.1f} s)" if slowest else ""
-    print(f"child: imports {imported - began:.1f} s{stood}; device {ready - go:.1f} s; {len(seconds)} "
-          f"case(s) built in {time.perf_counter() - ready:.1f} s{worst}", file=sys.stderr, flush=True)
+    print(f"child: imports and device {imported - began:.1f} s; {len(seconds)} case(s) built in "
+          f"{time.perf_counter() - imported:.1f} s" + (f" (slowest {slowest} {seconds[slowest]:.1f} s)"
+                                                       if slowest else ""), file=sys.stderr, flush=True)
     return dev, sweep, built, _machine(environment, dev), not_built
 
 

@@ -12,10 +12,7 @@ changed kernel is autotuned anew; a different pick is then reported as "differen
 as a regression).
 
 Every ``ab.PROCESS_ROUNDS`` rounds both children are replaced (:meth:`ABChildren.renew`): the two
-fresh ones build the cases still open side by side, from the caches the first ones filled. From
-the second replacement on, the fresh ones were started during the round before as standbys: they
-import their code while the others measure (no GPU touched, so NVML lists none of them), and only
-build once told which cases.
+fresh ones build the cases still open side by side, from the caches the first ones filled.
 
 Only one child works at a time; the other waits for its next line, so NVML lists it as another
 process on the GPU: that contamination is dropped when NVML saw no more than this one sibling
@@ -43,12 +40,10 @@ from fusebench.gate.bisect_probe import (
 )
 
 
-def request(root: Path, select: dict | None = None, cases: list[str] | None = None,
-            standby: bool = False) -> str:
+def request(root: Path, select: dict | None = None, cases: list[str] | None = None) -> str:
     """The child's one argument: its tree, what to measure there (``select``, or the ``cases`` by
-    name: a fresh process for the cases still open; ``standby``: none yet, they come on its stdin),
-    its own case file, keep going."""
-    what = {"standby": True} if standby else {"select": select} if cases is None else {"cases": list(cases)}
+    name: a fresh process for the cases still open), its own case file, keep going."""
+    what = {"select": select} if cases is None else {"cases": list(cases)}
     return json.dumps({"root": str(root), **what, "config": str(root / "fusebench.yaml"),
                        "keep_going": True})
 
@@ -76,8 +71,6 @@ class ABChildren:
         self.start_timeout, self.round_timeout = start_timeout, round_timeout
         self.children: dict[str, _Child] = {}
         self.commits: dict[str, Commit] = {}
-        #: Per side, the next fresh child, imported and waiting for its cases (:meth:`renew`).
-        self.standby: dict[str, _Child] = {}
         #: The asv machine name the base's child measured on (None until then, or unknown).
         self.machine: str | None = None
 
@@ -92,18 +85,16 @@ class ABChildren:
                    PYTHONDONTWRITEBYTECODE="1", PYTHONUNBUFFERED="1")
         return env
 
-    def _spawn(self, side: str, commit: Commit, cases: list[str] | None = None,
-               standby: bool = False) -> _Child:
+    def _spawn(self, side: str, commit: Commit, cases: list[str] | None = None) -> _Child:
         if side in self.trees:
             tree, ext_key = self.trees[side]
         else:
             tree = bisect_git.worktree(self.repo, self.cache / "worktrees", commit.sha)
             ext_key = commit.sha
         self.commits[side] = commit
-        child = _Child([self.python, "-c", self.code, request(tree, self.select, cases, standby)], tree,
+        child = _Child([self.python, "-c", self.code, request(tree, self.select, cases)], tree,
                        self.env(tree, ext_key), self.session / "logs" / f"{side}.log")
-        if not standby:
-            self.children[side] = child
+        self.children[side] = child
         return child
 
     def _ready(self, child: _Child) -> tuple[dict[str, CaseInfo], dict[str, str]]:
@@ -124,31 +115,17 @@ class ABChildren:
         return self._ready(self._spawn(side, commit))
 
     def renew(self, cases: list[str]) -> dict[str, str]:
-        """Both children replaced by fresh ones building ``cases`` side by side (``ab.Measurer``):
-        the standbys started at the last renewal where they are alive, else new processes; then
-        the next standbys are started."""
+        """Both children replaced by fresh ones building ``cases`` side by side (``ab.Measurer``)."""
         sides = list(self.commits)
         for side in sides:
-            self._close(self.children.pop(side, None))
-        children = {}
-        for side in sides:
-            child = self.standby.pop(side, None)
-            if child is not None and child.proc.poll() is None:
-                child.tell(json.dumps({"cases": list(cases)}))
-                self.children[side] = child
-            else:
-                if child is not None:
-                    child.proc.wait()  # it ended on its own: its log says why
-                child = self._spawn(side, self.commits[side], cases)
-            children[side] = child
+            self.stop(side)
+        children = {side: self._spawn(side, self.commits[side], cases) for side in sides}
         missing: dict[str, str] = {}
         for side, child in children.items():
             ready, not_built = self._ready(child)
             for case in cases:
                 if case not in ready:
                     missing.setdefault(case, f"{side}: {not_built.get(case, 'not built')}")
-        for side in sides:
-            self.standby[side] = self._spawn(side, self.commits[side], standby=True)
         return missing
 
     def time(self, side: str, case: str) -> dict:
@@ -161,12 +138,6 @@ class ABChildren:
         return without_siblings(checked(case, figures[case]), len(self.children) - 1)
 
     def stop(self, side: str) -> None:
-        self._close(self.children.pop(side, None))
-        if (standby := self.standby.pop(side, None)) is not None:  # it holds nothing: no need to wait
-            standby.proc.kill()
-            standby.proc.wait()
-
-    @staticmethod
-    def _close(child: _Child | None) -> None:
+        child = self.children.pop(side, None)
         if child is not None:
             child.close()

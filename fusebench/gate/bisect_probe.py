@@ -96,14 +96,6 @@ class _Child:
             self.answers.put(line)
         self.answers.put(None)
 
-    def tell(self, command: str) -> None:
-        """Send one line, waiting for no answer (a child that died is found by the next ask)."""
-        try:
-            self.proc.stdin.write(command + "\n")
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError):
-            pass  # it died: the reader says so
-
     def ask(self, command: str | None, timeout: float) -> dict:
         """Send ``command`` (None: only wait) and return the next answer.
 
@@ -111,7 +103,11 @@ class _Child:
             ProbeFailed: the child answered an error, died, or took longer than ``timeout``.
         """
         if command is not None:
-            self.tell(command)
+            try:
+                self.proc.stdin.write(command + "\n")
+                self.proc.stdin.flush()
+            except (BrokenPipeError, OSError):
+                pass  # it died: the reader says so
         try:
             line = self.answers.get(timeout=timeout)
         except queue.Empty:
