@@ -286,7 +286,7 @@ BISECT_TREES   = $(or $(realpath $(BISECT_CACHE)),$(abspath $(BISECT_CACHE)))/wo
 .PHONY: bisect
 
 bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype[,...]
-	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/67108864/float32)" >&2; exit 2; }
+	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32; on a host without a GPU: make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32 METRIC=wall_time)" >&2; exit 2; }
 	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
