@@ -15,9 +15,9 @@ on an H200 (docs/ab/README.md), the base's process timed `triton` softmax 4096x6
 286 µs in every round and the head's at 320 µs, and GELU 2^22 float32 hot 3-6 % apart in three
 backends, same kernels. Rounds in one pair of processes then agree with each other and the
 pairs call a difference of processes a change of code. So every PROCESS_ROUNDS rounds both
-children are replaced by fresh ones that build only the cases still open (the caches make the
-second build cheap): the process becomes part of each pair's noise, and a state of one process
-cannot decide a verdict.
+children are replaced by fresh ones that build only the cases still open (from the caches the
+first ones filled; still about a build per round, measured as the phase ``fresh processes``): the
+process becomes part of each pair's noise, and a state of one process cannot decide a verdict.
 
 **The rule**, per case and judged metric, on the pairs of its rounds (a pair with a contaminated
 round on either side is left out while most pairs are clean): ``d_i = ln(head_i / base_i)``, and
