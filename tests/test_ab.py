@@ -32,18 +32,26 @@ class Fake:
 
     def __init__(self, ms, noise=0.002, drift=lambda t: 1.0, seed=0, infos=None, not_built=None,
                  contaminated=lambda side, case, t: False, process=lambda side, gen, case: 1.0,
-                 period=0.0):
+                 period=0.0, pick=None):
         self.ms, self.noise, self.drift, self.rng = ms, noise, drift, random.Random(seed)
         self.infos, self.not_built, self.contaminated = infos or {}, not_built or {}, contaminated
         #: ``process(side, generation, case)``: a factor a process holds for its life; ``period``:
         #: how much slower the side timed first in a pair reads.
         self.process, self.period = process, period
+        #: ``pick(side, generation, case)``: the kernel id a process's autotuner picks (None: the
+        #: ``infos`` as given in every process).
+        self.pick = pick
         self.calls, self.stopped, self.renewed = [], [], []
         self.generation = 0
 
+    def built(self, side, cases):
+        out = {c: self.infos.get((side, c), CaseInfo(1, "k", False, 100, 100)) for c in cases}
+        if self.pick:
+            out = {c: CaseInfo(1, self.pick(side, self.generation, c), True, 100, 100) for c in out}
+        return out
+
     def start(self, side, commit):
-        return ({c: self.infos.get((side, c), CaseInfo(1, "k", False, 100, 100)) for c in self.ms[side]},
-                self.not_built.get(side, {}))
+        return self.built(side, self.ms[side]), self.not_built.get(side, {})
 
     def time(self, side, case):
         t = len(self.calls)
@@ -63,8 +71,10 @@ class Fake:
     def renew(self, cases):
         self.generation += 1
         self.renewed.append(list(cases))
-        return {c: f"{side}: failed: gone" for side, gone in self.not_built.get("renew", {}).items()
-                for c in gone if c in cases}
+        missing = {c: f"{side}: failed: gone" for side, gone in self.not_built.get("renew", {}).items()
+                   for c in gone if c in cases}
+        kept = [c for c in cases if c not in missing]
+        return {side: self.built(side, kept) for side in (ab.BASE, ab.HEAD)}, missing
 
 
 def other(side):
@@ -235,7 +245,7 @@ def test_ties_quantized_figures_identical_pairs_are_same_and_a_real_step_is_caug
         return SimpleNamespace(start=lambda side, commit: ({"gelu/torch/1024/float32": CaseInfo(1)}, {}),
                                time=lambda side, case: {"device_time_ms": b if side == ab.BASE else h,
                                                         "contamination": []},
-                               stop=lambda side: None, renew=lambda cases: {})
+                               stop=lambda side: None, renew=lambda cases: ({}, {}))
     same = ab.run(None, fixed(0.003072, 0.003072), A, B)
     assert statuses(same) == [compare.SAME] and ab.rows(same)[0].limit == pytest.approx(ab.FACTOR)
     step = ab.run(None, fixed(0.003072, 0.003584), A, B)
@@ -259,6 +269,64 @@ def test_a_different_pick_of_the_compiler_is_a_different_kernel_never_a_regressi
     out = ab.run(None, Fake(both({case: 0.0421}, {case: 1.158}), infos=infos), A, B)
     assert set(statuses(out)) == {compare.DIFFERENT_KERNEL}
     assert "kernel aaaa -> bbbb" in ab.rows(out)[0].note
+
+
+SOFTMAX_COIN = "softmax/compile/1024x32768/float16"
+
+
+def first_base_process_picks_16384(side, gen, case):
+    """The whole-grid A/A at ee43681 on an H200: the base's first process autotuned R0_BLOCK
+    16384 (85.5 us), every later process of both sides 2048 (69.7 us)."""
+    return "r16384" if side == ab.BASE and gen == 0 else "r2048"
+
+
+def test_a_pick_that_differs_between_processes_in_some_rounds_is_judged_on_the_rounds_that_agree():
+    def slow(side, gen, case):
+        return 85.5 / 69.7 if first_base_process_picks_16384(side, gen, case) == "r16384" else 1.0
+
+    m = Fake(both({SOFTMAX_COIN: 0.0697}), process=slow, pick=first_base_process_picks_16384)
+    out = ab.run(None, m, A, B, min_pairs=4, max_pairs=4)
+    rounds = out.cases[0]
+    assert [r["kernel_id"] for r in rounds.base] == ["r16384", "r2048", "r2048", "r2048"]
+    assert [r["kernel_id"] for r in rounds.head] == ["r2048"] * 4
+    rows = ab.rows(out)
+    assert {r.status for r in rows} == {compare.SAME}
+    assert all(r.note.startswith("3 pairs") and "kernel r16384/r2048 -> r2048 in 1 of 4 rounds" in r.note
+               for r in rows), rows[0].note
+    assert all(abs(r.slowdown - 1.0) < 0.01 for r in rows)
+    # judged again from the stored session: the same rows
+    again = ab.from_dict(json.loads(json.dumps(out.to_dict())))
+    assert [(r.status, r.slowdown) for r in ab.rows(again)] == [(r.status, r.slowdown) for r in rows]
+    # one process per side: the first picks decide every round, a different kernel, never a regression
+    kept = ab.run(None, Fake(both({SOFTMAX_COIN: 0.0697}), process=slow, pick=first_base_process_picks_16384),
+                  A, B, min_pairs=4, max_pairs=4, process_rounds=0)
+    assert {r.status for r in ab.rows(kept)} == {compare.DIFFERENT_KERNEL}
+
+
+def test_a_coin_in_every_process_never_flags_an_a_a_and_a_changed_kernel_still_shows():
+    coin = random.Random(7)
+    picks = {}
+
+    def pick(side, gen, case):  # each fresh process autotunes anew: 2048 or 4096, 3 : 2
+        return picks.setdefault((side, gen, case), "r4096" if coin.random() < 0.6 else "r2048")
+
+    slow = lambda side, gen, case: 1.16 if pick(side, gen, case) == "r2048" else 1.0  # noqa: E731
+    out = ab.run(None, Fake(both({SOFTMAX_COIN: 0.0413}), process=slow, pick=pick, seed=3), A, B,
+                 max_pairs=12)
+    assert {r.status for r in ab.rows(out)} <= {compare.SAME, compare.WITHIN_NOISE, compare.DIFFERENT_KERNEL}
+    changed = ab.run(None, Fake(both({SOFTMAX_COIN: 0.0413}, {SOFTMAX_COIN: 1.10}),
+                                pick=lambda side, gen, case: side), A, B)
+    assert {r.status for r in ab.rows(changed)} == {compare.DIFFERENT_KERNEL}
+    assert all("kernel base -> head" in r.note for r in ab.rows(changed))
+
+
+def test_a_bad_kernel_id_in_a_stored_round_is_refused():
+    out = ab.run(None, Fake(both({SOFTMAX_COIN: 0.0413}), pick=lambda side, gen, case: "k1"), A, B,
+                 min_pairs=2, max_pairs=2)
+    data = json.loads(json.dumps(out.to_dict()))
+    data["cases"][0]["head"][1]["kernel_id"] = "../x"
+    with pytest.raises(ValueError, match=r"head\[1\]: bad kernel id"):
+        ab.from_dict(data)
 
 
 def test_a_case_that_fails_to_build_at_head_is_a_new_failure_and_one_skipped_is_not_judged():
@@ -508,7 +576,7 @@ def wall_only(base_ms, head_ms, jitter=0.02, seed=5):
         start=lambda side, commit: ({"gelu/torch/16384/float32": CaseInfo()}, {}),
         time=lambda side, case: {"wall_time_ms": (base_ms if side == ab.BASE else head_ms)
                                  * math.exp(rng.gauss(0, jitter)), "contamination": []},
-        stop=lambda side: None, renew=lambda cases: {})
+        stop=lambda side: None, renew=lambda cases: ({}, {}))
 
 
 def test_on_a_host_without_a_gpu_wall_time_is_judged_with_the_wide_margin():

@@ -38,7 +38,10 @@ Then:
 * **contaminated**, **different kernel**, **launch path**, **new failure**, **fixed**, **not on both
   sides**: as in ``fusebench compare`` (``fusebench.gate.compare``): a throttled or shared
   board, a compiler's pick at first use that differs between the sides, a stream figure that
-  measures the host, a case that builds on one side only.
+  measures the host, a case that builds on one side only. Each round carries the kernel id of
+  the process that timed it: where the sides timed one kernel in some rounds and not in others
+  (a fresh process's autotuner picked anew), only the rounds with one kernel are judged
+  (:func:`same_kernel`).
 
 FACTOR is a margin of practical significance: a whole interval above 1.02 is taken as a change of
 the code, not of the two processes (``docs/ab/README.md`` says what it rests on). The case's
@@ -113,10 +116,11 @@ class Measurer(Protocol):
     def stop(self, side: str) -> None:
         """Release the side's child (never raises)."""
 
-    def renew(self, cases: Sequence[str]) -> dict[str, str]:
-        """Replace both sides' children by fresh processes that build only ``cases``: the cases
-        either side did not build again (case -> ``side: why``). Raises ProbeFailed when a side
-        cannot be started again."""
+    def renew(self, cases: Sequence[str]) -> tuple[dict[str, Mapping[str, CaseInfo]], dict[str, str]]:
+        """Replace both sides' children by fresh processes that build only ``cases``: what each
+        side's fresh process built (side -> case -> its info: a compiled case's kernel is the
+        new process's own pick) and the cases either side did not build again (case -> ``side:
+        why``). Raises ProbeFailed when a side cannot be started again."""
 
 
 class ABError(Exception):
@@ -208,6 +212,34 @@ def crossover(d: Sequence[float], signs: Sequence[float]) -> tuple[float, float,
     return delta, math.sqrt(rss / (n - 2) * (1.0 / n + s_mean ** 2 / sxx)), n - 2
 
 
+def same_kernel(rounds: CaseRounds) -> tuple[CaseRounds, bool, str]:
+    """The rounds a verdict compares code on: ``(rounds, kernel changed, note)``.
+
+    Each round carries the kernel id of the process that timed it (a compiled case's id includes
+    its autotuner's pick, which a fresh process can make anew). Where both sides timed the same
+    kernel in some rounds and not in others, the pick is a coin of the processes, not the code:
+    only the rounds with the same kernel on both sides are kept (at least 2), and the note says
+    so. Rounds without ids (a session stored before them) fall back to the first processes' ids.
+    """
+    kb = [r.get("kernel_id") for r in rounds.base]
+    kh = [r.get("kernel_id") for r in rounds.head]
+    if not kb or not all(kb) or not all(kh):
+        b, h = rounds.base_info.kernel_id, rounds.head_info.kernel_id
+        return rounds, bool(b and h and b != h), f"kernel {b} -> {h}" if b and h and b != h else ""
+    same = [i for i, (b, h) in enumerate(zip(kb, kh)) if b == h]
+    if len(same) == len(kb):
+        return rounds, False, ""
+    changed = f"kernel {'/'.join(dict.fromkeys(kb))} -> {'/'.join(dict.fromkeys(kh))}"
+    if len(same) < 2:
+        return rounds, True, changed
+    in_order = len(rounds.first) >= len(rounds.base)
+    kept = CaseRounds(rounds.case, rounds.base_info, rounds.head_info, [rounds.base[i] for i in same],
+                      [rounds.head[i] for i in same], [rounds.first[i] for i in same] if in_order else [],
+                      rounds.stopped, rounds.failed)
+    return kept, False, (f"{changed} in {len(kb) - len(same)} of {len(kb)} rounds (the processes' "
+                         f"picks): judged on the {len(same)} rounds with one kernel on both sides")
+
+
 def _median(side: list[dict], fld: str) -> float | None:
     values = [r[fld] for r in side if r.get(fld)]
     return statistics.median(values) if values else None
@@ -222,6 +254,7 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
     if rounds.failed:
         status = compare.NEW_FAILURE if rounds.failed.startswith(HEAD) else compare.FIXED
         return Paired(status, nan, nan, nan, nan, None, 0, nan, nan, nan, rounds.failed)
+    rounds, kernel_changed, kernel_note = same_kernel(rounds)
     pairs, contamination = _pairs(rounds, metric.field)
     if len(pairs) < 2:
         return Paired(compare.NOT_BOTH, nan, nan, nan, nan, None, len(pairs), nan, nan, nan,
@@ -243,9 +276,8 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
         status = compare.SAME
     notes = [f"{n} pairs, interval {low:.3f}-{high:.3f}x"]
     b_info, h_info = rounds.base_info, rounds.head_info
-    kernel_changed = b_info.kernel_id and h_info.kernel_id and b_info.kernel_id != h_info.kernel_id
-    if kernel_changed:
-        notes.append(f"kernel {b_info.kernel_id} -> {h_info.kernel_id}")
+    if kernel_note:
+        notes.append(kernel_note)
     if status != compare.SAME:
         if contamination:
             status = compare.CONTAMINATED
@@ -367,6 +399,7 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
             if b and h:
                 open_.append(r)
         metrics = metrics_of([])  # device times until the first round says otherwise
+        current = {side: dict(infos[side]) for side in (BASE, HEAD)}  # the live processes' builds
         t = clock()
         capped = False
         r_index = 0
@@ -375,11 +408,13 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
             if r_index and process_rounds and r_index % process_rounds == 0:
                 renew_at = clock()
                 try:
-                    missing = measurer.renew([rounds.case for rounds in open_])
+                    fresh, missing = measurer.renew([rounds.case for rounds in open_])
                 except ProbeFailed as exc:
                     raise ABError(f"fresh processes for round {r_index + 1} could not be started: {exc}") \
                         from None
                 renewals += clock() - renew_at
+                for side, built in fresh.items():
+                    current[side] = {**current[side], **built}
                 for rounds in open_:
                     if rounds.case in missing:
                         rounds.stopped = f"not built again in a fresh process ({missing[rounds.case]})"
@@ -395,7 +430,10 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
                     except ProbeFailed as exc:
                         raise ABError(f"{side} failed in round {r_index + 1} of {rounds.case}: {exc}") \
                             from None
-                    (rounds.base if side == BASE else rounds.head).append(dict(fig))
+                    fig = dict(fig)
+                    if kid := getattr(current[side].get(rounds.case), "kernel_id", None):
+                        fig["kernel_id"] = kid  # what this process timed (its autotuner's pick)
+                    (rounds.base if side == BASE else rounds.head).append(fig)
                 rounds.first.append(order[0])
             r_index += 1
             if r_index == 1:
@@ -519,6 +557,11 @@ def _from_dict(data) -> Outcome:
         c = r.get("contamination", [])
         need(isinstance(c, list) and all(isinstance(x, str) for x in c), f"{name}: bad contamination")
         out["contamination"] = c
+        kid = r.get("kernel_id")
+        need(kid is None or (isinstance(kid, str) and kid.isalnum() and len(kid) <= 64),
+             f"{name}: bad kernel id")
+        if kid:
+            out["kernel_id"] = kid
         return out
 
     import re

@@ -9,7 +9,8 @@ given, without a key; ``fusebench.gate.bisect_probe``). Both children share one 
 made for the session: the base compiles first, and the head reuses the launch configuration the
 base's autotuner picked for every generated kernel whose source is the same on both sides (a
 changed kernel is autotuned anew; a different pick is then reported as "different kernel", never
-as a regression).
+as a regression). That sharing has failed once on an H200 (docs/ab/README.md), so :meth:`renew`
+hands back what each fresh process built, and every round is judged with its process's kernel.
 
 Every ``ab.PROCESS_ROUNDS`` rounds both children are replaced (:meth:`ABChildren.renew`): the two
 fresh ones build the cases still open side by side, from the caches the first ones filled.
@@ -114,19 +115,20 @@ class ABChildren:
     def start(self, side: str, commit: Commit) -> tuple[dict[str, CaseInfo], dict[str, str]]:
         return self._ready(self._spawn(side, commit))
 
-    def renew(self, cases: list[str]) -> dict[str, str]:
+    def renew(self, cases: list[str]) -> tuple[dict[str, dict[str, CaseInfo]], dict[str, str]]:
         """Both children replaced by fresh ones building ``cases`` side by side (``ab.Measurer``)."""
         sides = list(self.commits)
         for side in sides:
             self.stop(side)
         children = {side: self._spawn(side, self.commits[side], cases) for side in sides}
+        built: dict[str, dict[str, CaseInfo]] = {}
         missing: dict[str, str] = {}
         for side, child in children.items():
-            ready, not_built = self._ready(child)
+            built[side], not_built = self._ready(child)
             for case in cases:
-                if case not in ready:
+                if case not in built[side]:
                     missing.setdefault(case, f"{side}: {not_built.get(case, 'not built')}")
-        return missing
+        return built, missing
 
     def time(self, side: str, case: str) -> dict:
         child = self.children.get(side)
