@@ -8,6 +8,7 @@ ask git without importing the measurement (or torch).
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -18,16 +19,16 @@ TIMEOUT_S = 120
 
 
 def run(repo: Path | str, *args: str, data: bool = False, input: str | bytes | None = None,
-        timeout: float = TIMEOUT_S) -> subprocess.CompletedProcess:
+        timeout: float = TIMEOUT_S, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """``git -C repo args``, its output captured (text, or bytes with ``data``); the caller reads
-    ``returncode``.
+    ``returncode``. ``env``: variables set for this command only (``GIT_INDEX_FILE``, ...).
 
     Raises:
         UsageError: git cannot run here (not installed, or it took longer than ``timeout``).
     """
     try:
         return subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=not data,
-                              input=input, timeout=timeout)
+                              input=input, timeout=timeout, env={**os.environ, **env} if env else None)
     except (OSError, subprocess.SubprocessError) as exc:
         raise UsageError(f"cannot run git: {exc}") from None
 

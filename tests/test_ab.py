@@ -16,7 +16,7 @@ from throwaway import git
 from fusebench import metrictable
 from fusebench.backends import autotuned
 from fusebench.commands import bisect_child
-from fusebench.gate import ab, ab_cases, compare
+from fusebench.gate import ab, ab_cases, bisect_git, compare
 from fusebench.gate.bisect import CaseInfo, Commit, ProbeFailed
 from fusebench.paths import PROJECT_ROOT
 
@@ -469,6 +469,44 @@ def test_changed_files_ignore_comments_and_see_uncommitted_and_untracked_files(t
                                                           "kernels/gelu/triton.py"]
 
 
+def test_the_head_with_changes_is_a_commit_taken_once_and_later_edits_do_not_reach_it(tmp_path):
+    """A/B of uncommitted changes: the head's fresh processes of later rounds run what the checkout
+    held at the start (on an H200, a working tree rewritten mid-session had rounds 3-4 of the
+    head time the old kernel). The user's index, HEAD and files are untouched; only files under
+    the measured roots are taken; the same changes give the same commit."""
+    repo = tmp_path / "r"
+    (repo / "kernels" / "gelu").mkdir(parents=True)
+    triton = repo / "kernels" / "gelu" / "triton.py"
+    triton.write_text("def f(x):\n    return x + 1\n")
+    (repo / "kernels" / "gelu" / "gone.py").write_text("z = 0\n")
+    (repo / "README.md").write_text("hi\n")
+    (repo / ".gitignore").write_text("*.pyc\n")
+    git(tmp_path, "init", "-q", "-b", "main", str(repo))
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "a")
+    head = git(repo, "rev-parse", "HEAD")
+    triton.write_text("def f(x):\n    return x + 2\n")
+    (repo / "kernels" / "gelu" / "new.py").write_text("y = 1\n")
+    (repo / "kernels" / "gelu" / "junk.pyc").write_bytes(b"ignored")
+    (repo / "kernels" / "gelu" / "gone.py").unlink()
+    (repo / "README.md").write_text("not measured\n")
+    before = git(repo, "status", "--porcelain")
+    snap = bisect_git.snapshot(repo, head, ("kernels/", "Dockerfile"))
+    assert bisect_git.snapshot(repo, head, ("kernels/", "Dockerfile")) == snap
+    assert git(repo, "rev-parse", f"{snap}^") == head
+    assert git(repo, "ls-tree", "-r", "--name-only", snap).split() == [
+        ".gitignore", "README.md", "kernels/gelu/new.py", "kernels/gelu/triton.py"]
+    assert git(repo, "show", f"{snap}:README.md") == "hi"  # outside the roots: HEAD's
+    assert git(repo, "status", "--porcelain") == before and git(repo, "diff", "--cached") == ""
+    assert git(repo, "rev-parse", "HEAD") == head
+    tree = bisect_git.worktree(repo, tmp_path / "cache" / "worktrees", snap)
+    triton.write_text("def f(x):\n    return x + 3\n")  # edited while the rounds run
+    assert (tree / "kernels" / "gelu" / "triton.py").read_text() == "def f(x):\n    return x + 2\n"
+    assert bisect_git.worktree(repo, tmp_path / "cache" / "worktrees", snap) == tree
+    assert ab_cases.changed_files(repo, head, snap) == ["kernels/gelu/gone.py", "kernels/gelu/new.py",
+                                                        "kernels/gelu/triton.py"]
+
+
 def test_what_a_measurement_imports_is_outside_not_run():
     """The child's imports (the ops, the sweep, timing, environment) load no module of the folders
     ab_cases.NOT_RUN calls unmeasured, so a change there cannot move a figure."""
@@ -533,6 +571,9 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     r = run_cli("--base", "HEAD", "--backends", "torch", "--dtypes", "float32", "--shapes", "16384",
                 "--min-pairs", "3", "--max-pairs", "3", "--format", "json", *common)
     assert "kernels/gelu/__init__.py -> gelu/every backend" in r.stderr, r.stderr
+    assert "with the checkout's uncommitted changes as they are now, taken as commit " in r.stderr
+    assert git(repo, "status", "--porcelain") == "M kernels/gelu/__init__.py"  # left as it was:
+    assert git(repo, "diff", "--cached", "--name-only") == ""  # not staged
     out = json.loads(r.stdout)
     assert out["head_dirty"] is True and out["pairs"] == {"gelu/torch/16384/float32": 3}
     assert out["phases"]["fresh processes"] > 0  # rounds 2 and 3 each in a fresh pair of children
@@ -544,6 +585,9 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     (session,) = (tmp_path / "ab").iterdir()
     assert session.name.endswith(session.name[-16:]) and "-dirty-" in session.name
     assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
+    snap = json.loads((session / "ab.json").read_text())["snapshot"]
+    assert git(repo, "show", f"{snap}:kernels/gelu/__init__.py") == \
+        (repo / "kernels" / "gelu" / "__init__.py").read_text().rstrip("\n")
     again = run_cli("--from", str(session / "ab.json"), "--format", "json")
     assert json.loads(again.stdout)["rows"][0]["status"] == "regression" and again.returncode == 1
     assert ", factor 1.02, wall time 1.5): " in again.stderr  # the CPU's margin, as judged

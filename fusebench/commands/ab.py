@@ -6,8 +6,9 @@
                  [--output FILE] [--scratch DIR] [--cache DIR] [--repo DIR]
     fusebench ab --from SESSION/ab.json [--factor ...] [--format ...]      (judge again, no GPU)
 
-Each side is checked out in its own git worktree (bisect's; the head is the checkout itself,
-marked "with changes", when no --head is given and the measured files differ from HEAD), built
+Each side is checked out in its own git worktree (bisect's; when no --head is given and the
+measured files differ from HEAD, the head is the checkout's changes as they are at the start,
+taken as a commit on top of HEAD and marked "with changes": later edits are not measured), built
 and measured by its own code in its own process, on one GPU, in interleaved rounds whose order
 alternates (A B B A ...), so that what the board does over minutes lands on both sides. A case
 gets --min-pairs rounds, then stops once each gated time (hot, cold, graph device time) is
@@ -36,7 +37,6 @@ input or when nothing could be judged (no case measured on both sides); else 0.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import shlex
@@ -225,7 +225,7 @@ def run(args: argparse.Namespace) -> int:
     if args.max_pairs < args.min_pairs or args.min_pairs < 2:
         raise UsageError(f"need 2 <= --min-pairs <= --max-pairs, got {args.min_pairs} and {args.max_pairs}")
     from fusebench.gate import ab, ab_cases, ab_probe, bisect_git
-    from fusebench.gate.bisect import Commit
+    from fusebench.gate.bisect import Commit, ProbeFailed
 
     repo = args.repo.resolve()
     base_sha = bisect_git.resolve(repo, args.base)
@@ -234,10 +234,16 @@ def run(args: argparse.Namespace) -> int:
         head_sha = bisect_git.resolve(repo, args.head)
     else:
         head_sha = bisect_git.resolve(repo, "HEAD")
-        from fusebench.measure.provenance import changed_files
+        from fusebench.measure.provenance import MEASURED, changed_files
 
         dirty = bool(changed_files(repo))
-    changed = ab_cases.changed_files(repo, base_sha, None if dirty else head_sha)
+    snap = None
+    if dirty:  # taken now: what is edited while the rounds run is not measured
+        try:
+            snap = bisect_git.snapshot(repo, head_sha, MEASURED)
+        except ProbeFailed as exc:
+            raise UsageError(f"cannot take the checkout's uncommitted changes as a commit: {exc}") from None
+    changed = ab_cases.changed_files(repo, base_sha, snap or head_sha)
     from fusebench.ops import configured
 
     ops = {name: tuple(op.backends) for name, op in configured(None).items()}
@@ -268,14 +274,17 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{session} exists: wait a second, or give another --scratch")
     session.mkdir(parents=True)
     trees = {}
-    if dirty:  # the extension is built from its own sources: a change elsewhere reuses HEAD's build
+    if snap:  # the extension is built from its own sources: a change elsewhere reuses HEAD's build
         from fusebench.gate import noise
 
-        cuda = [p for p in changed if noise.touches({p}, noise.BACKEND_PATHS["cuda"])]
-        digest = hashlib.sha256("\0".join(
-            f"{p}\0{(repo / p).read_bytes().hex() if (repo / p).is_file() else '-'}"
-            for p in cuda).encode()).hexdigest()[:12]
-        trees[ab.HEAD] = (repo, f"{head_sha}-{digest}" if cuda else head_sha)
+        cuda = any(noise.touches({p}, noise.BACKEND_PATHS["cuda"]) for p in changed)
+        try:
+            tree = bisect_git.worktree(repo, args.cache.resolve() / "worktrees", snap)
+        except ProbeFailed as exc:
+            raise UsageError(f"cannot check out the head's changes: {exc}") from None
+        trees[ab.HEAD] = (tree, snap if cuda else head_sha)
+        decided.append(f"ab: head: {head_sha[:8]} with the checkout's uncommitted changes as they are now, "
+                       f"taken as commit {snap[:8]} (git show {snap[:8]}); later edits are not measured")
 
     def log(line: str) -> None:
         print(f"ab: {line}", file=sys.stderr, flush=True)
@@ -290,7 +299,7 @@ def run(args: argparse.Namespace) -> int:
     subject = bisect_git.subject(repo, base_sha), bisect_git.subject(repo, head_sha)
 
     def store(partial) -> None:  # every pass: a run stopped on the way keeps its rounds
-        data = dict(partial.to_dict(), machine=measurer.machine, changed=changed, partial=True)
+        data = dict(partial.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap, partial=True)
         write_atomic(session / "ab.json", json.dumps(json_ready(data)))
 
     try:
@@ -302,7 +311,7 @@ def run(args: argparse.Namespace) -> int:
     except ab.ABError as exc:
         print(f"ab: error: {exc}", file=sys.stderr)
         return 2
-    data = dict(out.to_dict(), machine=measurer.machine, changed=changed)
+    data = dict(out.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap)
     write_atomic(session / "ab.json", json.dumps(json_ready(data)))
     text, lines, code = verdict(out, args.format, measurer.machine, [])
     again = f"{shlex.quote(sys.executable)} -m fusebench ab --from {shlex.quote(str(session / 'ab.json'))}"

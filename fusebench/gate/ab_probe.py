@@ -2,8 +2,10 @@
 
 Each side's child is ``fusebench/commands/bisect_child.py`` (bisect's child: the same protocol,
 with ``select`` and ``keep_going``), started in the revision's worktree (``<cache>/worktrees/<sha>``,
-bisect's) or, for a head with uncommitted changes, in the checkout itself. Its CUDA extension is
-built in ``<cache>/ext/<sha>`` (``<sha>-<hash of the changes>`` for such a head), never shared with
+bisect's); a head with uncommitted changes is the worktree of the commit ``bisect_git.snapshot``
+made of them at the start, so that every fresh process of the session runs the same code, whatever
+is edited meanwhile. Its CUDA extension is built in ``<cache>/ext/<sha>`` (the snapshot's sha for
+such a head when the changes touch the extension's sources), never shared with
 other code (per revision, not per key: an older revision's ``cuda_ext`` builds in the folder it is
 given, without a key; ``fusebench.gate.bisect_probe``). Both children share one Inductor cache
 made for the session: the base compiles first, and the head reuses the launch configuration the

@@ -1,4 +1,5 @@
-"""git for ``fusebench bisect``: the first-parent line from GOOD to BAD, and one worktree per commit.
+"""git for ``fusebench bisect`` and ``ab``: the first-parent line from GOOD to BAD, one worktree per
+commit, and a commit of the checkout's uncommitted changes (``ab``'s head "with changes").
 
 The worktrees live in a cache folder, one per commit (``<cache>/worktrees/<sha>``), reused by
 later bisections; ``git worktree prune`` forgets those whose folder was deleted.
@@ -8,6 +9,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 
 from fusebench import git
@@ -86,3 +89,39 @@ def worktree(repo: Path, root: Path, sha: str) -> Path:
         lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
         raise ProbeFailed(f"git worktree add failed: {lines[-1] if lines else out.returncode}")
     return path
+
+
+def snapshot(repo: Path, head: str, roots: Sequence[str]) -> str:
+    """A commit of the checkout's files under ``roots`` as they are now, on top of ``head``.
+
+    Its tree is ``head``'s with the working tree's version of every file under ``roots`` (a
+    folder ends with ``/``): modified, deleted and untracked files that git does not ignore; the
+    other files as ``head`` has them. Made with a temporary index and ``commit-tree``: the user's
+    index, branches and files are left as they were, and nothing points at the commit but the
+    worktree made of it. Author, committer and dates are fixed, so the same changes give the
+    same commit (a second A/B of them reuses its worktree and builds).
+
+    Raises:
+        ProbeFailed: git could not make it.
+    """
+    with tempfile.TemporaryDirectory(prefix="fusebench-snapshot-") as tmp:
+        when = _git(repo, "log", "-1", "--format=%ct", head).stdout.strip()
+        env = {"GIT_INDEX_FILE": str(Path(tmp) / "index"), "GIT_AUTHOR_NAME": "fusebench ab",
+               "GIT_AUTHOR_EMAIL": "ab@fusebench.invalid", "GIT_COMMITTER_NAME": "fusebench ab",
+               "GIT_COMMITTER_EMAIL": "ab@fusebench.invalid", "GIT_AUTHOR_DATE": f"{when} +0000",
+               "GIT_COMMITTER_DATE": f"{when} +0000"}
+
+        def step(*args: str) -> str:
+            out = git.run(repo, *args, env=env)
+            if out.returncode != 0:
+                lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+                raise ProbeFailed(f"git {args[0]} failed: {lines[-1] if lines else out.returncode}")
+            return out.stdout.strip()
+
+        step("read-tree", head)
+        present = [r for r in roots if (repo / r).exists() or step("ls-files", "--", r)]
+        if present:  # a pathspec that matches nothing is an error for git add
+            step("add", "--all", "--", *present)
+        tree = step("write-tree")
+        return step("commit-tree", tree, "-p", head, "-m",
+                    f"fusebench ab: the checkout's uncommitted changes on top of {head[:8]}")
