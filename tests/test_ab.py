@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 import throwaway
+import torch
 from throwaway import git
 
 from fusebench import metrictable
@@ -422,11 +423,16 @@ def test_exit_codes_from_stored_sessions(tmp_path):
     data["cases"] = []
     none.write_text(json.dumps(data))
     r = run_cli("--from", str(none))
-    assert r.returncode == 2 and "no case was measured on both sides" in r.stderr
+    assert r.returncode == 2 and "the selection holds no case either side built on this host" in r.stderr
+    assert "table above" not in r.stderr  # no table is printed for no case
     bad = tmp_path / "bad.json"
     bad.write_text('{"base": 1}')
     r = run_cli("--from", str(bad))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "not a valid session" in r.stderr
+    bad.write_text(json.dumps(dict(json.loads(same.read_text()), snapshot="\x1b[2J--all")))
+    r = run_cli("--from", str(bad))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+    assert "not a valid session: snapshot: not a commit sha" in r.stderr
 
 
 OPS = {"gelu": ("eager", "torch", "compile", "triton", "cuda"),
@@ -586,9 +592,11 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     assert session.name.endswith(session.name[-16:]) and "-dirty-" in session.name
     assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
     snap = json.loads((session / "ab.json").read_text())["snapshot"]
+    assert f" with changes ({snap[:8]}) (1 case(s)" in r.stderr  # the verdict names what ran
     assert git(repo, "show", f"{snap}:kernels/gelu/__init__.py") == \
         (repo / "kernels" / "gelu" / "__init__.py").read_text().rstrip("\n")
     again = run_cli("--from", str(session / "ab.json"), "--format", "json")
+    assert f" with changes ({snap[:8]}) " in again.stderr
     assert json.loads(again.stdout)["rows"][0]["status"] == "regression" and again.returncode == 1
     assert ", factor 1.02, wall time 1.5): " in again.stderr  # the CPU's margin, as judged
 
@@ -640,3 +648,8 @@ def test_an_unknown_shape_is_one_line_with_the_closest(tmp_path):
     assert r.returncode == 2 and r.stderr.count("\n") == 1
     assert "unknown shape '1638' (did you mean 16384?)" in r.stderr
     assert not any(tmp_path.iterdir())  # refused before a session was made
+    if not torch.cuda.is_available():  # a shape of the GPU grid: no case on this host, refused
+        r = run_cli("--base", "HEAD", "--ops", "gelu", "--shapes", "16777216", "--scratch", str(tmp_path))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert "unknown shape '16777216'" in r.stderr and "this host measures the CPU grid" in r.stderr
+        assert not any(tmp_path.iterdir())

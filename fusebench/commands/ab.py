@@ -39,6 +39,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import shlex
 import sys
 import time
@@ -139,12 +140,19 @@ def _select(args, choice) -> tuple[dict, list[str]]:
     op_names = pick("op", args.ops, ops) if args.ops else list(ops)
     backends = pick("backend", args.backends, BACKENDS) if args.backends else None
     dtypes = pick("dtype", args.dtypes, PRECISIONS) if args.dtypes else None
+    import torch
+
     from fusebench.registry import shape_label
 
-    # a shape of any grid of the chosen ops (each side measures its own grid on its device)
-    valid = list(dict.fromkeys(shape_label(s) for op in op_names for grid in ops[op].grids.values()
-                               for s in grid))
-    shapes = pick("shape", args.shapes.lower(), valid) if args.shapes else None
+    # a shape of the grid this host measures (each child measures its commit's grid of this name:
+    # the GPU's on a GPU host, the CPU's on a host without one)
+    grid = "default" if torch.cuda.is_available() else "cpu"
+    valid = list(dict.fromkeys(shape_label(s) for op in op_names for s in ops[op].grids.get(grid, ())))
+    try:
+        shapes = pick("shape", args.shapes.lower(), valid) if args.shapes else None
+    except UsageError as exc:
+        where = "GPU" if grid == "default" else "CPU"
+        raise UsageError(f"{exc} (this host measures the {where} grid)") from None
     if choice is None or choice.pairs is None:
         wanted = [(op, b) for op in op_names for b in ops[op].backends]
     else:
@@ -155,7 +163,8 @@ def _select(args, choice) -> tuple[dict, list[str]]:
 
 
 def _load(path: Path):
-    """The stored session and the machine it names (None when it names none that is valid)."""
+    """The stored session, the machine it names (None when it names none that is valid) and the
+    commit its head's uncommitted changes were taken as (None: a clean head)."""
     from fusebench.gate import ab
     from fusebench.gate.bisect_probe import MACHINE
 
@@ -167,20 +176,26 @@ def _load(path: Path):
         data = json.loads(path.read_text(encoding="utf-8"))
         machine = data.get("machine") if isinstance(data, dict) else None
         named = isinstance(machine, str) and MACHINE.fullmatch(machine)
-        return ab.from_dict(data), machine if named else None
+        snap = data.get("snapshot")
+        if snap is not None and not (isinstance(snap, str) and re.fullmatch(r"[0-9a-f]{40}", snap)):
+            raise ValueError("snapshot: not a commit sha")
+        return ab.from_dict(data), machine if named else None, snap
     except (ValueError, UnicodeDecodeError) as exc:
         why = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise UsageError(f"{path}: not a valid session: {why}") from None
 
 
-def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[str, list[str], int]:
-    """The verdict's text in ``fmt``, the lines for stderr, and the exit status."""
+def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
+            snapshot: str | None = None) -> tuple[str, list[str], int]:
+    """The verdict's text in ``fmt``, the lines for stderr, and the exit status; ``snapshot``: the
+    commit a head with changes was measured as (named beside it)."""
     from fusebench.gate import ab, compare
 
     rows = ab.rows(out)
     failed = compare.failed_gate(rows)
     judged = [r for r in rows if math.isfinite(r.limit)]
-    head = out.head.short + (" with changes" if out.head_dirty else "")
+    changes = f" with changes ({snapshot[:8]})" if snapshot else " with changes"
+    head = out.head.short + (changes if out.head_dirty else "")
     pairs = [len(c.base) for c in out.cases if c.base]
     span = f"{min(pairs)}-{max(pairs)} rounds" if pairs else "no rounds"
     status = "FAIL" if failed else "ok" if judged else "nothing judged"
@@ -192,8 +207,10 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
     lines = [*decided_by]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
-    else:
+    elif rows:
         lines.append("ab: no case was measured on both sides (the table above says why for each)")
+    else:
+        lines.append("ab: the selection holds no case either side built on this host: nothing was measured")
     if out.capped:
         lines.append(f"ab: the time cap ended the rounds: {sum('time cap' in c.stopped for c in out.cases)} "
                      "case(s) judged on fewer rounds (--time-cap)")
@@ -216,9 +233,10 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str]) -> tuple[
 def run(args: argparse.Namespace) -> int:
     """Run ``fusebench ab`` with the parsed options; returns the exit status."""
     if args.session is not None:
-        out, machine = _load(args.session)
+        out, machine, snap = _load(args.session)
         out.factor = args.factor or out.factor
-        text, lines, code = verdict(out, args.format, machine, [f"ab: judged again from {args.session}"])
+        again = [f"ab: judged again from {args.session}"]
+        text, lines, code = verdict(out, args.format, machine, again, snap)
         return _finish(args, text, lines, code)
     if not args.base:
         raise UsageError("give --base REV (make ab BASE=<rev>), or --from <session>/ab.json")
@@ -313,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     data = dict(out.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap)
     write_atomic(session / "ab.json", json.dumps(json_ready(data)))
-    text, lines, code = verdict(out, args.format, measurer.machine, [])
+    text, lines, code = verdict(out, args.format, measurer.machine, [], snap)
     again = f"{shlex.quote(sys.executable)} -m fusebench ab --from {shlex.quote(str(session / 'ab.json'))}"
     lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge it again: {again})")
     return _finish(args, text, lines, code)
