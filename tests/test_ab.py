@@ -592,6 +592,8 @@ def test_ab_on_the_cpu_end_to_end(repo, tmp_path):
     assert session.name.endswith(session.name[-16:]) and "-dirty-" in session.name
     assert sorted(p.name for p in (session / "logs").iterdir()) == ["base.log", "head.log"]
     snap = json.loads((session / "ab.json").read_text())["snapshot"]
+    shown = subprocess.run(f"git -C {repo} show {snap[:8]}".split(), capture_output=True, text=True)
+    assert f"(git -C {repo} show {snap[:8]})" in r.stderr and shown.returncode == 0  # runs as printed
     assert f" with changes ({snap[:8]}) (1 case(s)" in r.stderr  # the verdict names what ran
     assert git(repo, "show", f"{snap}:kernels/gelu/__init__.py") == \
         (repo / "kernels" / "gelu" / "__init__.py").read_text().rstrip("\n")

@@ -301,8 +301,10 @@ def run(args: argparse.Namespace) -> int:
         except ProbeFailed as exc:
             raise UsageError(f"cannot check out the head's changes: {exc}") from None
         trees[ab.HEAD] = (tree, snap if cuda else head_sha)
+        where = "" if repo == Path.cwd().resolve() else f" -C {shlex.quote(str(repo))}"
+        show = f"git{where} show {snap[:8]}"
         decided.append(f"ab: head: {head_sha[:8]} with the checkout's uncommitted changes as they are now, "
-                       f"taken as commit {snap[:8]} (git show {snap[:8]}); later edits are not measured")
+                       f"taken as commit {snap[:8]} ({show}); later edits are not measured")
 
     def log(line: str) -> None:
         print(f"ab: {line}", file=sys.stderr, flush=True)
