@@ -22,6 +22,12 @@ def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
     return git.run(repo, *args)
 
 
+def _last_line(out: subprocess.CompletedProcess) -> str:
+    """The last non-blank line git wrote to stderr (its reason), else its exit status."""
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    return lines[-1] if lines else str(out.returncode)
+
+
 def _printable(text: str) -> str:
     """A commit subject as shown: no control characters (terminal escapes) from another author."""
     return "".join(ch for ch in text if ch.isprintable())
@@ -86,8 +92,7 @@ def worktree(repo: Path, root: Path, sha: str) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     out = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
     if out.returncode != 0:
-        lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-        raise ProbeFailed(f"git worktree add failed: {lines[-1] if lines else out.returncode}")
+        raise ProbeFailed(f"git worktree add failed: {_last_line(out)}")
     return path
 
 
@@ -114,8 +119,7 @@ def snapshot(repo: Path, head: str, roots: Sequence[str]) -> str:
         def step(*args: str) -> str:
             out = git.run(repo, *args, env=env)
             if out.returncode != 0:
-                lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
-                raise ProbeFailed(f"git {args[0]} failed: {lines[-1] if lines else out.returncode}")
+                raise ProbeFailed(f"git {args[0]} failed: {_last_line(out)}")
             return out.stdout.strip()
 
         step("read-tree", head)
