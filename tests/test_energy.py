@@ -205,3 +205,34 @@ def test_the_asv_suite_reports_energy_per_call_and_never_gates_it():
     (off,), (on,) = (list(d) for d in metrictable.asv_regression_settings().values())
     assert re.match(off, "suite.Gelu.track_energy('torch', '16384', 'float32')")
     assert not re.match(on, "suite.Gelu.track_energy('torch', '16384', 'float32')")
+
+
+def test_a_top_up_that_ends_short_gets_the_one_more_window_it_needs(monkeypatch):
+    """A top-up is sized 1.05x what it needs from the case's figure; where the calls ran faster
+    than that figure and the window ended short, one more window makes up the difference (the
+    reading keeps both windows), and no case gets more than TOP_UP_WINDOWS."""
+    asked, lengths = [], iter([0.15, 0.2, 0.2])
+
+    def per_call(fn, dev, read, call_ms, window_s):
+        asked.append(window_s)
+        seconds = next(lengths)
+        return energy.Energy(mj_per_call=2.0, calls=100, seconds=seconds)
+
+    monkeypatch.setattr(energy, "per_call", per_call)
+    rec = Record("gelu", "torch", "1024", "float32", wall_time_ms=0.5, bytes_moved=8192)
+    win = energy.top_up(rec, lambda: None, CPU, lambda: 0.0)
+    # first: one window alone, 0.204 s x 1.05; it lasted 0.15 s (error 27 %), so the second tops
+    # the two windows up to what two need (0.289 s), again x 1.05
+    assert asked == [pytest.approx(energy.needed_s(1) * 1.05),
+                     pytest.approx((energy.needed_s(2) - 0.15) * 1.05)]
+    assert (win.windows, win.calls, win.seconds) == (2, 200, pytest.approx(0.35)) and win.enough
+    energy.fill(rec, win)
+    assert rec.energy_mj_per_call == pytest.approx(2.0) and rec.energy_reason == ""
+
+    asked.clear()
+    lengths = iter([0.05, 0.05, 0.05])  # a figure that overstates the call: both windows short
+    rec = Record("gelu", "torch", "1024", "float32", wall_time_ms=0.5, bytes_moved=8192)
+    win = energy.top_up(rec, lambda: None, CPU, lambda: 0.0)
+    assert len(asked) == energy.TOP_UP_WINDOWS == 2 and not win.enough
+    energy.fill(rec, win)
+    assert rec.energy_mj_per_call is None and "too short" in rec.energy_reason
