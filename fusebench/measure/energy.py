@@ -39,9 +39,9 @@ long one: it only counts the replays the rounds run anyway.
 ``energy top-up``), of graph replays back to back (calls where there is no graph), as long as the
 shorter of: what the rounds' reading needs to reach :data:`MAX_ERROR` with one more window, or
 what one window alone needs (:func:`top_up_s`; the rounds' reading is then set aside, since it
-would only add error), 1.05x for safety, and one more window where it still came out short (or
-gave no reading). A reading that does not rise or goes backwards (a driver reload) gives no
-figure, with its reason (``energy_reason``).
+would only add error), 1.05x for safety, and one more window where it still came out short. A
+reading that does not rise or goes backwards (a driver reload) gives no figure, with its reason
+(``energy_reason``), and is not tried again.
 """
 
 from __future__ import annotations
@@ -264,13 +264,16 @@ def top_up(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], 
         win = win if keep else Window()
         seconds *= TOP_UP_MARGIN
         if graph:
-            win.add(*replay_window(fn, dev, read, rec.graph_calls, call_ms, seconds))
+            mj, calls, took = replay_window(fn, dev, read, rec.graph_calls, call_ms, seconds)
         else:
             one = per_call(fn, dev, read, call_ms, window_s=seconds)
-            if one is None:
-                win.problems.append("the counter did not rise within the window")
-                break
-            win.add(one.mj_per_call * one.calls, one.calls, one.seconds)
+            mj, calls, took = (one.mj_per_call * one.calls, one.calls, one.seconds) if one else (0.0, 0, 0.0)
+        if mj == 0:  # a counter that did not move in a window this long is not retried
+            win.problems.append("the counter did not rise within the window")
+            break
+        win.add(mj, calls, took)
+        if win.problems:
+            break
     return win
 
 
