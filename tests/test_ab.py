@@ -263,6 +263,28 @@ def test_contaminated_pairs_are_left_out_while_most_are_clean():
     assert set(statuses(ab.run(None, all_bad, A, B))) == {compare.CONTAMINATED}
 
 
+def test_a_slowdown_in_contaminated_rounds_only_is_nothing_judged_never_ok():
+    """A new user's trial on a loaded 2-core host: eager twice as slow, every round contaminated by
+    the load; the verdict was "0 regression, 2 contaminated -> ok", exit 0. Nothing was judged:
+    exit 2, saying why."""
+    from fusebench.commands import ab as ab_command
+
+    case = "gelu/eager/1048576/float32"
+    out = ab.run(None, Fake(both({case: 0.2}, {case: 2.0}), contaminated=lambda side, c, t: True), A, B)
+    assert set(statuses(out)) == {compare.CONTAMINATED}
+    text, lines, code = ab_command.verdict(out, "text", "box", [])
+    assert code == 2 and lines[-1].endswith("-> nothing judged"), lines
+    assert lines[-2] == ("ab: no case-metric measured on both sides could be judged (3 contaminated: the "
+                         "table above says why for each)")
+    assert text.count("\n") >= 3 and " c " in text  # every row shown with its mark
+    assert ab_command.verdict(out, "json", "box", [])[2] == 2
+    # one clean case beside it is a verdict: exit 0 when it is the same
+    clean = "gelu/torch/1048576/float32"
+    out = ab.run(None, Fake(both({case: 0.2, clean: 0.2}, {case: 2.0}),
+                            contaminated=lambda side, c, t: c == case), A, B)
+    assert ab_command.verdict(out, "text", "box", [])[2] == 0
+
+
 def test_a_different_pick_of_the_compiler_is_a_different_kernel_never_a_regression():
     case = "softmax/compile/4096x4096/bfloat16"
     infos = {(ab.BASE, case): CaseInfo(1, "aaaa", True, 100, 100),
@@ -655,3 +677,16 @@ def test_an_unknown_shape_is_one_line_with_the_closest(tmp_path):
         assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
         assert "unknown shape '16777216'" in r.stderr and "this host measures the CPU grid" in r.stderr
         assert not any(tmp_path.iterdir())
+
+
+def test_the_cases_not_built_are_counted_by_reason():
+    """A new user on a CPU host read "36 not built" with no reason; the reasons are counted, cut
+    before their install hint."""
+    failures = {f"gelu/triton/{n}/float32": "skipped: triton needs a GPU" for n in range(3)}
+    failures |= {f"gelu/flaggems/{n}/float32": "skipped: flag-gems 5.0.2 is not installed; install the "
+                 "reference group: make venv REFERENCE=1" for n in range(2)}
+    failures["gelu/cuda/1/float32"] = "failed: nvcc died"
+    failures["gelu/cuda/2/float32"] = "skipped: cuda needs a GPU"
+    assert ab.why_not_built(failures) == ("3 skipped: triton needs a GPU; 2 skipped: flag-gems 5.0.2 is "
+                                          "not installed; 1 failed: nvcc died; and 1 more")
+    assert ab.why_not_built({"a": "skipped: x"}) == "1 skipped: x"

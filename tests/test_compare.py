@@ -236,3 +236,32 @@ def test_the_text_table_says_what_each_mark_of_its_first_column_means():
                         1.0, 0.01, compare.SAME, 1.2)]
     last = compare.table(rows).splitlines()[-1].strip()
     assert last == "first column: c contaminated, ~ within noise"
+
+
+def test_rows_measured_on_both_sides_but_none_judged_are_nothing_judged():
+    """Contaminated, another kernel, another library, the launch path: none is a verdict, so a
+    comparison of only those is not "ok" (it could hide a slowdown): nothing judged, and why."""
+    def row(status):
+        return compare.Row("suite.Gelu.track_device_time", ("eager", "1024", "float32"), "seconds",
+                           1e-5, 2e-5, 2.0, 0.01, status, 1.6)
+
+    unjudged = [row(compare.CONTAMINATED), row(compare.CONTAMINATED), row(compare.DIFFERENT_KERNEL),
+                row(compare.NOT_BOTH)]
+    assert compare.nothing_judged(unjudged)
+    assert compare.unjudged_text(unjudged) == "2 contaminated, 1 different kernel"
+    assert compare.unjudged_text([row(compare.NOT_BOTH)]) == ""
+    for verdict in compare.VERDICTS:
+        assert not compare.nothing_judged([*unjudged, row(verdict)])
+    assert compare.nothing_judged([])
+
+
+def test_the_a_a_hint_is_offered_where_it_can_judge_something(tmp_path, commits, gate):
+    """One commit against itself in one folder: a GPU machine is offered the A/A check of two runs
+    (HEAD_RESULTS=); a CPU machine is not, since two host-clock runs judge nothing either (a new
+    user followed the hint there and met exit 2 again)."""
+    base, _ = commits
+    write_result(tmp_path, "box", base, {T: {TORCH: 1e-3}}, AXES)
+    write_result(tmp_path, "cpu-x86_64", base, {WALL: {TORCH: 1e-3}, T: {}}, AXES)
+    assert "give --head-results (HEAD_RESULTS=) for an A/A check" in gate(base, base)[2]
+    code, _, err = gate(base, base, "--machine", "cpu-x86_64")
+    assert code == 2 and "A/A check" not in err and "nothing judged" in err

@@ -31,7 +31,8 @@ of both sides is kept in the session folder (--scratch, default .asv/ab/), never
 every pass over the open cases, so a run stopped on the way keeps every round it made.
 
 Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
-input or when nothing could be judged (no case measured on both sides); else 0.
+input or when nothing could be judged (no case measured on both sides, or every one contaminated,
+another kernel or the launch path); else 0.
 """
 
 from __future__ import annotations
@@ -193,7 +194,7 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
 
     rows = ab.rows(out)
     failed = compare.failed_gate(rows)
-    judged = [r for r in rows if math.isfinite(r.limit)]
+    judged = not compare.nothing_judged(rows)
     changes = f" with changes ({snapshot[:8]})" if snapshot else " with changes"
     head = out.head.short + (changes if out.head_dirty else "")
     pairs = [len(c.base) for c in out.cases if c.base]
@@ -207,6 +208,9 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
     lines = [*decided_by]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
+    elif why := compare.unjudged_text(rows):
+        lines.append(f"ab: no case-metric measured on both sides could be judged ({why}: the table "
+                     "above says why for each)")
     elif rows:
         lines.append("ab: no case was measured on both sides (the table above says why for each)")
     else:

@@ -37,6 +37,7 @@ from fusebench import config, git
 from fusebench.cli import add_config, report_unreadable
 from fusebench.errors import UsageError
 from fusebench.gate import compare, noise
+from fusebench.machine import is_cpu, this_machine
 from fusebench.paths import PROJECT_ROOT
 from fusebench.storage import results, runrecord
 
@@ -117,11 +118,9 @@ def run(args: argparse.Namespace) -> int:
     factor = parse_factor(args.factor) if args.factor is not None else settings.factor
     base, head = resolve(args.base), resolve(args.head)
     if not args.machine:  # this host's, named without torch (fusebench.machine)
-        from fusebench.machine import this_machine
-
         args.machine = this_machine()
     base_dir, head_dir = args.base_results or args.results, args.head_results or args.results
-    if base == head and base_dir.resolve() == head_dir.resolve():
+    if base == head and base_dir.resolve() == head_dir.resolve() and not is_cpu(args.machine):
         print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
               "for an A/A check of two runs", file=sys.stderr)
     base_reader = results.Reader(base_dir, "compare")  # an unreadable file is named, the rest compared
@@ -148,7 +147,10 @@ def run(args: argparse.Namespace) -> int:
         print(compare.markdown(rows, show_all=args.all, title=verdict.removeprefix("compare: ")))
     else:
         print(compare.table(rows, show_all=args.all))
-    if judged_none:  # nothing judged is not "ok": say what is missing, exit 2
+    if judged_none and (why := compare.unjudged_text(rows)):  # measured, not judged: exit 2
+        print(f"compare: nothing judged: no case-metric on both sides could be judged ({why}: the "
+              "table says why for each)", file=sys.stderr)
+    elif judged_none:  # nothing judged is not "ok": say what is missing, exit 2
         print(f"compare: nothing judged: {compare.missing_text(rows, base[:8], head[:8])}"
               + _elsewhere(args.results, args.machine), file=sys.stderr)
     else:

@@ -85,6 +85,8 @@ MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", 
         CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d", NOT_BOTH: "."}
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
+#: Statuses that are a verdict on a case-metric; the others say why it was not judged.
+VERDICTS = (NEW_FAILURE, REGRESSION, WITHIN_NOISE, FIXED, IMPROVEMENT, SAME)
 
 
 @dataclass(frozen=True)
@@ -440,9 +442,17 @@ def detectable_text(rows: list[Row]) -> str:
 
 
 def nothing_judged(rows: list[Row]) -> bool:
-    """True when no row got a verdict: every case-metric is ``not on both sides`` (or there is
-    none). Such a comparison is not "ok": the command says what is missing and exits 2."""
-    return all(r.status == NOT_BOTH for r in rows)
+    """True when no row got a verdict (:data:`VERDICTS`): every case-metric is not on both sides,
+    contaminated, from other libraries or another kernel, or measures the launch path (or there
+    is none). Such a comparison is not "ok", whatever it hides: the command says why, exits 2."""
+    return not any(r.status in VERDICTS for r in rows)
+
+
+def unjudged_text(rows: list[Row]) -> str:
+    """Why the rows of :func:`nothing_judged` measured on both sides were not judged, counted by
+    status, e.g. ``2 contaminated, 1 different kernel``; empty when none was on both sides."""
+    counts = {s: sum(r.status == s for r in rows) for s in ORDER if s not in VERDICTS + (NOT_BOTH,)}
+    return ", ".join(f"{n} {s}" for s, n in counts.items() if n)
 
 
 def missing_text(rows: list[Row], base: str, head: str) -> str:
