@@ -30,6 +30,12 @@ def cpu_machine() -> str:
     return f"cpu-{platform.machine().lower()}"
 
 
+def is_cpu(machine: str) -> bool:
+    """A CPU machine's name (:func:`cpu_machine`: ``cpu-<arch>``), whose host-clock figures are
+    shown, never judged."""
+    return machine.startswith("cpu-")
+
+
 def _nvml_gpu() -> str | None:
     """The model of the first GPU this process may use (``CUDA_VISIBLE_DEVICES``' first entry, an
     index or a UUID; set and empty: none), as NVML names it; "" when NVML sees none, None when NVML

@@ -60,6 +60,7 @@ from __future__ import annotations
 import math
 import statistics
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
@@ -344,6 +345,16 @@ class Outcome:
         return asdict(self)
 
 
+def why_not_built(failures: Mapping[str, str], most: int = 3) -> str:
+    """The reasons cases were not built, counted, most common first, each cut at its first ``;``
+    (the install hint after it is in the run's own lines), e.g. ``24 skipped: triton needs a GPU``;
+    past ``most`` reasons, ``and N more``."""
+    counts = Counter(reason.split(";", 1)[0].strip() for reason in failures.values())
+    parts = [f"{n} {reason}" for reason, n in counts.most_common(most)]
+    rest = sum(n for _, n in counts.most_common()[most:])
+    return "; ".join(parts) + (f"; and {rest} more" if rest else "")
+
+
 def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Commit, *,
         head_dirty: bool = False, factor: float = FACTOR, alpha: float = ALPHA, target: float = TARGET,
         min_pairs: int = MIN_PAIRS, max_pairs: int = MAX_PAIRS, time_cap_s: float = TIME_CAP_S,
@@ -384,7 +395,7 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
             not_built[side] = dict(failures)
             phases[f"build {side}"] = round(clock() - t, 1)
             log(f"{side} {commit.short}: {len(infos[side])} case(s) built in {phases[f'build {side}']:.0f} s"
-                + (f", {len(failures)} not built" if failures else ""))
+                + (f", {len(failures)} not built ({why_not_built(dict(failures))})" if failures else ""))
         names = list(cases) if cases is not None else list(dict.fromkeys(
             [*infos[BASE], *infos[HEAD], *not_built[BASE], *not_built[HEAD]]))
         all_rounds, open_ = [], []

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import jinja2
 
-from fusebench.site.site_readable import is_cpu
+from fusebench.machine import is_cpu
 
 #: asv 0.6.6's stylesheet URL (``fusebench.site.site.ASSETS``; rewritten to the local copy).
 BOOTSTRAP_CSS = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css"

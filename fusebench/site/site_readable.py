@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Iterator
 
 from fusebench import tmpdirs
+from fusebench.machine import is_cpu
 
 #: What error.html says instead of asv's "active internet connection" paragraph.
 ERROR_TEXT = """<p>
@@ -71,11 +72,6 @@ LEGEND_PANEL = """        <div id="fusebench-legend" class="panel panel-default"
 LEGEND_PANEL_ANCHOR = """      </div>
       <div style="position: absolute; left: 220px; top: 60px; bottom: 10px; right: 20px;">
 """
-
-
-def is_cpu(machine: str) -> bool:
-    """A CPU machine's name (``environment.machine_name`` on a host without a GPU: ``cpu-<arch>``)."""
-    return machine.startswith("cpu-")
 
 
 @contextlib.contextmanager
