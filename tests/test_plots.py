@@ -230,3 +230,27 @@ def test_the_speedup_plot_has_a_column_per_backend_the_op_registers():
     for name, got in ticks.items():
         assert got == [b for b in plots.BACKENDS if b in OPS[name].backends], (name, got)
     assert "liger" not in ticks["gelu"] and "quack" not in ticks["gelu"] and "flaggems" in ticks["gelu"]
+
+
+def test_a_run_without_the_headline_charts_its_largest_shape(tmp_path):
+    """A run of the CPU's grid measures none of the headlines: its speedup chart is drawn at its
+    largest shape, and its title says which shape and that it is not the headline."""
+    commit = main_commits(1)[0]
+    axes = [["eager", "torch"], ["1024", "1048576", "262144"], ["float32"]]
+    wall = {("eager", "1024", "float32"): 2e-5, ("torch", "1024", "float32"): 1e-5,
+            ("eager", "262144", "float32"): 4e-4, ("torch", "262144", "float32"): 2e-4,
+            ("eager", "1048576", "float32"): 3e-3, ("torch", "1048576", "float32"): 1e-3}
+    write_result(tmp_path, "cpu-x86_64", commit, {"suite.Gelu.track_wall_time": wall}, axes)
+    run = results.load_latest(tmp_path, "cpu-x86_64")
+    assert plots.chart_shape(run, OPS["gelu"]) == "1048576"
+    metric, table = plots.speedups(run, OPS["gelu"])
+    assert metric == "track_wall_time" and table["torch"]["float32"] == pytest.approx(3.0)
+    title = plots.speedup_figure(run, OPS["gelu"]).axes[0].get_title()
+    assert title.startswith("gelu 1048576 on cpu-x86_64: speedup over eager")
+    assert title.endswith("\nthe largest shape measured: not the headline 16384x16384")
+
+
+def test_the_headline_is_charted_where_the_run_measured_it(h200):
+    assert plots.chart_shape(h200, OPS["softmax"]) == "8192x16384"
+    title = plots.speedup_figure(h200, OPS["softmax"]).axes[0].get_title()
+    assert title.startswith("softmax 8192x16384 on h200") and "\n" not in title

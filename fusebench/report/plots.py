@@ -9,7 +9,8 @@
   the launch-overhead plateau at small sizes, the compute roof at large ones.
 * ``<op>-speedup.png``: device time of ``eager`` / device time of each backend at the op's
   headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
-  measured, e.g. on the CPU).
+  measured, e.g. on the CPU); a run that did not measure the headline (the CPU's grid) at its
+  largest measured shape, the title says so.
 * ``<op>-energy.png``, for a memory-bound op whose newest run's record has energy per call
   (``fusebench.measure.energy``; a GPU with NVML's energy counter): pJ per byte moved against
   bytes moved (log-log), one line per backend, one panel per dtype; shown, never gated. Drawn
@@ -27,6 +28,7 @@ Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg withou
 
 from __future__ import annotations
 
+import math
 import multiprocessing
 import statistics
 from concurrent.futures import ProcessPoolExecutor
@@ -36,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from fusebench import metrictable
 from fusebench.asv.asvsuite import benchmark_name
-from fusebench.axes import BACKENDS, shape_label
+from fusebench.axes import BACKENDS, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.report import marks
 from fusebench.storage import results, runrecord
@@ -133,14 +135,39 @@ def doubts(run: results.Run, op: Op, key: tuple[str, str, str], record=None) -> 
     return out
 
 
+def chart_shape(run: results.Run, op: Op) -> str | None:
+    """The shape label the speedup chart of ``op`` shows for ``run``: its headline when the run
+    measured the baseline there, else the largest shape (by elements) where it did (a run of
+    another grid: the CPU's has none of the headlines), else None."""
+    if op.headline is None:
+        return None
+    measured = set()
+    for metric in ("track_device_time", "track_wall_time"):
+        values = run.values.get(benchmark_name(op.name, metric), {})
+        measured.update(s for (b, s, d), v in values.items() if b == BASELINE and results.is_measured(v))
+    headline = shape_label(op.headline)
+    if headline in measured:
+        return headline
+    return max(measured, key=lambda label: (_elements(label), label), default=None)
+
+
+def _elements(label: str) -> int:
+    """The elements of a shape label; 0 for one that is not a shape (a stored file is read as it is)."""
+    try:
+        return math.prod(parse_shape(label))
+    except UsageError:
+        return 0
+
+
 def speedups(run: results.Run, op: Op, record=None) -> tuple[str, dict[str, dict[str, float | None]]]:
-    """Speedup over :data:`BASELINE` at ``op.headline``: ``(metric, {backend: {dtype: x}})``.
+    """Speedup over :data:`BASELINE` at :func:`chart_shape` (the headline where the run measured
+    it): ``(metric, {backend: {dtype: x}})``.
 
     The metric is ``track_device_time``, or ``track_wall_time`` when no device time is stored at
     that shape. A value is None where the backend or the baseline has no measurement (failed,
     skipped or not run) or either figure is doubtful (:func:`doubts`, with the run's ``record``).
     """
-    label = shape_label(op.headline) if op.headline else ""
+    label = chart_shape(run, op) or ""
     for metric in ("track_device_time", "track_wall_time"):
         values = run.values.get(benchmark_name(op.name, metric), {})
         if any(results.is_measured(values.get((b, label, d))) for b in BACKENDS for d in op.dtypes):
@@ -292,12 +319,12 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     doubtful (:func:`doubts`), or not measured, is ``n/a`` with its mark."""
     from matplotlib.figure import Figure
 
-    if op.headline is None:
+    label = chart_shape(run, op)
+    if label is None:
         return None
     metric, table = speedups(run, op, record)
     if not any(v is not None for per in table.values() for v in per.values()):
         return None
-    label = shape_label(op.headline)
     # the backends the op registers: a column of a backend it does not have would read "n/a"
     backends = [b for b in BACKENDS if b in op.backends]
     seen: set[str] = set()
@@ -321,8 +348,10 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     ax.set_ylabel(f"speedup over {BASELINE} ({what})")
     ax.legend(fontsize=8)
     ax.margins(y=0.12)
-    ax.set_title(f"{op.name} {shape_label(op.headline)} on {run.machine}: speedup over {BASELINE} "
-                 f"(commit {_short(run.commit)})", fontsize=10)
+    headline = shape_label(op.headline)
+    not_headline = "" if label == headline else f"\nthe largest shape measured: not the headline {headline}"
+    ax.set_title(f"{op.name} {label} on {run.machine}: speedup over {BASELINE} (commit {_short(run.commit)})"
+                 + not_headline, fontsize=10)
     if seen:
         ax.set_xlabel(marks.legend(seen), fontsize=7)
     return fig
