@@ -10,8 +10,9 @@ graph): the median over the clean cases of head / base, all rounds and by the si
 A shift of the stream figures (hot, cold) that the graph figures (no host work in them) do not
 share, in every round, is a difference of the two processes' launch path, not of the kernels.
 
-``--pin node`` runs the A/B (and so both children) on the CPUs of the GPU's NUMA node only
-(``os.sched_setaffinity``, inherited by the children; memory follows by first touch).
+``--pin node`` runs the A/B (and so both children) on the CPUs of the GPU's NUMA node only,
+``--pin 2-5,8`` on those CPUs (``os.sched_setaffinity``, inherited by the children and their
+compilers; memory follows by first touch).
 
 Run on a GPU host from the project root, e.g. the cases of issue 43's six improvements:
 
@@ -50,11 +51,22 @@ def node_of_cpu(cpu: int) -> int | None:
 
 def node_cpus(node: int) -> set[int]:
     """The logical CPUs of NUMA node ``node``."""
-    text = Path(f"/sys/devices/system/node/node{node}/cpulist").read_text().strip()
+    return cpu_list(Path(f"/sys/devices/system/node/node{node}/cpulist").read_text())
+
+
+def cpu_list(text: str) -> set[int]:
+    """``"0-3,8"`` -> ``{0, 1, 2, 3, 8}`` (the kernel's list format).
+
+    Raises:
+        ValueError: not such a list.
+    """
+    text = text.strip()
     cpus: set[int] = set()
     for part in filter(None, text.split(",")):
         lo, _, hi = part.partition("-")
         cpus.update(range(int(lo), int(hi or lo) + 1))
+    if not cpus:
+        raise ValueError(text)
     return cpus
 
 
@@ -172,9 +184,9 @@ def round_ratios(session: dict) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
-        usage="PYTHONPATH=. python probes/ab_sides_probe.py --out DIR [--pin node] -- AB_ARGS")
+        usage="PYTHONPATH=. python probes/ab_sides_probe.py --out DIR [--pin node|CPUS] -- AB_ARGS")
     ap.add_argument("--out", type=Path)
-    ap.add_argument("--pin", choices=("node",))
+    ap.add_argument("--pin", help="node (the GPU's NUMA node) or a CPU list, e.g. 2-5,8")
     ap.add_argument("--every", type=float, default=1.0)
     ap.add_argument("--session", type=Path, help="only the per-round ratios of a stored session (ab.json)")
     args, ab_args = ap.parse_known_args()
@@ -190,20 +202,35 @@ def main() -> int:
         ap.error("give --out DIR (or --session FILE)")
     if ab_args[:1] == ["--"]:
         ab_args = ab_args[1:]
-    if "--base" not in ab_args:
+    sides = argparse.ArgumentParser(add_help=False)
+    sides.add_argument("--base")
+    sides.add_argument("--head")
+    revs, _ = sides.parse_known_args(ab_args)
+    if not revs.base:
         print("ab_sides_probe: give the A/B's arguments after --, with --base", file=sys.stderr)
         return 2
-    args.out.mkdir(parents=True, exist_ok=True)
-    topology(args.out)
-    if args.pin:
+    if args.pin == "node":
         node = gpu_node()
         if node is None:
             print("ab_sides_probe: the GPU's NUMA node is not known here: nothing to pin to", file=sys.stderr)
             return 2
-        os.sched_setaffinity(0, node_cpus(node))
-        print(f"ab_sides_probe: pinned to node {node}: CPUs {sorted(os.sched_getaffinity(0))}")
-    shas = {"base": rev(ab_args[ab_args.index("--base") + 1])}
-    shas["head"] = rev(ab_args[ab_args.index("--head") + 1]) if "--head" in ab_args else ""
+        cpus = node_cpus(node)
+    elif args.pin:
+        try:
+            cpus = cpu_list(args.pin)
+        except ValueError:
+            print(f"ab_sides_probe: --pin {args.pin}: give node or a CPU list such as 2-5,8", file=sys.stderr)
+            return 2
+    if args.pin:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except OSError as exc:
+            print(f"ab_sides_probe: cannot pin to CPUs {sorted(cpus)}: {exc.strerror}", file=sys.stderr)
+            return 2
+        print(f"ab_sides_probe: pinned to CPUs {sorted(os.sched_getaffinity(0))}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    topology(args.out)
+    shas = {"base": rev(revs.base), "head": rev(revs.head) if revs.head else ""}
     scratch = args.out / "ab"
     with open(args.out / "ab.txt", "w") as text, open(args.out / "ab.log", "w") as log:
         ab = subprocess.Popen([sys.executable, "-m", "fusebench", "ab", *ab_args, "--scratch", str(scratch)],

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "probes" / "ab_sides_probe.py"
 spec = importlib.util.spec_from_file_location("ab_sides_probe", PROBE)
@@ -45,7 +47,18 @@ def test_stored_session_and_refusals(tmp_path):
     p = subprocess.run([*run, "--session", str(good)], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.startswith("device_time_ms: r1 1.0500 (n 1); base first 1.0500")
     for argv, says in ((["--session", str(tmp_path / "none.json")], "not a readable session"),
-                       (["--out", str(tmp_path / "o"), "--", "--all"], "give the A/B's arguments after --")):
+                       (["--out", str(tmp_path / "o"), "--", "--all"], "give the A/B's arguments after --"),
+                       (["--out", str(tmp_path / "o"), "--pin", "2-x", "--", "--base", "HEAD"],
+                        "--pin 2-x: give node or a CPU list")):
         p = subprocess.run([*run, *argv], capture_output=True, text=True, timeout=60)
         assert p.returncode == 2 and says in p.stderr, p.stderr
         assert p.stderr.strip().count("\n") == 0 and "Traceback" not in p.stderr
+    assert not (tmp_path / "o").exists()  # refused before anything was written
+
+
+def test_cpu_lists_in_the_kernels_format():
+    assert probe.cpu_list("0-3,8\n") == {0, 1, 2, 3, 8}
+    assert probe.cpu_list("5") == {5}
+    for bad in ("", "x", "1-y", "5-3"):
+        with pytest.raises(ValueError):
+            probe.cpu_list(bad)
