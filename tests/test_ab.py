@@ -143,6 +143,32 @@ def test_a_5_percent_speedup_is_an_improvement():
     assert set(statuses(out)) == {compare.IMPROVEMENT}
 
 
+def test_a_stream_figures_verdict_names_its_graph_figures_beside_it():
+    """Issue 43's before/after: the head's hot and cold figures read faster, its graph figures
+    did not; each flagged stream figure's note gives the graph figure's ratio and verdict."""
+    case = "softmax/cuda/4096x4096/float32"
+    m = Fake(both({case: 0.04}, {case: 1 / 1.05}), noise=0.003)
+
+    def time(side, case, _orig=m.time):  # the head's graph figure as fast as the base's
+        fig = _orig(side, case)
+        back = 1.05 if side == ab.HEAD else 1.0
+        return dict(fig, device_time_graph_ms=fig["device_time_graph_ms"] * back)
+
+    m.time = time
+    rows = ab.rows(ab.run(None, m, A, B))
+    by_field = {metrictable.BY_NAME[r.benchmark.split(".")[-1]].field: r for r in rows}
+    graph = by_field["device_time_graph_ms"]
+    assert graph.status == compare.SAME and 0.99 < graph.slowdown < 1.01
+    for field in ("device_time_ms", "device_time_cold_ms"):
+        row = by_field[field]
+        assert row.status == compare.IMPROVEMENT
+        assert row.note.endswith(f"; graph {graph.slowdown:.3f}x, same")
+    assert "graph" not in graph.note
+    # where nothing is flagged, nothing is added
+    same = ab.rows(ab.run(None, Fake(both({case: 0.04}), noise=0.003), A, B))
+    assert not any("; graph " in r.note for r in same)
+
+
 def test_a_noisy_case_gets_more_rounds_and_a_quiet_one_stops_at_the_minimum():
     quiet, noisy = "gelu/torch/67108864/float32", "gelu/torch/1024/float32"
     m = Fake(both({quiet: 0.2, noisy: 0.003}))
