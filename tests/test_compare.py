@@ -265,3 +265,21 @@ def test_the_a_a_hint_is_offered_where_it_can_judge_something(tmp_path, commits,
     assert "give --head-results (HEAD_RESULTS=) for an A/A check" in gate(base, base)[2]
     code, _, err = gate(base, base, "--machine", "cpu-x86_64")
     assert code == 2 and "A/A check" not in err and "nothing judged" in err
+
+
+def test_a_flagged_stream_figure_carries_its_graph_figures_verdict():
+    key, other = ("torch", "64x64", "float32"), ("torch", "128x128", "float32")
+
+    def row(metric, params, slowdown, status, note="", op="Matmul"):
+        return compare.Row(f"suite.{op}.{metric}", params, "seconds", 1e-5, 1e-5 * slowdown, slowdown, 0.01,
+                           status, 1.03, 0.01, note)
+
+    rows = [row("track_device_time", key, 0.964, compare.IMPROVEMENT, "4 pairs"),
+            row("track_device_time_cold", key, 1.05, compare.REGRESSION),
+            row("track_device_time_graph", key, 0.999, compare.SAME),
+            row("track_device_time", other, 0.97, compare.IMPROVEMENT),  # no graph row of its own
+            row("track_device_time", key, 0.96, compare.IMPROVEMENT, op="Gelu"),  # another op's case
+            row("track_bandwidth", key, 1.04, compare.IMPROVEMENT),  # not a stream time
+            row("track_device_time_graph", other, 0.5, compare.SAME, op="Softmax")]
+    notes = [r.note for r in compare.with_graph_notes(rows)]
+    assert notes == ["4 pairs; graph 0.999x, same", "graph 0.999x, same", "", "", "", "", ""]

@@ -480,11 +480,6 @@ def run(cases: Sequence[str] | None, measurer: Measurer, base: Commit, head: Com
                    not_built, round(clock() - start, 1), phases, capped, process_rounds)
 
 
-#: The figures timed on a stream (launch by launch), whose verdict ``rows`` shows beside the graph
-#: figure's.
-STREAM_FIELDS = ("device_time_ms", "device_time_cold_ms")
-
-
 def benchmark(op: str, metric: metrictable.Metric) -> str:
     """asv's name of an op's metric (``suite.Gelu.track_device_time``; ``asvsuite.benchmark_name``,
     which imports the registry, hence torch)."""
@@ -499,16 +494,10 @@ def rows(out: Outcome) -> list[compare.Row]:
     result = []
     for rounds in out.cases:
         op, backend, shape, dtype = rounds.case.split("/")
-        verdicts = {m: judge(m, rounds, out.factor, out.alpha) for m in metrics}
-        graph = next((v for m, v in verdicts.items() if m.field == "device_time_graph_ms"), None)
-        for m, v in verdicts.items():
+        for m in metrics:
+            v = judge(m, rounds, out.factor, out.alpha)
             stopped = rounds.stopped if rounds.stopped not in ("", "decided") else ""
             note = v.note + (f"; stopped {stopped}" if stopped else "")
-            if (m.field in STREAM_FIELDS and v.status in (compare.REGRESSION, compare.IMPROVEMENT)
-                    and graph is not None and math.isfinite(graph.ratio)):
-                # a stream figure's change beside its graph figure's: one the graph figure does not
-                # share is in what the stream adds (launches, a cold L2), not in the GPU work alone
-                note += f"; graph {graph.ratio:.3f}x, {graph.status}"
             if v.status == compare.NOT_BOTH:
                 why = [f"{side}: {out.not_built.get(side, {}).get(rounds.case)}" for side in (BASE, HEAD)
                        if out.not_built.get(side, {}).get(rounds.case)]
@@ -518,7 +507,7 @@ def rows(out: Outcome) -> list[compare.Row]:
             result.append(compare.Row(benchmark(op, m), (backend, shape, dtype), m.unit, before, after,
                                       v.ratio, v.spread if math.isfinite(v.spread) else 0.0, v.status,
                                       v.limit, v.p_value, note))
-    return result
+    return compare.with_graph_notes(result)
 
 
 P_LEGEND = ("slowdown: the paired ratio (geometric mean of head/base round by round), not after/before; "

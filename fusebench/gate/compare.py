@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from fusebench import metrictable
 from fusebench.gate import noise
@@ -395,7 +395,32 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
             after = None if h.failed else (h.median if h.values else math.nan)
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,
                             max(b.noise, h.noise), status, limit, p, note))
-    return rows
+    return with_graph_notes(rows)
+
+
+#: The figures timed on a stream (launch by launch), whose flagged rows carry the graph figure's
+#: verdict (:func:`with_graph_notes`).
+STREAM_FIELDS = ("device_time_ms", "device_time_cold_ms")
+
+
+def with_graph_notes(rows: list[Row]) -> list[Row]:
+    """``rows`` with each regressed or improved stream figure's note ending in its case's graph
+    figure's ratio and status (``graph 1.000x, same``): a change the graph figure does not share
+    is in what the stream adds to the GPU work (the launches, a cold L2), not in that work alone."""
+    def field(row: Row) -> str:
+        m = metrictable.BY_NAME.get(row.benchmark.rsplit(".", 1)[-1])
+        return m.field if m else ""
+
+    graph = {(_op_of(row.benchmark), row.params): row for row in rows if field(row) == _GRAPH}
+    out = []
+    for row in rows:
+        g = graph.get((_op_of(row.benchmark), row.params))
+        if (row.status in (REGRESSION, IMPROVEMENT) and g is not None and math.isfinite(g.slowdown)
+                and field(row) in STREAM_FIELDS):
+            graph_note = f"graph {g.slowdown:.3f}x, {g.status}"
+            row = replace(row, note="; ".join(filter(None, (row.note, graph_note))))
+        out.append(row)
+    return out
 
 
 def _hot_history(history: "noise.History", key, case: Case, pair) -> "noise.Limit | None":
