@@ -250,6 +250,17 @@ def test_a_run_without_the_headline_charts_its_largest_shape(tmp_path):
     assert title.endswith("\nthe largest shape measured: not the headline 16384x16384")
 
 
+def test_the_headline_stays_where_any_backend_measured_it(tmp_path):
+    commit = main_commits(1)[0]
+    axes = [["eager", "triton"], ["1048576", "16384x16384"], ["float32"]]
+    write_result(tmp_path, "box", commit, {"suite.Gelu.track_device_time": {
+        ("eager", "1048576", "float32"): 1e-5, ("triton", "1048576", "float32"): 5e-6,
+        ("eager", "16384x16384", "float32"): None, ("triton", "16384x16384", "float32"): 3e-4}}, axes)
+    run = results.load_latest(tmp_path, "box")
+    assert plots.chart_shape(run, OPS["gelu"]) == "16384x16384"  # eager failed there: n/a bars
+    assert plots.speedups(run, OPS["gelu"])[1]["triton"]["float32"] is None
+
+
 def test_the_headline_is_charted_where_the_run_measured_it(h200):
     assert plots.chart_shape(h200, OPS["softmax"]) == "8192x16384"
     title = plots.speedup_figure(h200, OPS["softmax"]).axes[0].get_title()

@@ -137,18 +137,22 @@ def doubts(run: results.Run, op: Op, key: tuple[str, str, str], record=None) -> 
 
 def chart_shape(run: results.Run, op: Op) -> str | None:
     """The shape label the speedup chart of ``op`` shows for ``run``: its headline when the run
-    measured the baseline there, else the largest shape (by elements) where it did (a run of
-    another grid: the CPU's has none of the headlines), else None."""
+    measured any backend there, else the largest shape (by elements) where it measured the
+    baseline (a run of another grid: the CPU's has none of the headlines), else None."""
     if op.headline is None:
         return None
-    measured = set()
+    measured: set[str] = set()
+    baseline: set[str] = set()
     for metric in ("track_device_time", "track_wall_time"):
-        values = run.values.get(benchmark_name(op.name, metric), {})
-        measured.update(s for (b, s, d), v in values.items() if b == BASELINE and results.is_measured(v))
+        for (b, s, _), v in run.values.get(benchmark_name(op.name, metric), {}).items():
+            if results.is_measured(v):
+                measured.add(s)
+                if b == BASELINE:
+                    baseline.add(s)
     headline = shape_label(op.headline)
     if headline in measured:
         return headline
-    return max(measured, key=lambda label: (_elements(label), label), default=None)
+    return max(baseline, key=lambda label: (_elements(label), label), default=None)
 
 
 def _elements(label: str) -> int:
