@@ -102,20 +102,17 @@ def topology(out: Path) -> None:
     (out / "topology.txt").write_text("\n".join(parts))
 
 
-def children(root_pid: int) -> list[int]:
-    """Every process descended from ``root_pid``."""
-    kids: dict[int, list[int]] = {}
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (the A/B's children are its own; their compiler
+    workers, forked with the same command line, are not counted)."""
+    found = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             rest = stat.read_text().rsplit(")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        kids.setdefault(int(rest[1]), []).append(int(stat.parent.name))
-    found, todo = [], [root_pid]
-    while todo:
-        for kid in kids.get(todo.pop(), ()):
-            found.append(kid)
-            todo.append(kid)
+        if int(rest[1]) == parent:
+            found.append(int(stat.parent.name))
     return found
 
 
