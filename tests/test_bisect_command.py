@@ -3,6 +3,7 @@ on the CPU (a throwaway repository of this checkout's code with a slowdown in on
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,16 +47,38 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
     repo, shas = repo
     root = tmp_path / "cache" / "worktrees"
     tree = bisect_git.worktree(repo, root, shas[1])
-    assert tree == root / shas[1] and (tree / "notes.txt").read_text() == "one\n"
+    assert tree == root / bisect_git.repo_key(repo) / shas[1] and (tree / "notes.txt").read_text() == "one\n"
     assert SLOW[0] in (tree / "kernels" / "gelu" / "__init__.py").read_text()
     (tree / "marker").write_text("kept")  # untracked: the tree is reused
     assert bisect_git.worktree(repo, root, shas[1]) == tree and (tree / "marker").exists()
     (tree / "notes.txt").write_text("edited\n")  # a tracked file edited: made again
     bisect_git.worktree(repo, root, shas[1])
     assert (tree / "notes.txt").read_text() == "one\n" and not (tree / "marker").exists()
-    (root / "link").symlink_to(tree)
+    (tree.parent / "link").symlink_to(tree)
     with pytest.raises(ProbeFailed, match="symbolic link"):
         bisect_git.worktree(repo, root, "link")
+
+
+def test_two_clones_never_share_a_worktree_in_one_cache(repo, tmp_path):
+    """A worktree belongs to the repository that made it (its git data is written there): a
+    second clone with the same cache gets its own, and each is listed by its own repository."""
+    repo, shas = repo
+    clone = tmp_path / "clone"
+    git(tmp_path, "clone", "-q", str(repo), str(clone))
+    root = tmp_path / "cache" / "worktrees"
+    mine, theirs = (bisect_git.worktree(r, root, shas[1]) for r in (repo, clone))
+    assert mine != theirs and mine.name == theirs.name == shas[1]
+    assert bisect_git.repo_key(repo) != bisect_git.repo_key(clone)
+    assert bisect_git.repo_key(repo).startswith(repo.name + "-")
+    assert f"worktree {mine}" in git(repo, "worktree", "list", "--porcelain")
+    assert f"worktree {theirs}" in git(clone, "worktree", "list", "--porcelain")
+    assert str(mine) not in git(clone, "worktree", "list", "--porcelain")
+    # a worktree of another repository found where this one's belongs is not taken: made again
+    shutil.rmtree(theirs)
+    git(clone, "worktree", "prune")
+    git(repo, "worktree", "add", "-q", "--detach", "--force", str(theirs), shas[1])
+    assert bisect_git.worktree(clone, root, shas[1]) == theirs
+    assert f"worktree {theirs}" in git(clone, "worktree", "list", "--porcelain")
 
 
 def test_the_child_runs_the_worktree_s_code_with_its_own_extension_folder(tmp_path, monkeypatch):
@@ -155,7 +178,9 @@ def test_bisect_names_the_slow_commit_on_the_cpu(repo, tmp_path, capsys):
     session = next(records.iterdir())
     assert sorted(p.name for p in session.iterdir()) == [
         "bisect.json", "logs", f"probe-001-{shas[1][:8]}.json", f"probe-002-{shas[2][:8]}.json"]
-    assert sorted(p.name for p in (tmp_path / "cache" / "worktrees").iterdir()) == sorted(shas)
+    trees = tmp_path / "cache" / "worktrees" / bisect_git.repo_key(repo)
+    assert [p.name for p in trees.parent.iterdir()] == [trees.name]
+    assert sorted(p.name for p in trees.iterdir()) == sorted(shas)
     assert json.loads((session / "bisect.json").read_text())["first_bad"]["sha"] == shas[2]
 
 

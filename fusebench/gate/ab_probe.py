@@ -1,7 +1,7 @@
 """The measurer of ``fusebench ab``: one child process per side, each running its revision's code.
 
 Each side's child is ``fusebench/commands/bisect_child.py`` (bisect's child: the same protocol,
-with ``select`` and ``keep_going``), started in the revision's worktree (``<cache>/worktrees/<sha>``,
+with ``select`` and ``keep_going``), started in the revision's worktree (``<cache>/worktrees/<repo>/<sha>``,
 bisect's); a head with uncommitted changes is the worktree of the commit ``bisect_git.snapshot``
 made of them at the start, so that every fresh process of the session runs the same code, whatever
 is edited meanwhile. Its CUDA extension is built in ``<cache>/ext/<sha>`` (the snapshot's sha for

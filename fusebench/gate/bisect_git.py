@@ -1,12 +1,15 @@
 """git for ``fusebench bisect`` and ``ab``: the first-parent line from GOOD to BAD, one worktree per
 commit, and a commit of the checkout's uncommitted changes (``ab``'s head "with changes").
 
-The worktrees live in a cache folder, one per commit (``<cache>/worktrees/<sha>``), reused by
-later bisections; ``git worktree prune`` forgets those whose folder was deleted.
+The worktrees live in a cache folder, one per repository and commit
+(``<cache>/worktrees/<repo>/<sha>``, :func:`repo_key`), reused by later bisections of that
+repository; two clones never share one (a worktree belongs to the repository that made it: its
+git data is written there). ``git worktree prune`` forgets those whose folder was deleted.
 """
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import tempfile
@@ -72,24 +75,39 @@ def first_parent_line(repo: Path, good: str, bad: str) -> list[Commit]:
     return [Commit(g, _printable(subject))] + [Commit(r[0].split()[0], _printable(r[1])) for r in rows]
 
 
+def _common_dir(tree: Path) -> Path | None:
+    """The resolved git folder shared by a repository and its worktrees (None: not git's)."""
+    common = git.answer(tree, "rev-parse", "--git-common-dir")
+    return (Path(tree) / common.strip()).resolve() if common and common.strip() else None
+
+
+def repo_key(repo: Path) -> str:
+    """The folder name of ``repo``'s worktrees in a shared cache: its folder's name and 8 hex
+    digits of its git folder's resolved path (``main-1a2b3c4d``)."""
+    where = _common_dir(repo) or Path(repo).resolve()
+    name = "".join(c if c.isalnum() or c in "-_." else "-" for c in Path(repo).resolve().name)[:40] or "repo"
+    return f"{name}-{hashlib.sha256(str(where).encode()).hexdigest()[:8]}"
+
+
 def worktree(repo: Path, root: Path, sha: str) -> Path:
-    """The worktree of commit ``sha`` under ``root`` (``root/<sha>``), made when missing.
+    """The worktree of commit ``sha`` of ``repo`` under ``root`` (``root/<repo_key>/<sha>``),
+    made when missing.
 
     Raises:
-        ProbeFailed: git could not make it, or ``root/<sha>`` is a link.
+        ProbeFailed: git could not make it, or ``root/<repo_key>/<sha>`` is a link.
     """
-    path = root / sha
-    if path.is_symlink():
+    path = root / repo_key(repo) / sha
+    if path.is_symlink() or path.parent.is_symlink():
         raise ProbeFailed(f"{path} is a symbolic link: refused")
     if path.exists():
         head = _git(path, "rev-parse", "HEAD")
         status = _git(path, "status", "--porcelain", "--untracked-files=no")
         if head.returncode == 0 and head.stdout.strip() == sha and status.returncode == 0 \
-                and not status.stdout.strip():
+                and not status.stdout.strip() and _common_dir(path) == _common_dir(repo):
             return path
         shutil.rmtree(path)  # our cache's, broken or edited: made again
     _git(repo, "worktree", "prune")
-    root.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     out = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
     if out.returncode != 0:
         raise ProbeFailed(f"git worktree add failed: {_last_line(out)}")

@@ -2,7 +2,7 @@
 a child process (the program ``fusebench/commands/bisect_child.py``, handed over as its text) that
 stays up while the search needs it.
 
-A commit's child runs in ``<cache>/worktrees/<sha>`` with ``fusebench`` and its ops imported
+A commit's child runs in ``<cache>/worktrees/<repo>/<sha>`` with ``fusebench`` and its ops imported
 from there, its CUDA extension built in ``<cache>/ext/<sha>`` (``FUSEBENCH_EXT_DIR``: never the
 extension of another commit; a commit whose ``cuda_ext`` keys its builds puts it one folder
 deeper, ``<sha>/<key>``, but an older commit's code builds in the folder it is given, so the folder
@@ -176,7 +176,7 @@ class ChildMeasurer:
     Args:
         child: the child program's text (``fusebench/commands/bisect_child.py``).
         repo: the git repository the commits belong to.
-        cache: where worktrees (``worktrees/<sha>``) and extension builds (``ext/<sha>``) are kept.
+        cache: where worktrees (``worktrees/<repo>/<sha>``) and extension builds (``ext/<sha>``) are kept.
         logs: where each child's stderr goes (``<sha8>.log``).
         python: the interpreter of the children (default: this one).
         log: gets one line per step (a worktree made, a child started).
