@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -31,7 +32,41 @@ def test_other_load_on_the_cpu_contaminates(load, threads, dirty):
         assert reasons == []
 
 
+def test_the_cpu_time_others_used_decides_where_the_host_counts_it(monkeypatch):
+    """A new user's trial: eager GELU read 120x too slow beside a CI job at a load average of 1.87
+    on 2 cores (ours 2 threads), 'contaminated cases: 0'. A host sample reads the cores other
+    processes kept busy since this process's newest sample at least HOST_INTERVAL_S old; that
+    decides before the load average."""
+    clock = {"t": 100.0, "busy": 1000.0, "mine": 10.0}
+    monkeypatch.setattr(environment, "_HOST_TIMES", type(environment._HOST_TIMES)(maxlen=512))
+    monkeypatch.setattr(environment, "_busy_s", lambda: clock["busy"])
+    monkeypatch.setattr(environment.time, "monotonic", lambda: clock["t"])
+    monkeypatch.setattr(environment.os, "times", lambda: SimpleNamespace(user=clock["mine"], system=0.0))
+    monkeypatch.setattr(environment.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+
+    def later(dt, ours, others):
+        clock["t"] += dt
+        clock["mine"] += ours * dt
+        clock["busy"] += (ours + others) * dt
+        return environment.host_sample()
+
+    first = environment.host_sample()
+    assert "others_cores" not in first  # nothing earlier to read from
+    short = later(0.1, 1.5, 1.2)  # 0.1 s: too short a window to read
+    assert "others_cores" not in short and environment.contamination([first, short]) == []
+    busy = later(0.2, 1.5, 1.2)  # read from `first`, 0.3 s back: (1.2 * 0.3) / 0.3
+    assert busy["others_cores"] == pytest.approx(1.2)
+    assert environment.contamination([short, busy]) == [
+        "other processes share the CPU (1.2 of 2 cores busy beside ours)"]
+    quiet = later(0.5, 2.0, 0.3)  # from `busy`, the newest at least 0.2 s back
+    assert quiet["others_cores"] == pytest.approx(0.3) and environment.contamination([quiet]) == []
+    # no CPU time counted: the load average decides as before
+    assert environment.contamination([dict(quiet, others_cores=None, loadavg=4.0)])[0].startswith(
+        "other processes share the CPU (load 4 on ")
+
+
 def test_a_cpu_sample_reads_the_load(monkeypatch):
+    monkeypatch.setattr(environment, "_HOST_TIMES", type(environment._HOST_TIMES)(maxlen=512))
     monkeypatch.setattr(environment.os, "getloadavg", lambda: (5.5, 3.0, 1.0))
     sample = environment.gpu_sample(CPU)
     assert sample["loadavg"] == 5.5 and sample["cores"] >= 1
@@ -153,6 +188,7 @@ def test_a_shared_cpu_names_a_few_contaminated_cases_per_round_and_counts_the_re
     from fusebench.ops import OPS
 
     monkeypatch.setattr(environment.os, "getloadavg", lambda: (9.0, 9.0, 9.0))
+    monkeypatch.setattr(environment, "_busy_s", lambda: None)  # a host that counts no CPU time
     gelu = OPS["gelu"]
     todo = [(gelu, b, (64 * (i + 1),), "float32") for i in range(3) for b in ("eager", "torch")]
     out = io.StringIO()

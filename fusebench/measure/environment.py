@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import platform
+import time
+from collections import deque
 from functools import cache
 
 import torch
@@ -150,16 +152,50 @@ def other_processes(dev: torch.device) -> list[dict] | None:
 HOST_LOAD_LIMIT = 0.5
 
 
+#: The window over which a host sample reads the CPU time other processes used: from the newest
+#: earlier sample at least HOST_INTERVAL_S old (``/proc/stat`` counts in 10 ms ticks: 0.1 core at
+#: most over 0.2 s on 2 cores) and at most HOST_WINDOW_S old.
+HOST_INTERVAL_S = 0.2
+HOST_WINDOW_S = 5.0
+#: This process's recent (monotonic time, CPU seconds busy on every core, CPU seconds of ours).
+_HOST_TIMES: deque[tuple[float, float, float]] = deque(maxlen=512)
+
+
+def _busy_s() -> float | None:
+    """CPU seconds all cores have spent busy since boot (``/proc/stat``: all but idle and iowait),
+    None where the host does not say."""
+    try:
+        with open("/proc/stat") as f:
+            fields = f.readline().split()
+        ticks = [int(x) for x in fields[1:]]
+        return (sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
 def host_sample() -> dict:
     """The CPU's load, now: the 1-minute load average (``os.getloadavg``), the cores, and this
     process's compute threads (``torch.get_num_threads``, at most the cores): the load that is
-    ours. Empty where the platform has no load average."""
+    ours; and, where the host counts CPU time, ``others_cores``: the cores other processes kept
+    busy on average since this process's newest sample at least :data:`HOST_INTERVAL_S` old (at
+    most :data:`HOST_WINDOW_S`), which :func:`contamination` reads before the load average.
+    Empty where the platform has no load average."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
         return {}
     cores = os.cpu_count() or 1
-    return {"loadavg": round(load, 2), "cores": cores, "threads": min(torch.get_num_threads(), cores)}
+    out = {"loadavg": round(load, 2), "cores": cores, "threads": min(torch.get_num_threads(), cores)}
+    busy = _busy_s()
+    if busy is not None:
+        own = os.times()
+        now, mine = time.monotonic(), own.user + own.system
+        earlier = [e for e in _HOST_TIMES if HOST_INTERVAL_S <= now - e[0] <= HOST_WINDOW_S]
+        if earlier:
+            t0, busy0, mine0 = earlier[-1]
+            out["others_cores"] = round(max(0.0, (busy - busy0 - (mine - mine0)) / (now - t0)), 2)
+        _HOST_TIMES.append((now, busy, mine))
+    return out
 
 
 def gpu_sample(dev: torch.device) -> dict:
@@ -192,11 +228,19 @@ def contamination(samples: list[dict]) -> list[str]:
 
     Returns one short text per cause (empty: clean): a throttle reason seen
     (:data:`THROTTLE_REASONS`), another compute process on the GPU, or on the CPU other load
-    above :data:`HOST_LOAD_LIMIT` (the highest reading of the samples).
+    above :data:`HOST_LOAD_LIMIT` cores: the most other processes kept busy in the samples'
+    windows (``others_cores``, :func:`host_sample`) where the host counts CPU time, else the
+    highest load average of the samples less our threads.
     """
     reasons: list[str] = []
     host = [s for s in samples if "loadavg" in s]
-    if host:
+    read = [s for s in host if isinstance(s.get("others_cores"), (int, float))]
+    if read:  # what others used in the last fraction of a second, rather than a minute's average
+        worst = max(read, key=lambda s: s["others_cores"])
+        if worst["others_cores"] > HOST_LOAD_LIMIT:
+            reasons.append(f"other processes share the CPU ({worst['others_cores']:.1f} of "
+                           f"{worst['cores']} cores busy beside ours)")
+    elif host:
         worst = max(host, key=lambda s: s["loadavg"] - s["threads"])
         if worst["loadavg"] - worst["threads"] > HOST_LOAD_LIMIT:
             reasons.append(f"other processes share the CPU (load {worst['loadavg']:.0f} on "
