@@ -265,3 +265,22 @@ def test_the_headline_is_charted_where_the_run_measured_it(h200):
     assert plots.chart_shape(h200, OPS["softmax"]) == "8192x16384"
     title = plots.speedup_figure(h200, OPS["softmax"]).axes[0].get_title()
     assert title.startswith("softmax 8192x16384 on h200") and "\n" not in title
+
+
+def test_a_backend_not_measured_reads_plain_na_beside_a_doubtful_baseline(tmp_path):
+    """A new user's trial: skipped `triton` and `cuda` bars read `n/a~` because only the baseline
+    (eager float16) was noisy; a bar not measured says only n/a."""
+    commit = main_commits(1)[0]
+    axes = [["eager", "torch"], ["16384x16384"], ["float32", "bfloat16"]]
+    f32, bf16 = ("16384x16384", "float32"), ("16384x16384", "bfloat16")
+    times = {("eager", *f32): 2e-3, ("torch", *f32): 1e-3, ("eager", *bf16): 1e-3, ("torch", *bf16): 5e-4}
+    write_result(tmp_path, "box", commit, {
+        "suite.Gelu.track_device_time": times,
+        "suite.Gelu.track_pct_of_ceiling": {("eager", *f32): 180.0, ("torch", *f32): 90.0,
+                                            ("eager", *bf16): 90.0, ("torch", *bf16): 90.0}}, axes)
+    run = results.load_latest(tmp_path, "box")
+    texts = [t.get_text() for t in plots.speedup_figure(run, OPS["gelu"]).axes[0].texts]
+    cache = f"n/a{marks.symbols(['cache'])}"
+    # float32 (eager above the copy ceiling): eager and torch marked, compile, triton, cuda and
+    # flaggems not measured; bfloat16: eager, torch, then the four not measured
+    assert texts[:12] == [cache, cache, "n/a", "n/a", "n/a", "n/a", "1.0", "2.0", "n/a", "n/a", "n/a", "n/a"]

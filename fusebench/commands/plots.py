@@ -39,8 +39,10 @@ def run(args: argparse.Namespace) -> int:
     reader = results.Reader(args.results, "plots")
     ops = for_reports(args.config, args.results)  # from the case file and the records: no torch needed
     written = plots.write_plots(args.results, args.out, ops, machines, reader=reader)
-    for path in written:
-        print(path.relative_to(args.out.parent) if path.is_relative_to(args.out.parent) else path)
+    here = Path.cwd()
+    for path in written:  # a path that opens from here: relative when under this folder
+        absolute = path.absolute()
+        print(absolute.relative_to(here) if absolute.is_relative_to(here) else absolute)
     if not args.machines:
         reader.check()  # also the files no plot needed (older commits, a broken machine.json)
     return report_unreadable(reader, "plots")

@@ -329,6 +329,7 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     metric, table = speedups(run, op, record)
     if not any(v is not None for per in table.values() for v in per.values()):
         return None
+    values = run.values.get(benchmark_name(op.name, metric), {})
     # the backends the op registers: a column of a backend it does not have would read "n/a"
     backends = [b for b in BACKENDS if b in op.backends]
     seen: set[str] = set()
@@ -340,8 +341,10 @@ def speedup_figure(run: results.Run, op: Op, record=None):
         ys = [table[b][dtype] for b in backends]
         bars = ax.bar(xs, [y or 0.0 for y in ys], width, label=dtype)
         for bar, y, b in zip(bars, ys, backends):
+            # a backend not measured there is plain n/a: the baseline's doubts are not its reason
             kinds = (doubts(run, op, (b, label, dtype), record)
-                     + doubts(run, op, (BASELINE, label, dtype), record))
+                     + doubts(run, op, (BASELINE, label, dtype), record)
+                     if results.is_measured(values.get((b, label, dtype))) else [])
             seen.update(kinds)
             text = f"{y:.1f}" if y is not None else f"n/a{marks.symbols(list(dict.fromkeys(kinds)))}"
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
