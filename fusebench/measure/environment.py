@@ -7,10 +7,10 @@ clock-event (throttle) reasons, sampled around the measurement (NVML API referen
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
-from collections import deque
 from functools import cache
 
 import torch
@@ -152,13 +152,8 @@ def other_processes(dev: torch.device) -> list[dict] | None:
 HOST_LOAD_LIMIT = 0.5
 
 
-#: The window over which a host sample reads the CPU time other processes used: from the newest
-#: earlier sample at least HOST_INTERVAL_S old (``/proc/stat`` counts in 10 ms ticks: 0.1 core at
-#: most over 0.2 s on 2 cores) and at most HOST_WINDOW_S old.
-HOST_INTERVAL_S = 0.2
-HOST_WINDOW_S = 5.0
-#: This process's recent (monotonic time, CPU seconds busy on every core, CPU seconds of ours).
-_HOST_TIMES: deque[tuple[float, float, float]] = deque(maxlen=512)
+#: Ticks per second of the CPU times ``/proc/stat`` and ``os.times`` count in.
+_TICK_S = 1.0 / (os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100)
 
 
 def _busy_s() -> float | None:
@@ -168,7 +163,7 @@ def _busy_s() -> float | None:
         with open("/proc/stat") as f:
             fields = f.readline().split()
         ticks = [int(x) for x in fields[1:]]
-        return (sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)) / os.sysconf("SC_CLK_TCK")
+        return (sum(ticks) - ticks[3] - (ticks[4] if len(ticks) > 4 else 0)) * _TICK_S
     except (OSError, ValueError, IndexError):
         return None
 
@@ -176,10 +171,10 @@ def _busy_s() -> float | None:
 def host_sample() -> dict:
     """The CPU's load, now: the 1-minute load average (``os.getloadavg``), the cores, and this
     process's compute threads (``torch.get_num_threads``, at most the cores): the load that is
-    ours; and, where the host counts CPU time, ``others_cores``: the cores other processes kept
-    busy on average since this process's newest sample at least :data:`HOST_INTERVAL_S` old (at
-    most :data:`HOST_WINDOW_S`), which :func:`contamination` reads before the load average.
-    Empty where the platform has no load average."""
+    ours; and, where the host counts CPU time, the CPU seconds every process (``busy_s``) and
+    this one (``own_s``) have used, at ``t`` (monotonic seconds), from which
+    :func:`contamination` reads what others used between two samples. Empty where the platform
+    has no load average."""
     try:
         load = os.getloadavg()[0]
     except (AttributeError, OSError):
@@ -189,13 +184,25 @@ def host_sample() -> dict:
     busy = _busy_s()
     if busy is not None:
         own = os.times()
-        now, mine = time.monotonic(), own.user + own.system
-        earlier = [e for e in _HOST_TIMES if HOST_INTERVAL_S <= now - e[0] <= HOST_WINDOW_S]
-        if earlier:
-            t0, busy0, mine0 = earlier[-1]
-            out["others_cores"] = round(max(0.0, (busy - busy0 - (mine - mine0)) / (now - t0)), 2)
-        _HOST_TIMES.append((now, busy, mine))
+        out.update(busy_s=busy, own_s=own.user + own.system, t=time.monotonic())
     return out
+
+
+def _others_cores(host: list[dict]) -> tuple[float, float] | None:
+    """``(cores other processes kept busy between the first and last of the host samples, the
+    resolution of that figure)``; None where they carry no CPU times or the interval is too short
+    for the counters' 10 ms ticks (a resolution above :data:`HOST_LOAD_LIMIT`). The resolution is
+    a tick per core and one of ours over the interval."""
+    timed = [s for s in host if all(isinstance(s.get(k), (int, float)) for k in ("busy_s", "own_s", "t"))]
+    if len(timed) < 2:
+        return None
+    first, last = timed[0], timed[-1]
+    dt = last["t"] - first["t"]
+    resolution = (last["cores"] + 1) * _TICK_S / dt if dt > 0 else math.inf
+    if resolution > HOST_LOAD_LIMIT:
+        return None
+    others = (last["busy_s"] - first["busy_s"] - (last["own_s"] - first["own_s"])) / dt
+    return max(0.0, others), resolution
 
 
 def gpu_sample(dev: torch.device) -> dict:
@@ -228,18 +235,19 @@ def contamination(samples: list[dict]) -> list[str]:
 
     Returns one short text per cause (empty: clean): a throttle reason seen
     (:data:`THROTTLE_REASONS`), another compute process on the GPU, or on the CPU other load
-    above :data:`HOST_LOAD_LIMIT` cores: the most other processes kept busy in the samples'
-    windows (``others_cores``, :func:`host_sample`) where the host counts CPU time, else the
-    highest load average of the samples less our threads.
+    above :data:`HOST_LOAD_LIMIT` cores: the cores other processes kept busy between the first
+    and last samples (beyond the counters' resolution over that interval) where the host counts
+    CPU time and the interval is long enough to read it, else the highest load average of the
+    samples less our threads.
     """
     reasons: list[str] = []
     host = [s for s in samples if "loadavg" in s]
-    read = [s for s in host if isinstance(s.get("others_cores"), (int, float))]
-    if read:  # what others used in the last fraction of a second, rather than a minute's average
-        worst = max(read, key=lambda s: s["others_cores"])
-        if worst["others_cores"] > HOST_LOAD_LIMIT:
-            reasons.append(f"other processes share the CPU ({worst['others_cores']:.1f} of "
-                           f"{worst['cores']} cores busy beside ours)")
+    read = _others_cores(host)
+    if read is not None:  # what others used while it ran, rather than a minute's average
+        others, resolution = read
+        if others > HOST_LOAD_LIMIT + resolution:
+            reasons.append(f"other processes share the CPU ({others:.1f} of {host[-1]['cores']} cores "
+                           f"busy beside ours while it ran)")
     elif host:
         worst = max(host, key=lambda s: s["loadavg"] - s["threads"])
         if worst["loadavg"] - worst["threads"] > HOST_LOAD_LIMIT:
