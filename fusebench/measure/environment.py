@@ -147,8 +147,9 @@ def other_processes(dev: torch.device) -> list[dict] | None:
     return procs[:-1]
 
 
-#: Other runnable work on the CPU (load average less this process's threads) above which a
-#: host-clock measurement is contaminated: half a core's worth, over the last minute.
+#: Other work on the CPU above which a host-clock measurement is contaminated: half a core's
+#: worth, of CPU time other processes used while it ran, else of the 1-minute load average less
+#: this process's threads (:func:`contamination`).
 HOST_LOAD_LIMIT = 0.5
 
 
