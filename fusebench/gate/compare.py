@@ -83,6 +83,10 @@ ALPHA = 0.05
 #: Marks in the table's first column (asv compare's ``+`` slower / ``-`` faster / ``~`` noise).
 MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", FIXED: "*", SAME: " ",
         CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d", NOT_BOTH: "."}
+#: The figures timed on a stream (launch by launch): those that can measure the launch path
+#: (:func:`launch_path`) and whose flagged rows carry the graph figure's verdict
+#: (:func:`with_graph_notes`).
+STREAM_FIELDS = ("device_time_ms", "device_time_cold_ms")
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
 #: Statuses that are a verdict on a case-metric; the others say why it was not judged.
@@ -162,7 +166,7 @@ def launch_path(metric: metrictable.Metric, base: Case, head: Case) -> str:
     """Why ``metric``'s figures of a case measure the launch path rather than the kernel (empty:
     they measure the kernel, or no graph figure says otherwise): see the module doc. The base run
     decides (a head that became launch-bound is judged), with a graph figure on both sides."""
-    if metric.field not in ("device_time_ms", "device_time_cold_ms"):
+    if metric.field not in STREAM_FIELDS:
         return ""
     if not (base.measured and head.measured and base.graph_ms and head.graph_ms):
         return ""  # without a graph figure on both sides the stream figure keeps gating
@@ -396,11 +400,6 @@ def compare(base: Run, head: Run, factor: float = metrictable.DEFAULT_FACTOR, ba
             rows.append(Row(benchmark, params, metric.unit, before, after, ratio,
                             max(b.noise, h.noise), status, limit, p, note))
     return with_graph_notes(rows)
-
-
-#: The figures timed on a stream (launch by launch), whose flagged rows carry the graph figure's
-#: verdict (:func:`with_graph_notes`).
-STREAM_FIELDS = ("device_time_ms", "device_time_cold_ms")
 
 
 def with_graph_notes(rows: list[Row]) -> list[Row]:
