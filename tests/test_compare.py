@@ -111,8 +111,8 @@ def test_nothing_judged_is_exit_2_saying_what_is_missing(tmp_path, commits, gate
     assert code == 2, out + err
     assert out.strip() == "nothing judged: no case has a gated figure on both sides"
     lines = err.strip().splitlines()
-    assert lines[0] == (f"compare: nothing judged: of 3 gated case-metrics (hot, cold and graph device "
-                        f"time), base {base[:8]} stored 0 and head {head[:8]} 0: a run without a GPU "
+    assert lines[0] == (f"compare: nothing judged: gated case-metrics (hot, cold and graph device "
+                        f"time) stored: base {base[:8]} 0 and head {head[:8]} 0: a run without a GPU "
                         "measures wall time only, shown, never judged")
     assert lines[-1].endswith("0 same -> nothing judged") and "3 not on both sides" in lines[-1]
     assert "ok" not in lines[-1].rsplit("->", 1)[1]
@@ -134,8 +134,8 @@ def test_nothing_judged_names_what_each_side_stored(tmp_path, commits, gate, cap
     code, out, err = gate(base, head)
     assert code == 2, out + err
     first = err.splitlines()[0]
-    assert first.startswith(f"compare: nothing judged: of 6 gated case-metrics (hot, cold and graph device "
-                            f"time), base {base[:8]} stored 2 (gelu) and head {head[:8]} 1 (softmax), none "
+    assert first.startswith(f"compare: nothing judged: gated case-metrics (hot, cold and graph device "
+                            f"time) stored: base {base[:8]} 2 (gelu) and head {head[:8]} 1 (softmax), none "
                             "of the same case on both sides; the newest commits stored for gpu: "), first
     offered = first.split("; e.g. fusebench ", 1)[1]
     assert offered.startswith(f"compare --machine gpu --results {tmp_path} --base ")

@@ -481,15 +481,16 @@ def unjudged_text(rows: list[Row]) -> str:
 
 def missing_text(rows: list[Row], base: str, head: str) -> str:
     """Why :func:`nothing_judged`: how many gated case-metrics each side stored (a failure counts)
-    and of which ops, e.g. ``of 2232 gated case-metrics (hot, cold and graph device time), base
-    <sha8> stored 0 and head <sha8> 0``, and, when neither stored any, that a run without a
-    GPU measures wall time only."""
+    and of which ops, e.g. ``gated case-metrics (hot, cold and graph device time) stored: base
+    <sha8> 0 and head <sha8> 0``, and, when neither stored any, that a run without a GPU measures
+    wall time only. ``rows`` spans every combination of the suite's axes, most stored by neither
+    side, so its length is not named."""
     def side(values: list[float | None]) -> tuple[int, str]:
         stored = [r for r, v in zip(rows, values) if v is None or math.isfinite(v)]
         return len(stored), ", ".join(sorted({_op_of(r.benchmark) for r in stored}))
 
     (nb, ops_b), (nh, ops_h) = side([r.before for r in rows]), side([r.after for r in rows])
-    text = (f"of {len(rows)} gated case-metrics (hot, cold and graph device time), base {base} stored "
+    text = (f"gated case-metrics (hot, cold and graph device time) stored: base {base} "
             f"{nb}{f' ({ops_b})' if ops_b else ''} and head {head} {nh}{f' ({ops_h})' if ops_h else ''}")
     if not nb and not nh:
         return text + ": a run without a GPU measures wall time only, shown, never judged"
