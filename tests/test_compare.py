@@ -1,8 +1,9 @@
 """The regression gate (``make compare``) on synthetic asv result files of two real commits."""
 
-
+import math
 import subprocess
 import sys
+from dataclasses import replace
 
 import pytest
 from asvfiles import main_commits, write_result
@@ -283,3 +284,23 @@ def test_a_flagged_stream_figure_carries_its_graph_figures_verdict():
             row("track_device_time_graph", other, 0.5, compare.SAME, op="Softmax")]
     notes = [r.note for r in compare.with_graph_notes(rows)]
     assert notes == ["4 pairs; graph 0.999x, same", "graph 0.999x, same", "", "", "", "", ""]
+
+
+def test_the_median_of_every_case_says_what_moved_together():
+    """Issue 43's A/B: every stream figure of the head read 0.3 % faster, the graph figures not;
+    the line shows that shift beside the few rows it pushed past the factor."""
+    def row(metric, i, slowdown, status=compare.SAME, op="Gelu"):
+        return compare.Row(f"suite.{op}.{metric}", ("torch", str(i), "float32"), "seconds", 1e-5,
+                           1e-5 * slowdown, slowdown, 0.01, status, 1.03, 0.2)
+
+    rows = [row("track_device_time", i, s) for i, s in enumerate((0.996, 0.997, 0.998, 0.964, 1.2))]
+    rows[3] = replace(rows[3], status=compare.IMPROVEMENT)
+    rows[4] = replace(rows[4], status=compare.LAUNCH_PATH)  # gated on its graph time: still moved
+    rows += [row("track_device_time_graph", i, s) for i, s in enumerate((1.0, 0.999, 1.001))]
+    rows += [row("track_device_time_cold", 0, 0.5, compare.CONTAMINATED),  # not judged: left out
+             row("track_device_time_cold", 1, math.nan, compare.NOT_BOTH),
+             row("track_bandwidth", 0, 0.9, compare.IMPROVEMENT)]  # not a time
+    assert compare.moved_together(rows) == "hot 0.997x (5), graph 1.000x (3)"
+    assert ("compare: median head/base over the case-metrics judged: hot 0.997x (5), graph 1.000x (3)"
+            in compare.detectable_text(rows).splitlines())
+    assert compare.moved_together(rows[-3:]) == ""

@@ -459,10 +459,32 @@ def detectable_text(rows: list[Row]) -> str:
     lines = [f"compare: of {n} gated case-metrics, the gate can see a slowdown of {parts}"
              + (f"; {path} stream figures measure the launch path and are not gated (graph time is)"
                 if path else "")]
+    if together := moved_together(rows):
+        lines.append(f"compare: median head/base over the case-metrics judged: {together}")
     for r in sorted(blind, key=lambda r: -r.limit):
         lines.append(f"compare: cannot see 20 %: {r.benchmark} ({', '.join(r.params)}) limit "
                      f"{r.limit:.3f}x" + (f" [{r.note}]" if r.note else ""))
     return "\n".join(lines)
+
+
+#: The timed figures whose median ratio :func:`moved_together` reports, by their short name.
+TOGETHER = {"device_time_ms": "hot", "device_time_cold_ms": "cold", _GRAPH: "graph", "wall_time_ms": "wall"}
+
+
+def moved_together(rows: list[Row]) -> str:
+    """How every case moved at once, per timed figure: the median head/base over the rows judged
+    or gated on their graph time (``hot 0.997x (117), cold 0.997x (117), graph 1.000x (117)``).
+    A shift that every case shares, and a stream figure shares but its graph figure does not,
+    comes from the processes or the board (where each side ran, the launch path), not from one
+    kernel: it tells such a cause from the flagged rows it moves. Empty when nothing was judged."""
+    by: dict[str, list[float]] = {}
+    for r in rows:
+        m = metrictable.BY_NAME.get(r.benchmark.rsplit(".", 1)[-1])
+        if (m and m.field in TOGETHER and r.status in VERDICTS + (LAUNCH_PATH,)
+                and math.isfinite(r.slowdown) and r.slowdown > 0):
+            by.setdefault(TOGETHER[m.field], []).append(r.slowdown)
+    return ", ".join(f"{name} {statistics.median(v):.3f}x ({len(v)})"
+                     for name in TOGETHER.values() if (v := by.get(name)))
 
 
 def nothing_judged(rows: list[Row]) -> bool:
