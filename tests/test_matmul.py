@@ -2,6 +2,7 @@
 the tf32 dtype-axis value, and TFLOP/s / % of peak through the sweep, the report and asv."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -130,6 +131,11 @@ def test_a_cpu_matmul_case_has_tflops_and_pct_of_peak():
     assert rec.cache_flag is False  # caches are a memory-bound op's concern
     line = sweep.progress_line(1, 2, rec)
     assert "TFLOP/s" in line and "% of peak" in line and "GB/s" not in line
+    # above the run's peak: the line says so, as the tables mark it with ^
+    above = "(above the measured matrix peak: the peak was understated or the matmul ran from cache)"
+    assert (above in line) == (rec.pct_of_peak > 100)
+    assert above in sweep.progress_line(1, 2, replace(rec, pct_of_peak=104.7))
+    assert above not in sweep.progress_line(1, 2, replace(rec, pct_of_peak=99.0))
 
 
 def test_tf32_and_missing_backends_are_skipped_on_the_cpu():

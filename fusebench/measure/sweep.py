@@ -369,7 +369,7 @@ def progress_line(i: int, n: int, rec: Record) -> str:
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
     if rec.status != "ok":
         return f"{head} {rec.status}: {rec.reason}"
-    from fusebench.report.marks import noise_text
+    from fusebench.report.marks import MARKS, doubts, noise_text
 
     t = rec.main_time_ms()
     text = f"{head} ok {t:9.4f} ms {noise_text(rec.noise)} "
@@ -387,6 +387,8 @@ def progress_line(i: int, n: int, rec: Record) -> str:
         text += f"  {rec.energy_mj_per_call:.3g} mJ/call"
     if rec.cache_flag:
         text += "  (above the copy ceiling: caches measured)"
+    if "peak" in doubts(rec):
+        text += f"  ({MARKS['peak'][1]})"
     if rec.contaminated:
         text += f"  CONTAMINATED: {contamination_text(rec.contamination)}"
     return text
