@@ -283,3 +283,19 @@ def test_the_child_s_batch_sizes_are_checked():
     for bad in (0, -3, True, "61", 2.5):
         with pytest.raises(bisect.ProbeFailed, match="batch size"):
             _info(CASE, {"launches": 1, "hot_calls": bad})
+
+
+def test_the_printed_p_names_the_side_it_tests():
+    """compare.judge's p is one-sided in the slowdown's direction: a faster head within the factor
+    reads ``p(faster) 0.000 ... same``, never a bare p that seems to contradict "same"."""
+    from fusebench.commands.bisect import p_text
+
+    assert p_text(0.000137, 0.989) == "p(faster) 0.000"
+    assert p_text(0.05, 104.374) == "p(slower) 0.050"
+    assert p_text(0.2, 1.0) == "p(slower) 0.200"
+    assert p_text(None, 1.2) == "p n/a" and p_text(0.01, math.nan) == "p n/a"
+    # the judge's p is the test in that direction: every head round faster gives the small p
+    b = compare.Case(values=(1.0, 1.01, 1.02), rounds=(0, 1, 2))
+    h = compare.Case(values=(0.97, 0.98, 0.99), rounds=(0, 1, 2))
+    status, slowdown, _, p, _ = compare.judge(HOT, b, h, 1.04)
+    assert status == compare.SAME and slowdown < 1 and p_text(p, slowdown) == "p(faster) 0.050"

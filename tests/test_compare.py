@@ -223,7 +223,8 @@ def test_markdown_and_json_formats_give_the_same_verdicts_and_exit_status(tmp_pa
     assert "the gate can see a slowdown of" in lines[-1]
     # issue 41, item 8: the `-` of the p column (one value per case: no rank test) is explained
     assert "| 1.200x | 1.040x | - |" in out
-    assert ("p: one-sided Mann-Whitney over the rounds; `-`: too few rounds for the test, the limit alone "
+    assert ("p: one-sided Mann-Whitney over the rounds, in the slowdown's direction (that head is slower "
+            "when it is above 1, faster when below); `-`: too few rounds for the test, the limit alone "
             "decides." in lines)
 
 

@@ -150,6 +150,14 @@ def _x(value: float) -> str:
     return f"{value:.3f}x" if math.isfinite(value) else "n/a"
 
 
+def p_text(p: float | None, slowdown: float) -> str:
+    """The test's p named by its side: one-sided in the slowdown's direction (``compare.judge``),
+    ``p(slower) 0.050`` or ``p(faster) 0.000``; ``p n/a`` without a test."""
+    if p is None or not math.isfinite(slowdown):
+        return "p n/a"
+    return f"p({'slower' if slowdown >= 1 else 'faster'}) {p:.3f}"
+
+
 def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
     """The outcome as the text ``fusebench bisect`` prints (``machine``: where it was measured)."""
     metric = metrictable.BY_NAME[out.metric].label
@@ -157,9 +165,9 @@ def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
              f"(first-parent line), {metric} on {machine or 'an unknown machine'}, factor {out.factor:g}"]
     for c in out.reference:
         j = c.reference
-        p = "n/a" if j.p_value is None else f"{j.p_value:.3f}"
         lines.append(f"GOOD -> BAD ({out.reference_rounds} rounds): {c.case}  {_ms(c.good_ms)} -> "
-                     f"{_ms(c.bad_ms)} ms {_x(j.slowdown)} (limit {_x(j.limit)}, p {p}): {j.status}"
+                     f"{_ms(c.bad_ms)} ms {_x(j.slowdown)} (limit {_x(j.limit)}, "
+                     f"{p_text(j.p_value, j.slowdown)}): {j.status}"
                      + (f" [{j.note}]" if j.note else ""))
     if out.probes:
         head = ("probe", "commit", "verdict", "rounds", "case", "GOOD ms", "probe ms", "BAD ms",

@@ -511,7 +511,8 @@ def rows(out: Outcome) -> list[compare.Row]:
 
 
 P_LEGEND = ("slowdown: the paired ratio (geometric mean of head/base round by round), not after/before; "
-            "p: paired t-test on the log ratios, one-sided in the ratio's direction; limit: the smallest "
+            "p: paired t-test on the log ratios, one-sided in the ratio's direction (that head is slower "
+            "when it is above 1, faster when below); limit: the smallest "
             "slowdown these pairs would call a regression (the minimum detectable effect)")
 
 

@@ -538,7 +538,8 @@ def human(value: float | None, unit: str) -> str:
 
 
 #: The legend of the p column, under the text table and the markdown one.
-P_LEGEND = ("p: one-sided Mann-Whitney over the rounds; '-': too few rounds for the test, the limit "
+P_LEGEND = ("p: one-sided Mann-Whitney over the rounds, in the slowdown's direction (that head is "
+            "slower when it is above 1, faster when below); '-': too few rounds for the test, the limit "
             "alone decides")
 #: What the table says when :func:`nothing_judged` (the closing lines say what is missing).
 NOTHING_JUDGED = "nothing judged: no case has a gated figure on both sides"
