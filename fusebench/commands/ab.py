@@ -274,15 +274,16 @@ def run(args: argparse.Namespace) -> int:
     if args.all:
         decided.append("ab: --all: every case of the grid")
     else:
-        decided.append(f"ab: {len(changed)} measured file(s) differ in code between base and head"
+        decided.append(f"ab: {len(changed)} file(s) of the harness or the kernels differ in code between "
+                       "base and head"
                        + (":" if changed else ""))
         decided += [f"ab:   {path} -> {what}" for path, what in choice.reasons]
     select, measured = _select(args, choice)
     if not select["pairs"]:
         for line in decided:
             print(line, file=sys.stderr)
-        print(f"ab: nothing to measure: no measured code differs between {base_sha[:8]} and "
-              f"{head_sha[:8]}{' with changes' if dirty else ''} for the cases selected "
+        print(f"ab: nothing to measure: no code that the selected cases run differs between {base_sha[:8]} "
+              f"and {head_sha[:8]}{' with changes' if dirty else ''} "
               "(--all, ALL=1 through make, measures every case)", file=sys.stderr)
         return 0
     what = ", ".join(measured) if len(measured) <= 12 else f"{len(measured)} op/backend pairs"

@@ -543,6 +543,9 @@ P_LEGEND = ("p: one-sided Mann-Whitney over the rounds, in the slowdown's direct
             "alone decides")
 #: What the table says when :func:`nothing_judged` (the closing lines say what is missing).
 NOTHING_JUDGED = "nothing judged: no case has a gated figure on both sides"
+#: What the table says when every case judged is the same (wall time's margin on a host without
+#: a GPU is wider than the factor: the closing line gives both).
+ALL_SAME = "no case changed by more than its margin (the factor the closing line gives)"
 
 ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
          FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
@@ -568,7 +571,7 @@ def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> 
         lines.append((MARK[r.status], human(r.before, r.unit), human(r.after, r.unit), ratio, noise,
                       limit, p, case))
     if not shown:
-        return NOTHING_JUDGED if nothing_judged(rows) else "no case changed by more than the factor"
+        return NOTHING_JUDGED if nothing_judged(rows) else ALL_SAME
     lines.append(("", "", "", "", "", "", "", p_legend))
     shown_marks = dict.fromkeys((MARK[r.status], r.status) for r in shown if MARK[r.status].strip())
     legend = "first column: " + ", ".join(f"{m} {s}" for m, s in shown_marks)
@@ -617,7 +620,7 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
     elif nothing_judged(rows):
         out.append(NOTHING_JUDGED[0].upper() + NOTHING_JUDGED[1:] + ".")
     else:
-        out.append("No case changed by more than the factor.")
+        out.append(ALL_SAME[0].upper() + ALL_SAME[1:] + ".")
     out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]
     return "\n".join(out).strip()
 
