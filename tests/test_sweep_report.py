@@ -114,6 +114,23 @@ def test_a_run_prints_no_line_for_an_op_without_such_a_backend():
     assert "gelu     eager" in text and "quack" not in text
 
 
+
+def test_a_run_that_built_nothing_times_no_round(monkeypatch):
+    """A trial's `make bench OP=gelu BACKENDS=triton` on a CPU host timed three empty rounds
+    ("round 1/3: 0 cases ... copy ceiling") before saying nothing was measured."""
+    import io
+
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    out = io.StringIO()
+    run = sweep.run([get_op("gelu")], quick=True, backend_names=["triton"], dtype_names=["float32"],
+                    rounds=3, out=out)
+    assert run.records and {r.status for r in run.records} == {"skipped"}
+    text = out.getvalue()
+    assert "built and gated 0 of" in text and "round 1/3" not in text
+    assert len(run.ceilings_gbps) == 1 and run.ceiling_gbps == run.ceilings_gbps[0] > 0
+    assert not [k for k in run.phases if k.startswith("round")]
+
+
 @pytest.mark.slow
 def test_compile_time_is_recorded_apart_from_run_time():
     rec = sweep.run_case(get_op("gelu"), "compile", (256,), "float32", CPU, 10.0, None)

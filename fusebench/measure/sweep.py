@@ -530,7 +530,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     ceilings = []
     bar = progress.rounds_bar(rounds * built_n)
     spent: dict[str, float] = {}
-    for r in range(rounds):
+    for r in range(rounds if built_n else 0):  # nothing built: no round to time
         t = time.perf_counter()
         ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
         spent_before = dict(spent)
@@ -565,6 +565,8 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
                      f"{phases[f'round {r + 1}']:.0f} s" + (f" ({parts} s)" if parts else "")
                      + f"; copy ceiling {ceilings[-1]:.0f} GB/s", out)
     bar.close()
+    if not ceilings:  # the record still says what this device copies
+        ceilings.append(metrics.measure_copy_ceiling(dev).gbps)
     phases.update((f"rounds: {k}", spent[k]) for k in ROUND_PARTS if k in spent)
     ceiling = statistics.median(ceilings)
     for rec in records:
