@@ -181,6 +181,29 @@ def test_linear_fit():
         mlp.linear_fit([2, 2], [1.0, 2.0])
 
 
+def test_a_fixed_cost_below_zero_within_its_interval_is_not_marked():
+    """A trial's CPU `make mlp` flagged a -0.038 ms intercept of a fit with R² 0.9994: a nearly
+    proportional cost crosses zero a little below it; only beyond its 95 % interval is it marked."""
+    from scipy import stats
+
+    xs, ys = [1, 2, 4, 8], [1.97, 4.02, 7.98, 16.03]
+    fit = mlp.linear_fit(xs, ys)
+    ref = stats.linregress(xs, ys)
+    assert fit.intercept_ms == pytest.approx(ref.intercept) and fit.intercept_ms < 0
+    assert fit.intercept_ci_ms == pytest.approx(stats.t.ppf(0.975, 2) * ref.intercept_stderr)
+    near = mlp.AxisResult("steps", xs, ys, [0.0] * 4, fit)
+    assert mlp.impossible(near) == []
+    assert (f"intercept {fit.intercept_ms:.4g} ± {fit.intercept_ci_ms:.2g} (95 %) ms"
+            in mlp.render(mlp.MLPConfig(dim=8, layers=1, batch=4, steps=1), [near], "float32", "here"))
+    # a line -1 + 2x through four exact points: below zero beyond an interval of zero width
+    exact = mlp.AxisResult("steps", xs, [1.0, 3.0, 7.0, 15.0], [0.0] * 4,
+                           mlp.linear_fit(xs, [1.0, 3.0, 7.0, 15.0]))
+    assert mlp.impossible(exact) == ["a negative fixed cost (-1 ms, beyond its 95 % interval of ±0 ms)"]
+    # two points leave no residual: any negative intercept is marked
+    two = mlp.AxisResult("steps", [1, 2], [1.0, 3.0], [0.0] * 2, mlp.linear_fit([1, 2], [1.0, 3.0]))
+    assert math.isnan(two.fit.intercept_ci_ms) and mlp.impossible(two) == ["a negative fixed cost (-1 ms)"]
+
+
 def test_figures_that_cannot_be_true_are_marked_in_the_report():
     """A new user's CPU run showed batch 256 in 0.27x batch 32's time and a fit of -0.24 ms per
     sample with no mark (the host was busy)."""

@@ -15,6 +15,7 @@ gives the time per added unit, the intercept (fixed cost) and R² (1 = perfectly
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, replace
 
@@ -87,11 +88,14 @@ def time_run(cfg: MLPConfig, device: torch.device, dtype: str = "float32", budge
 
 @dataclass(frozen=True)
 class LinearFit:
-    """Least-squares line ``time_ms = intercept_ms + slope_ms * x``, with R² (1 = exactly linear)."""
+    """Least-squares line ``time_ms = intercept_ms + slope_ms * x``, with R² (1 = exactly linear)
+    and the half-width of the intercept's 95 % interval (NaN with two points: no residual to
+    tell it from)."""
 
     slope_ms: float
     intercept_ms: float
     r2: float
+    intercept_ci_ms: float = math.nan
 
 
 def linear_fit(xs: list[float], ys: list[float]) -> LinearFit:
@@ -109,7 +113,14 @@ def linear_fit(xs: list[float], ys: list[float]) -> LinearFit:
     intercept = my - slope * mx
     ss_tot = sum((y - my) ** 2 for y in ys)
     ss_res = sum((y - intercept - slope * x) ** 2 for x, y in zip(xs, ys))
-    return LinearFit(slope, intercept, 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0)
+    n = len(xs)
+    ci = math.nan
+    if n > 2:
+        from scipy import stats
+
+        se = math.sqrt(ss_res / (n - 2) * (1.0 / n + mx * mx / sxx))
+        ci = float(stats.t.ppf(0.975, n - 2)) * se
+    return LinearFit(slope, intercept, 1.0 - ss_res / ss_tot if ss_tot > 0 else 1.0, ci)
 
 
 @dataclass
@@ -147,14 +158,17 @@ def run_all(device: torch.device, dtype: str = "float32", base: MLPConfig | None
 
 def impossible(r: AxisResult) -> list[str]:
     """What in ``r`` cannot be physically true: a larger value (more work) timed below the first
-    value, a negative time per unit or a negative fixed cost. Such figures come from disturbed runs
-    (another process on the host or the GPU), never from the model."""
+    value, a negative time per unit or a fixed cost below zero by more than its 95 % interval (a
+    line through points of a nearly proportional cost may cross zero a little below it). Such
+    figures come from disturbed runs (another process on the host or the GPU), never from the model."""
     out = [f"{r.axis} {v} took {t:.3f} ms, less than {r.values[0]}'s {r.time_ms[0]:.3f} ms"
            for v, t in zip(r.values[1:], r.time_ms[1:]) if v > r.values[0] and t < r.time_ms[0]]
     if r.fit.slope_ms < 0:
         out.append(f"a negative time per unit ({r.fit.slope_ms:.4g} ms)")
-    if r.fit.intercept_ms < 0:
-        out.append(f"a negative fixed cost ({r.fit.intercept_ms:.4g} ms)")
+    ci = r.fit.intercept_ci_ms
+    if r.fit.intercept_ms < 0 and not (math.isfinite(ci) and r.fit.intercept_ms >= -ci):
+        out.append(f"a negative fixed cost ({r.fit.intercept_ms:.4g} ms"
+                   + (f", beyond its 95 % interval of ±{ci:.4g} ms)" if math.isfinite(ci) else ")"))
     return out
 
 
@@ -172,8 +186,9 @@ def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) 
             mark = " !" if v > r.values[0] and t < r.time_ms[0] else ""
             out.append(f"| {v} | {t:.3f} | {t / r.time_ms[0]:.2f}{mark} | {v / r.values[0]:.2f} |")
         unit = {"steps": "step", "layers": "layer", "batch": "sample"}[r.axis]
-        out += ["", f"Linear fit: {r.fit.slope_ms:.4g} ms per {unit}, intercept {r.fit.intercept_ms:.4g} ms, "
-                    f"R² = {r.fit.r2:.4f}.", ""]
+        ci = f" ± {r.fit.intercept_ci_ms:.2g} (95 %)" if math.isfinite(r.fit.intercept_ci_ms) else ""
+        out += ["", f"Linear fit: {r.fit.slope_ms:.4g} ms per {unit}, "
+                    f"intercept {r.fit.intercept_ms:.4g}{ci} ms, R² = {r.fit.r2:.4f}.", ""]
         if wrong := impossible(r):
             out += [f"**! Not physically possible**: {'; '.join(wrong)}. More work cannot take less time: "
                     "these runs were disturbed (another process on the host or the GPU); run `make mlp` "
