@@ -127,6 +127,36 @@ def test_a_cpus_small_peak_keeps_its_digits_on_the_plot(tmp_path):
     assert said == f"tf32: not measured on this machine\n({why})"
 
 
+def test_an_empty_panel_gives_the_records_skip_reason_not_a_backend_the_op_lacks():
+    """A CPU's matmul-tflops.png read "tf32: not measured on this machine (matmul has no eager
+    backend)": every (op, backend) pair is a case of the record, and the first skipped one of the
+    dtype was eager's, a backend matmul does not have. The panel gives the skip reason of the op's
+    own backends, the one most of them share."""
+    from fusebench.axes import no_backend_reason
+    from fusebench.record import Record, Sweep
+
+    why = "tf32 is a tensor-core mode of NVIDIA GPUs (sm_80+); on the CPU it is float32"
+
+    def skipped(op, backend, shape, dtype, reason=None):
+        return Record(op, backend, shape, dtype, status="skipped",
+                      reason=reason or no_backend_reason(op, backend))
+
+    recs = [skipped("matmul", b, shape, "tf32", why if b == "torch" else None)
+            for shape in ("64x64", "128x128") for b in ("eager", "torch", "triton")]
+    said = plots.empty_panel_text(OPS["matmul"], "tf32", Sweep({}, 1.0, "cpu", recs))
+    assert said == f"tf32: not measured on this machine\n({why})"
+    # only backends the op lacks: no reason to give
+    lacking = [r for r in recs if r.backend != "torch"]
+    said = plots.empty_panel_text(OPS["matmul"], "tf32", Sweep({}, 1.0, "cpu", lacking))
+    assert said == "tf32: not measured on this machine"
+    # gelu: two of its backends share a reason, one has its own: the shared one
+    recs = [skipped("gelu", "triton", "1024", "float16", "one"),
+            skipped("gelu", "cuda", "1024", "float16", "two"),
+            skipped("gelu", "flaggems", "1024", "float16", "two")]
+    said = plots.empty_panel_text(OPS["gelu"], "float16", Sweep({}, 1.0, "cpu", recs))
+    assert said == "float16: not measured on this machine\n(two)"
+
+
 @pytest.mark.slow
 def test_make_plots_on_a_fresh_clone_rewrites_the_committed_plots_byte_for_byte(tmp_path):
     """Issue 29: ``make plots`` modified three committed plots (they were drawn from an older run).

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from fusebench import metrictable
 from fusebench.asv.asvsuite import benchmark_name
-from fusebench.axes import BACKENDS, parse_shape, shape_label
+from fusebench.axes import BACKENDS, no_backend_reason, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.report import marks
 from fusebench.storage import results, runrecord
@@ -251,9 +251,13 @@ def _shape_ticks(ax, series: dict[str, list[tuple[int, float, str]]], x_scale: f
 
 def empty_panel_text(op: Op, dtype: str, record=None) -> str:
     """What an empty panel of ``op`` at ``dtype`` says: not measured on this machine, with the
-    skip reason the run's ``record`` gives for that dtype where it has one."""
-    reason = next((r.reason for r in (record.records if record is not None else ())
-                   if r.op == op.name and r.dtype == dtype and r.status == "skipped" and r.reason), "")
+    skip reason the run's ``record`` gives for that dtype where it has one: the one most of the
+    op's own backends were skipped for (first in run order on a tie), never a backend the op does
+    not have ("matmul has no eager backend" is no reason for a dtype)."""
+    reasons = [r.reason for r in (record.records if record is not None else ())
+               if r.op == op.name and r.dtype == dtype and r.status == "skipped" and r.reason
+               and r.reason != no_backend_reason(op.name, r.backend)]
+    reason = max(dict.fromkeys(reasons), key=reasons.count, default="")
     return f"{dtype}: not measured on this machine" + (f"\n({reason})" if reason else "")
 
 
