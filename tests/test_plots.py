@@ -314,3 +314,47 @@ def test_a_backend_not_measured_reads_plain_na_beside_a_doubtful_baseline(tmp_pa
     # float32 (eager above the copy ceiling): eager and torch marked, compile, triton, cuda and
     # flaggems not measured; bfloat16: eager, torch, then the four not measured
     assert texts[:12] == [cache, cache, "n/a", "n/a", "n/a", "n/a", "1.0", "2.0", "n/a", "n/a", "n/a", "n/a"]
+
+
+def test_a_speedup_chart_whose_baseline_is_noisy_is_drawn_with_its_marks(tmp_path):
+    """A new user's CPU run drew no softmax-speedup.png and said nothing: eager was noisy at the
+    largest shape in every dtype, so every bar was n/a and the chart was left out. It is drawn,
+    each such bar ``n/a~`` as the bars of doubtful figures are everywhere, the marks explained."""
+    from fusebench.record import Record, Sweep
+
+    commit = main_commits(1)[0]
+    axes = [["eager", "torch"], ["1024", "65536x128", "64x64"], ["float32"]]
+    wall = {("eager", "1024", "float32"): 2e-5, ("torch", "1024", "float32"): 1e-5,
+            ("eager", "65536x128", "float32"): 3e-3, ("torch", "65536x128", "float32"): 1e-3}
+    tflops = {("torch", "64x64", "float32"): 0.1}
+    write_result(tmp_path, "cpu-x86_64", commit, {"suite.Softmax.track_wall_time": wall,
+                                                  "suite.Matmul.track_tflops": tflops}, axes)
+    run = results.load_latest(tmp_path, "cpu-x86_64")
+    record = Sweep({}, 1.0, "cpu", [Record("softmax", "eager", "65536x128", "float32", noise=0.4),
+                                    Record("softmax", "torch", "65536x128", "float32", noise=0.01)])
+    softmax = OPS["softmax"]
+    assert plots.speedups(run, softmax, record)[1]["torch"]["float32"] is None  # no bar has a value
+    assert plots.no_speedup_reason(run, softmax) is None
+    ax = plots.speedup_figure(run, softmax, record).axes[0]
+    noisy = f"n/a{marks.symbols(['noisy'])}"
+    assert [t.get_text() for t in ax.texts][:3] == [noisy, noisy, "n/a"]  # eager, torch, compile
+    assert ax.get_xlabel().startswith("Marks: ~ noisy")
+    # every op with a measured case: its chart, or one line saying why not (matmul has no eager)
+    reader = results.Reader(tmp_path)
+    ops = [softmax, OPS["gelu"], OPS["matmul"]]
+    written = plots.write_plots(tmp_path, tmp_path / "out", ops, reader=reader)
+    assert sorted(p.name for p in written) == ["matmul-tflops.png", "softmax-speedup.png"]
+    assert plots.speedups_not_drawn(reader, ["cpu-x86_64"], ops, written) == [
+        "cpu-x86_64/matmul-speedup.png not drawn: matmul has no eager backend, the baseline of a speedup"]
+
+
+def test_a_speedup_chart_is_left_out_only_with_a_reason(tmp_path):
+    commit = main_commits(1)[0]
+    axes = [["eager", "triton"], ["1048576", "16384x16384"], ["float32"]]
+    write_result(tmp_path, "box", commit, {"suite.Gelu.track_device_time": {
+        ("eager", "1048576", "float32"): 1e-5, ("triton", "1048576", "float32"): 5e-6,
+        ("eager", "16384x16384", "float32"): None, ("triton", "16384x16384", "float32"): 3e-4}}, axes)
+    run = results.load_latest(tmp_path, "box")
+    assert plots.no_speedup_reason(run, OPS["gelu"]) == \
+        "eager, the baseline of a speedup, was not measured at 16384x16384"
+    assert plots.speedup_figure(run, OPS["gelu"]) is None

@@ -2,16 +2,18 @@
 
     fusebench plots [--machines h200,...] [--results DIR] [--out DIR]
 
-Writes ``<out>/<machine>/<op>-bandwidth.png``, ``<op>-speedup.png`` and, where the run record has
-energy per call, ``<op>-energy.png`` (default ``plots/``);
-what each shows is in ``fusebench/report/plots.py``. Exit status: 0; 1 when a stored result file
-could not be read (each named in one line; the plots are drawn from the rest); 2 on bad input (a
-machine with no results).
+Writes ``<out>/<machine>/<op>-bandwidth.png`` (``<op>-tflops.png`` for a compute-bound op),
+``<op>-speedup.png`` and, where the run record has energy per call, ``<op>-energy.png`` (default
+``plots/``); what each shows is in ``fusebench/report/plots.py``. A speedup chart not drawn (an op
+with no ``eager`` baseline: matmul) is said in one line on stderr, with why. Exit status: 0; 1
+when a stored result file could not be read (each named in one line; the plots are drawn from the
+rest); 2 on bad input (a machine with no results).
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from fusebench.cli import add_config, pick, report_unreadable
@@ -43,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     for path in written:  # a path that opens from here: relative when under this folder
         absolute = path.absolute()
         print(absolute.relative_to(here) if absolute.is_relative_to(here) else absolute)
+    for line in plots.speedups_not_drawn(reader, machines, ops, written):
+        print(f"plots: {line}", file=sys.stderr)
     if not args.machines:
         reader.check()  # also the files no plot needed (older commits, a broken machine.json)
     return report_unreadable(reader, "plots")

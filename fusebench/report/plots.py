@@ -10,7 +10,9 @@
 * ``<op>-speedup.png``: device time of ``eager`` / device time of each backend at the op's
   headline shape (``Op.headline``), one bar per dtype (wall time where no device time was
   measured, e.g. on the CPU); a run that did not measure the headline (the CPU's grid) at its
-  largest measured shape, the title says so.
+  largest measured shape, the title says so. Drawn wherever the baseline was measured there,
+  even when every bar is ``n/a`` with its mark; an op without one (matmul has no ``eager``) gets
+  none, and ``fusebench plots`` says so in one line (:func:`speedups_not_drawn`).
 * ``<op>-energy.png``, for a memory-bound op whose newest run's record has energy per call
   (``fusebench.measure.energy``; a GPU with NVML's energy counter): pJ per byte moved against
   bytes moved (log-log), one line per backend, one panel per dtype; shown, never gated. Drawn
@@ -31,6 +33,7 @@ from __future__ import annotations
 import math
 import multiprocessing
 import statistics
+import textwrap
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -321,18 +324,34 @@ def bandwidth_figure(run: results.Run, op: Op, older=(), record=None):
     return fig
 
 
-def speedup_figure(run: results.Run, op: Op, record=None):
-    """The speedup bar chart of ``op`` (a matplotlib Figure), or None when nothing is stored: one
-    column per backend the op registers (``Op.backends``). A bar whose figure or baseline is
-    doubtful (:func:`doubts`), or not measured, is ``n/a`` with its mark."""
-    from matplotlib.figure import Figure
-
+def no_speedup_reason(run: results.Run, op: Op) -> str | None:
+    """Why ``run`` gives ``op`` no speedup chart, in a few words; None when it gives one: wherever
+    the baseline was measured at :func:`chart_shape`, in any dtype, however doubtful its figures
+    (their bars are then ``n/a`` with their marks)."""
+    if BASELINE not in op.backends:
+        return f"{op.name} has no {BASELINE} backend, the baseline of a speedup"
+    if op.headline is None:
+        return f"{op.name} has no headline shape"
     label = chart_shape(run, op)
     if label is None:
+        return f"{BASELINE}, the baseline of a speedup, was measured at no shape"
+    values = run.values.get(benchmark_name(op.name, speedups(run, op)[0]), {})
+    if not any(results.is_measured(values.get((BASELINE, label, d))) for d in op.dtypes):
+        return f"{BASELINE}, the baseline of a speedup, was not measured at {label}"
+    return None
+
+
+def speedup_figure(run: results.Run, op: Op, record=None):
+    """The speedup bar chart of ``op`` (a matplotlib Figure), or None where
+    :func:`no_speedup_reason` gives a reason: one column per backend the op registers
+    (``Op.backends``). A bar whose figure or baseline is doubtful (:func:`doubts`), or not
+    measured, is ``n/a`` with its mark: a chart of only such bars is drawn, not left out."""
+    from matplotlib.figure import Figure
+
+    if no_speedup_reason(run, op) is not None:
         return None
+    label = chart_shape(run, op)
     metric, table = speedups(run, op, record)
-    if not any(v is not None for per in table.values() for v in per.values()):
-        return None
     values = run.values.get(benchmark_name(op.name, metric), {})
     # the backends the op registers: a column of a backend it does not have would read "n/a"
     backends = [b for b in BACKENDS if b in op.backends]
@@ -351,8 +370,10 @@ def speedup_figure(run: results.Run, op: Op, record=None):
                      if results.is_measured(values.get((b, label, dtype))) else [])
             seen.update(kinds)
             text = f"{y:.1f}" if y is not None else f"n/a{marks.symbols(list(dict.fromkeys(kinds)))}"
+            # a marked n/a stands upright: "n/a~!" side by side ran into one another
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()), ha="center",
-                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
+                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points",
+                        rotation=90 if y is None and kinds else 0)
     ax.axhline(1.0, color="black", lw=0.8)
     ax.set_xticks(range(len(backends)), backends)
     what = "device time" if metric == "track_device_time" else "wall time"
@@ -364,7 +385,7 @@ def speedup_figure(run: results.Run, op: Op, record=None):
     ax.set_title(f"{op.name} {label} on {run.machine}: speedup over {BASELINE} (commit {_short(run.commit)})"
                  + not_headline, fontsize=10)
     if seen:
-        ax.set_xlabel(marks.legend(seen), fontsize=7)
+        ax.set_xlabel(textwrap.fill(marks.legend(seen), 125), fontsize=7)  # within the figure's width
     return fig
 
 
@@ -515,6 +536,24 @@ def draw_group(results_dir: Path, out_root: Path, machine: str, op: Op, dpi: int
         fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
         written.append(path)
     return written
+
+
+def speedups_not_drawn(reader: results.Reader, machines: list[str], ops: list[Op],
+                       written: list[Path]) -> list[str]:
+    """One line per (machine, op) with stored results whose ``<op>-speedup.png`` is not among
+    ``written`` (:func:`write_plots`' files): the chart and why it was not drawn
+    (:func:`no_speedup_reason`)."""
+    names = {(p.parent.name, p.name) for p in written}
+    out = []
+    for machine in machines:
+        for op in ops:
+            if (machine, f"{op.name}-speedup.png") in names:
+                continue
+            run = next(newest_first(reader, machine, op), None)
+            why = no_speedup_reason(run, op) if run is not None else None
+            if why:
+                out.append(f"{machine}/{op.name}-speedup.png not drawn: {why}")
+    return out
 
 
 #: The groups a pool of forked workers draws (set by :func:`write_plots` before it forks them):
