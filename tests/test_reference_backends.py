@@ -146,11 +146,36 @@ def test_the_table_from_a_stored_run_record():
     # that run's figures (docs/results/README.md; 4096x65536 float32: 48, 71, 81 %), dtype first, then shape
     assert lines[2] == "| 65536x128 float32 | 14 | 82 | 66 | 82 | **84** |"
     assert "| 4096x65536 float32 | 20 | 48 | 65 | 71 | **81** |" in lines
-    # triton's 96 was contaminated in that run: marked, and never the row's best (issue 29)
-    assert lines[11] == "| 65536x128 bfloat16 | 9 | 48 | 70 | 96! | **92** |"
+    # triton's 96 was contaminated in that run: marked, never bold (issue 29), and above cuda's 92,
+    # so which backend is best there is not known: no bold in that row
+    assert lines[11] == "| 65536x128 bfloat16 | 9 | 48 | 70 | 96! | 92 |"
     assert len(lines) == 2 + 9 * 3 + 2 and not table.notes
     assert lines[-1] == table.legend and table.legend.startswith("Marks: ")
     assert summary.ceiling_table(sweep, "matmul") is None  # compute-bound: its % is of the matrix peak
+
+
+@pytest.mark.parametrize("row, bold", [
+    # a new user's CPU rows (docs/results/README.md states the rule)
+    ([(11, True), (80, True), (89, False)], 89),  # the unmarked maximum above the noisy ones
+    ([(4, False), (9, True), (7, False)], None),  # a noisy 9~ above the unmarked 7: not certain
+    ([(12, False), (13, True)], None),  # the same in a row of two
+    ([(8, False), (117, True), (106, True)], None),  # cache-resident figures above: not the best
+    ([(9.6, False), (96.4, False), (95.6, False), (80, True)], 96),  # ties as shown are all bold
+    ([(97, False)], None), ([(97.2, False), (96.6, True)], None),  # nothing to tell apart
+    ([(56, True), (198, True)], None), ([], None),  # no unmarked figure
+])
+def test_the_rows_best_is_the_highest_unmarked_figure_with_none_marked_above_it(row, bold):
+    assert summary.row_best(row) == bold
+
+
+def test_a_tables_bold_follows_the_row_best_rule():
+    records = [Record("softmax", b, "65536x128", "float32", pct_of_ceiling=p, noise=n)
+               for b, p, n in (("eager", 11.2, 0.4), ("torch", 80.3, 0.3), ("compile", 89.1, 0.01))]
+    records += [Record("softmax", b, "16384", "bfloat16", pct_of_ceiling=p, noise=n)
+                for b, p, n in (("eager", 4.0, 0.01), ("torch", 9.1, 0.3), ("compile", 7.0, 0.02))]
+    sweep = Sweep({"device": "cpu", "git_commit": "abc"}, 23.0, "cpu", records)
+    lines = summary.ceiling_table(sweep, "softmax").markdown()
+    assert lines[2:4] == ["| 65536x128 float32 | 11~ | 80~ | **89** |", "| 16384 bfloat16 | 4 | 9~ | 7 |"]
 
 
 def _rec(backend, status="ok", pct=None, reason=""):

@@ -262,15 +262,33 @@ class CeilingTable:
         return lines
 
 
+def row_best(figures: list[tuple[float, bool]]) -> int | None:
+    """The figure (rounded, as shown) that a row of :func:`ceiling_table` shows in bold, from its
+    timed figures ``(figure, marked)``: the highest unmarked one, when it is certain and tells
+    something. None (no bold) when no figure is unmarked, when a marked figure rounds above it
+    (noisy, contaminated or cache-resident: which backend is best is not known), or when every
+    figure of the row rounds to it (one figure, or a tie of all). Unmarked figures that round to
+    it are all bold."""
+    clean = [round(f) for f, marked in figures if not marked]
+    if not clean:
+        return None
+    best = max(clean)
+    shown = [round(f) for f, _ in figures]
+    if max(shown) > best or all(f == best for f in shown):
+        return None
+    return best
+
+
 def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     """% of the copy ceiling (hot device time) of every backend of ``op`` side by side, from a run's
     records (``make bench``'s sweep, or a stored run record: ``fusebench.storage.runrecord``).
 
     Rows are (shape, dtype) in run order, dtype first; columns the backends of :data:`BACKENDS` that
     the op has (a case skipped as ``"<op> has no <backend> backend"`` makes no column). A timed case
-    shows its % rounded to a whole number, the row's highest in bold; a failed case ``error``, a
-    skipped one ``—``, each with its reason as a numbered note; a doubtful figure carries its marks
-    (``fusebench.report.marks``, explained in ``legend``) and is never the row's best. None when
+    shows its % rounded to a whole number, the row's best in bold (:func:`row_best`: the highest
+    unmarked figure, none where a marked one is above it); a failed case ``error``, a skipped one
+    ``—``, each with its reason as a numbered note; a doubtful figure carries its marks
+    (``fusebench.report.marks``, explained in ``legend``) and is never bold. None when
     ``op`` has no record, is not memory-bound, or nothing of it was timed.
     """
     recs = [r for r in sweep.records if r.op == op]
@@ -285,10 +303,8 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     rows = []
     for dtype, shape in labels:
         found = [by_key.get((shape, dtype, b)) for b in cols]
-        ok = [r.pct_of_ceiling for r in found
-              if r and r.status == "ok" and r.pct_of_ceiling is not None and not marks.doubts(r)]
-        # the row's best in bold, where it tells something: not when every figure rounds to it
-        best = round(max(ok)) if ok and any(round(p) != round(max(ok)) for p in ok) else None
+        best = row_best([(r.pct_of_ceiling, bool(marks.doubts(r))) for r in found
+                         if r and r.status == "ok" and r.pct_of_ceiling is not None])
         cells = []
         for r in found:
             if r is None:
@@ -296,7 +312,7 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
             elif r.status == "ok" and r.pct_of_ceiling is not None:
                 kinds = marks.doubts(r)
                 cells.append(Cell(f"{r.pct_of_ceiling:.0f}{marks.symbols(kinds)}",
-                                  best=not kinds and round(r.pct_of_ceiling) == best))
+                                  best=not kinds and best is not None and round(r.pct_of_ceiling) == best))
                 seen.update(kinds)
             else:
                 note = plain(r.reason or r.status)  # records stored before first_line removed colours
