@@ -51,6 +51,13 @@ def test_the_results_page_is_generated_from_the_records_it_names():
     (["table", "--doc", "h200", "--op", "gelu"], "--op and --doc exclude each other"),
     (["table", "records/h200/20bde01a.json.xz", "records/h200/95806cbf.json.xz"], "give one run record"),
     (["table", "--doc", "nosuchmachine"], "no run record under records/nosuchmachine/"),
+    # the record has 8 timed matmul cases: "no timed case of a memory-bound op matmul" misled
+    (["table", str(PROJECT_ROOT / "records/h200/178ab4e8.json.xz"), "--op", "matmul"],
+     "matmul is compute-bound: the table shows memory-bound ops only, as % of the copy ceiling "
+     "(gelu, softmax, rmsnorm in this record); matmul's TFLOP/s and % of the matrix peak are in "
+     "make bench's summary and plots/<machine>/matmul-tflops.png (make plots)"),
+    (["table", str(PROJECT_ROOT / "records/h200/178ab4e8.json.xz"), "--op", "gleu"],
+     "178ab4e8.json.xz: no case of 'gleu' (the record has gelu, softmax, rmsnorm, matmul)"),
 ])
 def test_table_doc_refuses_bad_input_in_one_line(argv, message, capsys):
     from fusebench.commands import main

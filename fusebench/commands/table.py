@@ -8,7 +8,7 @@ Prints, per memory-bound op of the record (or ``--op``), the Markdown table that
 at the end of its summary and the site's Runs tab shows (``fusebench.report.summary.ceiling_table``).
 ``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;
 ``fusebench.report.resultsdoc``). Exit status 0; 2 on bad input (no record, an unreadable one, an op
-the record has no timed case of).
+the record has no timed case of, a compute-bound op: matmul is in ``fusebench plots``' tflops chart).
 """
 
 from __future__ import annotations
@@ -46,12 +46,27 @@ def run(args: argparse.Namespace) -> int:
         path = max((p for _, p in stored), key=lambda p: p.stat().st_mtime)
     sweep = runrecord.read(path, named=False)  # checked as collect checks it: one line if refused
     ops = [args.op] if args.op else list(dict.fromkeys(r.op for r in sweep.records))
+    if args.op:
+        _check_op(path, sweep, args.op)
     tables = [t for op in ops if (t := summary.ceiling_table(sweep, op)) is not None]
     if not tables:
         raise UsageError(f"{path}: no timed case of a memory-bound op {', '.join(ops)}")
     print("\n\n".join("\n".join([t.title, "", *t.markdown()]) for t in tables))
     return 0
 
+
+def _check_op(path: Path, sweep, op: str) -> None:
+    """Refuse ``--op`` in one line where the table cannot show it: an op the record has no case of,
+    or a compute-bound one (its figures are % of the matrix peak, not of the copy ceiling)."""
+    have = list(dict.fromkeys(r.op for r in sweep.records))
+    if op not in have:
+        raise UsageError(f"{path}: no case of {op!r} (the record has {', '.join(have) or 'none'})")
+    if any(r.op == op and r.roofline == "compute" for r in sweep.records):
+        memory = [o for o in have if all(r.roofline == "memory" for r in sweep.records if r.op == o)]
+        raise UsageError(f"{op} is compute-bound: the table shows memory-bound ops only, as % of the "
+                         f"copy ceiling ({', '.join(memory) or 'none'} in this record); {op}'s TFLOP/s and "
+                         f"% of the matrix peak are in make bench's summary and "
+                         f"plots/<machine>/{op}-tflops.png (make plots)")
 
 
 def _doc(args: argparse.Namespace) -> int:
