@@ -18,6 +18,7 @@ import re
 from pathlib import Path
 
 from fusebench.errors import UsageError
+from fusebench.machine import is_cpu as machine_is_cpu
 from fusebench.paths import PROJECT_ROOT
 from fusebench.report import resultsdoc, summary
 from fusebench.storage import runrecord
@@ -81,5 +82,7 @@ def _doc(args: argparse.Namespace) -> int:
         raise UsageError(f"{target} is a symbolic link: refusing to write through it")
     resultsdoc.write(target, resultsdoc.render(machine, paths))
     shown = target.relative_to(PROJECT_ROOT) if target.is_relative_to(PROJECT_ROOT) else target
-    print(f"table: wrote {shown}")
+    # a CPU machine's page is ignored by git as its results are (.gitignore, README.md)
+    kept = "; a CPU's host-clock figures: ignored by git, not kept" if machine_is_cpu(machine) else ""
+    print(f"table: wrote {shown}{kept}")
     return 0
