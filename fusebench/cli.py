@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import argparse
+import math
 import sys
 from pathlib import Path
 from typing import Callable
@@ -59,12 +61,48 @@ def add_config(ap) -> None:
                     help="the case file (default: fusebench.yaml at the repository root)")
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 1 (argparse turns the ValueError into a one-line usage error)."""
-    value = int(text)
-    if value < 1:
-        raise ValueError(text)
-    return value
+# The argparse types of the commands' numeric options. Each refuses a bad value with argparse's
+# ArgumentTypeError, so the usage error names the option and the valid range
+# (`argument --rounds: give a whole number from 1 to 100, not '0'`), never the type's function
+# (a ValueError read `invalid rounds_arg value: '0'`); tests/test_cli.py checks every option.
+
+
+def whole_number(low: int, high: int | None = None) -> Callable[[str], int]:
+    """argparse type: a whole number from ``low`` (to ``high``, when given)."""
+    want = f"from {low} to {high}" if high is not None else f">= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"give a whole number {want}, not {text!r}")
+        return value
+
+    return parse
+
+
+def number(low: float, high: float | None = None, above: bool = False) -> Callable[[str], float]:
+    """argparse type: a finite number from ``low`` (to ``high``, when given); ``above``: greater
+    than ``low``."""
+    want = f"from {low:g} to {high:g}" if high is not None else f"{'>' if above else '>='} {low:g}"
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and (value > low if above else value >= low)
+                and (high is None or value <= high)):
+            raise argparse.ArgumentTypeError(f"give a number {want}, not {text!r}")
+        return value
+
+    return parse
+
+
+#: argparse type: a whole number >= 1.
+positive_int = whole_number(1)
 
 
 def duration(seconds: float) -> str:

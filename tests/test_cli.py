@@ -1,7 +1,9 @@
 """Bad input: one line on stderr naming the valid values, exit status 2, never a traceback."""
 
+import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -96,3 +98,75 @@ def test_a_duration_is_rounded_before_it_is_split_into_minutes():
 
     assert [duration(s) for s in (0.4, 45, 59.6, 125.2, 179.6, 3600)] == [
         "0 s", "45 s", "1 min 0 s", "2 min 5 s", "3 min 0 s", "60 min 0 s"]
+
+
+# --- numeric options: argparse's error names the option and the valid range -------------------
+
+
+def _usage_error(capsys, *argv: str) -> tuple[int, str]:
+    from fusebench.commands import main
+
+    with pytest.raises(SystemExit) as end:
+        main(list(argv))
+    return end.value.code, capsys.readouterr().err
+
+
+def _typed_options():
+    """``(argv prefix, option)`` of every option of every command with a type of its own (not a
+    path or text), subcommands' too (``nsys capture``)."""
+    import argparse
+
+    from fusebench.commands import COMMANDS, parser
+
+    def walk(ap, prefix):
+        for action in ap._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from walk(sub, [*prefix, name])
+            elif action.type not in (None, str, Path) and action.option_strings and not action.choices:
+                yield prefix, action.option_strings[-1]
+
+    for command in COMMANDS:
+        commands = parser(command)._subparsers._group_actions[0].choices
+        yield from walk(commands[command], [command])
+
+
+def test_every_numeric_option_names_its_range_not_a_python_function(capsys):
+    """``bench --rounds 0`` said ``invalid rounds_arg value: '0'``: the name of a function and no
+    valid range. Every typed option of every command now says what it takes, in one line, exit 2."""
+    options = list(_typed_options())
+    assert [" ".join([*p, o]) for p, o in options] == [  # the walk finds them all
+        "bench --rounds", "ab --factor", "ab --target", "ab --min-pairs", "ab --max-pairs", "ab --time-cap",
+        "ab --process-rounds", "bisect --rounds", "bisect --max-rounds", "preview --port",
+        "nsys capture --calls", "nsys plan --calls", "nsys check --calls", "nsys run --calls",
+        "trace --calls", "profile --calls", "pitfalls --n", "pitfalls --launches", "pitfalls --rounds",
+        "tune --budget"]
+    pattern = re.compile(r"argument (--[a-z-]+): give a (whole )?number (>=? -?[0-9.]+|from [0-9.]+ to "
+                         r"[0-9.]+), not '(abc|-99999999)'\n")
+    for prefix, option in options:
+        for bad in ("abc", "-99999999"):
+            code, err = _usage_error(capsys, *prefix, f"{option}={bad}")
+            found = pattern.fullmatch(err.partition(": error: ")[2])
+            assert code == 2 and found and found.group(1) == option, (prefix, option, err)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["bench", "--rounds", "0"],
+     "bench: error: argument --rounds: give a whole number from 1 to 100, not '0'"),
+    (["bench", "--rounds=-1"],
+     "bench: error: argument --rounds: give a whole number from 1 to 100, not '-1'"),
+    (["bench", "--rounds", "1.5"],
+     "bench: error: argument --rounds: give a whole number from 1 to 100, not '1.5'"),
+    (["bench", "--rounds", "abc"],
+     "bench: error: argument --rounds: give a whole number from 1 to 100, not 'abc'"),
+    (["preview", "--port", "99999"],
+     "preview: error: argument --port: give a whole number from 0 to 65535, not '99999'"),
+    (["ab", "--min-pairs", "1"], "ab: error: argument --min-pairs: give a whole number >= 2, not '1'"),
+    (["ab", "--factor", "nan"], "ab: error: argument --factor: give a number from 1 to 2, not 'nan'"),
+    (["tune", "triton", "--budget", "0"], "tune: error: argument --budget: give a number > 0, not '0'"),
+    (["nsys", "capture", "--op", "gelu", "--calls", "0"],
+     "nsys: error: argument --calls: give a whole number >= 1, not '0'"),
+])
+def test_a_bad_number_is_one_line_with_the_valid_range(capsys, argv, message):
+    code, err = _usage_error(capsys, *argv)
+    assert code == 2 and err == message + "\n"

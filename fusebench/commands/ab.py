@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import shlex
 import sys
@@ -47,7 +46,7 @@ import time
 from pathlib import Path
 
 from fusebench.atomic import json_ready, write_atomic
-from fusebench.cli import positive_int
+from fusebench.cli import number, positive_int, whole_number
 from fusebench.errors import UsageError
 from fusebench.paths import PROJECT_ROOT
 
@@ -55,29 +54,6 @@ DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
 DEFAULT_SCRATCH = PROJECT_ROOT / ".asv" / "ab"
 #: The largest stored session ``--from`` reads (a full grid of 16 pairs is about 10 MB).
 MAX_SESSION_BYTES = 256 * 1024 * 1024
-
-
-def _count(text: str) -> int:
-    """A whole number >= 0 (argparse type)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"not a whole number >= 0: {text!r}")
-    return value
-
-
-def _number(low: float, high: float, what: str):
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            value = math.nan
-        if not low <= value <= high:
-            raise argparse.ArgumentTypeError(f"{what}: give a number from {low:g} to {high:g}, not {text!r}")
-        return value
-    return parse
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -93,18 +69,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--backends", help="comma-separated backends to keep")
     ap.add_argument("--dtypes", help="comma-separated dtypes to keep")
     ap.add_argument("--shapes", help="comma-separated shape labels to keep, e.g. 4096x4096,1x1048576")
-    ap.add_argument("--factor", type=_number(1.0, 2.0, "--factor"),
+    ap.add_argument("--factor", type=number(1.0, 2.0),
                     help=f"the margin: a regression is a ratio surely above it (default {ab.FACTOR})")
-    ap.add_argument("--target", type=_number(1.0, 2.0, "--target"), default=ab.TARGET,
+    ap.add_argument("--target", type=number(1.0, 2.0), default=ab.TARGET,
                     help=f"a case stops once it can see this slowdown on every metric (default {ab.TARGET})")
-    ap.add_argument("--min-pairs", type=positive_int, default=ab.MIN_PAIRS,
+    ap.add_argument("--min-pairs", type=whole_number(2), default=ab.MIN_PAIRS,
                     help=f"rounds every case gets (default {ab.MIN_PAIRS}, at least 2)")
     ap.add_argument("--max-pairs", type=positive_int, default=ab.MAX_PAIRS,
                     help=f"rounds a case gets at most (default {ab.MAX_PAIRS})")
-    ap.add_argument("--time-cap", type=_number(1.0, 86400.0, "--time-cap"), default=ab.TIME_CAP_S,
+    ap.add_argument("--time-cap", type=number(1.0, 86400.0), default=ab.TIME_CAP_S,
                     help=f"seconds of rounds, then every open case is judged on what it has "
                          f"(default {ab.TIME_CAP_S:.0f})")
-    ap.add_argument("--process-rounds", type=_count, default=ab.PROCESS_ROUNDS,
+    ap.add_argument("--process-rounds", type=whole_number(0), default=ab.PROCESS_ROUNDS,
                     help=f"rounds per pair of processes, then fresh ones (default {ab.PROCESS_ROUNDS}; "
                          "0: one process per side for the session)")
     ap.add_argument("--format", choices=("text", "markdown", "json"), default="text",

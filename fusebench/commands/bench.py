@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 from fusebench import config
 from fusebench.asv import store
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
-from fusebench.cli import add_config, duration, positive_int
+from fusebench.cli import add_config, duration, whole_number
 from fusebench.errors import UsageError
 from fusebench.ops import configured
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
@@ -217,14 +217,6 @@ def plan_line(planned, grid: str) -> str:
             + (f", {sum(skipped.values())} skipped ({reasons})" if skipped else ""))
 
 
-def rounds_arg(text: str) -> int:
-    """``--rounds``: an integer from 1 to ``config.MAX_ROUNDS`` (argparse's one-line error)."""
-    value = positive_int(text)
-    if value > config.MAX_ROUNDS:
-        raise ValueError(text)
-    return value
-
-
 def device_memory(dev: torch.device) -> tuple[int, str]:
     """The bytes a run on ``dev`` can hold, and what they are: the GPU's memory, else the host's
     RAM (0 where unknown)."""
@@ -240,7 +232,7 @@ def device_memory(dev: torch.device) -> tuple[int, str]:
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench bench``."""
     add_selection(ap)
-    ap.add_argument("--rounds", type=rounds_arg,
+    ap.add_argument("--rounds", type=whole_number(1, config.MAX_ROUNDS),
                     help=f"interleaved rounds per case (default: the case file's settings.rounds, "
                          f"{config.DEFAULT_ROUNDS} unless set; at most {config.MAX_ROUNDS}); noise: their "
                          "spread")

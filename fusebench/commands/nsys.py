@@ -36,7 +36,7 @@ from pathlib import Path
 
 from fusebench import config as case_file
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
-from fusebench.cli import add_config
+from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
 from fusebench.nsys import stats_csv, tool
 from fusebench.nsys.plan import CALLS, select
@@ -63,7 +63,7 @@ def _selection(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
     ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(ELEMENT_SIZE)} (the op's)")
-    ap.add_argument("--calls", type=int, default=CALLS, help=f"calls per range (default {CALLS})")
+    ap.add_argument("--calls", type=positive_int, default=CALLS, help=f"calls per range (default {CALLS})")
     add_config(ap)
 
 

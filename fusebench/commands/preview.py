@@ -14,13 +14,15 @@ import http.server
 import sys
 from pathlib import Path
 
+from fusebench.cli import whole_number
 from fusebench.errors import UsageError
 from fusebench.paths import PROJECT_ROOT
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench preview``."""
-    ap.add_argument("--port", type=int, default=8080, help="port on 127.0.0.1 (default 8080)")
+    ap.add_argument("--port", type=whole_number(0, 65535), default=8080,
+                    help="port on 127.0.0.1 (default 8080)")
     ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html",
                     help="the site's folder (default html/)")
 

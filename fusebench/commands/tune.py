@@ -26,7 +26,7 @@ import time
 from typing import TYPE_CHECKING, Callable
 
 from fusebench.axes import BACKENDS, PLAIN_DTYPES, shape_label
-from fusebench.cli import add_config, pick
+from fusebench.cli import add_config, number, pick
 from fusebench.errors import SkipCase, UsageError
 from fusebench.ops import configured
 
@@ -127,7 +127,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--shapes", help="comma-separated shapes (e.g. 65536x128,16777216); default all")
     ap.add_argument("--only", default="", help="run only cases whose label (op shape dtype) contains this")
     ap.add_argument("--variants", help="comma-separated label prefixes to time (e.g. auto,tma,quack)")
-    ap.add_argument("--budget", type=float,
+    ap.add_argument("--budget", type=number(0, above=True),
                     help="seconds of timed repeats per config (default: the space's, 0.03 to 0.05)")
     add_config(ap)
 
