@@ -61,6 +61,15 @@ def add_config(ap) -> None:
                     help="the case file (default: fusebench.yaml at the repository root)")
 
 
+def command(*args: str) -> str:
+    """``<this Python> -m fusebench ARGS``, each word quoted for a shell: how a message suggests a
+    fusebench command, so that it runs as printed (this interpreter has fusebench and its
+    dependencies; a bare ``fusebench`` may not be on PATH)."""
+    import shlex
+
+    return shlex.join([sys.executable, "-m", "fusebench", *map(str, args)])
+
+
 # The argparse types of the commands' numeric options. Each refuses a bad value with argparse's
 # ArgumentTypeError, so the usage error names the option and the valid range
 # (`argument --rounds: give a whole number from 1 to 100, not '0'`), never the type's function

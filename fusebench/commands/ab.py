@@ -46,7 +46,7 @@ import time
 from pathlib import Path
 
 from fusebench.atomic import json_ready, write_atomic
-from fusebench.cli import number, positive_int, whole_number
+from fusebench.cli import command, number, positive_int, whole_number
 from fusebench.errors import UsageError
 from fusebench.paths import PROJECT_ROOT
 
@@ -315,7 +315,7 @@ def run(args: argparse.Namespace) -> int:
     data = dict(out.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap)
     write_atomic(session / "ab.json", json.dumps(json_ready(data)))
     text, lines, code = verdict(out, args.format, measurer.machine, [], snap)
-    again = f"{shlex.quote(sys.executable)} -m fusebench ab --from {shlex.quote(str(session / 'ab.json'))}"
+    again = command("ab", "--from", session / "ab.json")
     lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge it again: {again})")
     return _finish(args, text, lines, code)
 

@@ -43,6 +43,7 @@ from fusebench import config
 from fusebench.asv import store
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, duration, whole_number
+from fusebench.commands.preview import DEFAULT_HTML, serves
 from fusebench.errors import UsageError
 from fusebench.ops import configured
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
@@ -241,7 +242,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
     ap.add_argument("--csv", type=Path, metavar="FILE", help="also write this run's cases as CSV")
     ap.add_argument("--results", type=Path, help="asv results folder (default results/)")
-    ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html", help="where the site goes")
+    ap.add_argument("--html", type=Path, default=DEFAULT_HTML, help="where the site goes")
     ap.add_argument("--plots", type=Path, default=PROJECT_ROOT / "plots", help="where plots go")
     ap.add_argument("--no-publish", action="store_true", help="store only: no site, no plots")
     ap.add_argument("--dirty", action="store_true", help="measure a tree whose measured files differ "
@@ -360,7 +361,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
             print("bench: publishing the site failed (the reason is above); the results are stored",
                   file=sys.stderr)
             return 1
-        print(f"bench: site published in {args.html}/ (make preview serves it)", file=sys.stderr)
+        print(f"bench: site published in {args.html}/ ({serves(args.html)} serves it)", file=sys.stderr)
         # the site's PNGs of the same ops (the default case file's) are the repo's: copied, not drawn again
         written = plots.write_plots(results, args.plots, list(configured(args.config).values()), stored,
                                     reader=results_reader(results),

@@ -14,16 +14,28 @@ import http.server
 import sys
 from pathlib import Path
 
-from fusebench.cli import whole_number
+from fusebench.cli import command, whole_number
 from fusebench.errors import UsageError
 from fusebench.paths import PROJECT_ROOT
+
+#: The site's folder ``make publish`` writes and ``make preview`` serves (the Makefile gives neither
+#: ``--html``).
+DEFAULT_HTML = PROJECT_ROOT / "html"
+
+
+def serves(html: Path) -> str:
+    """The command that serves the site in ``html``, as a message prints it: ``make preview`` for
+    :data:`DEFAULT_HTML`, else ``<python> -m fusebench preview --html DIR`` (``cli.command``)."""
+    if Path(html).resolve() == DEFAULT_HTML.resolve():
+        return "make preview"
+    return command("preview", "--html", html)
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench preview``."""
     ap.add_argument("--port", type=whole_number(0, 65535), default=8080,
-                    help="port on 127.0.0.1 (default 8080)")
-    ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html",
+                    help="port on 127.0.0.1 (default 8080; 0: any free one, printed)")
+    ap.add_argument("--html", type=Path, default=DEFAULT_HTML,
                     help="the site's folder (default html/)")
 
 
@@ -33,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.html}/ has no site; run fusebench publish first")
     handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(args.html))
     with http.server.ThreadingHTTPServer(("127.0.0.1", args.port), handler) as server:
-        print(f"preview: serving {args.html}/ on http://127.0.0.1:{args.port}/ (Ctrl-C stops)",
-              file=sys.stderr)
+        port = server.server_address[1]  # the one bound: --port 0 takes any free port
+        print(f"preview: serving {args.html}/ on http://127.0.0.1:{port}/ (Ctrl-C stops)",
+              file=sys.stderr, flush=True)
         try:
             server.serve_forever()
         except KeyboardInterrupt:

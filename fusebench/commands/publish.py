@@ -16,6 +16,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from fusebench.commands.preview import DEFAULT_HTML, serves
 from fusebench.errors import UsageError
 from fusebench.ops import for_reports
 from fusebench.paths import PROJECT_ROOT
@@ -25,7 +26,7 @@ from fusebench.site import site
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench publish``."""
     ap.add_argument("--results", type=Path, default=PROJECT_ROOT / "results", help="asv results folder")
-    ap.add_argument("--html", type=Path, default=PROJECT_ROOT / "html", help="where the site goes")
+    ap.add_argument("--html", type=Path, default=DEFAULT_HTML, help="where the site goes")
     ap.add_argument("--cdn", action="store_true", help="if npm is unavailable, keep the CDN URLs")
     ap.add_argument("--strict", action="store_true",
                     help="exit 1 when a stored result will not be drawn (commit off main's first parents)")
@@ -39,6 +40,6 @@ def run(args: argparse.Namespace) -> int:
 
     status = site.publish(args.results, args.html, ops, cdn=args.cdn, strict=args.strict)
     if status == 0:
-        print(f"publish: site in {args.html}/ (make preview serves it)", file=sys.stderr)
+        print(f"publish: site in {args.html}/ ({serves(args.html)} serves it)", file=sys.stderr)
     return status
 
