@@ -2,7 +2,9 @@
 (``make preview`` serves only html/), and ``fusebench preview`` serves it."""
 
 import json
+import re
 import shlex
+import socket
 import subprocess
 import sys
 import urllib.request
@@ -40,8 +42,8 @@ def test_publish_elsewhere_names_the_preview_of_that_folder_and_it_serves_it(tmp
     err = _publish(tmp_path, monkeypatch, capsys, "--html", str(site))
     command = f"{shlex.quote(sys.executable)} -m fusebench preview --html '{site}'"
     assert err[-1] == f"publish: site in {site}/ ({command} serves it)"
-    # run as printed, from another folder (--port 0: any free port; 8080 may be taken here)
-    server = subprocess.Popen([*shlex.split(command), "--port", "0"], cwd=tmp_path, text=True,
+    # run as printed, from where publish ran (--port 0: any free port; 8080 may be taken here)
+    server = subprocess.Popen([*shlex.split(command), "--port", "0"], cwd=PROJECT_ROOT, text=True,
                               stderr=subprocess.PIPE)
     try:
         line = server.stderr.readline()
@@ -61,3 +63,54 @@ def test_publish_into_html_names_make_preview(tmp_path, monkeypatch, capsys):
     assert serves(PROJECT_ROOT / "html") == "make preview"
     assert serves(tmp_path / ".." / tmp_path.name / "html") == (
         f"{shlex.quote(sys.executable)} -m fusebench preview --html {tmp_path}/../{tmp_path.name}/html")
+
+
+def _site(folder):
+    folder.mkdir(parents=True)
+    (folder / "index.json").write_text(json.dumps({"project": "fusebench"}))
+    return folder
+
+
+def _serve_printed(command: str, cwd) -> str:
+    """Run ``command`` as printed until it says it serves; the address it printed."""
+    server = subprocess.Popen(shlex.split(command), cwd=cwd, text=True, stderr=subprocess.PIPE)
+    try:
+        line = server.stderr.readline()
+        assert line.startswith("preview: serving "), line
+        return line.split(" on ")[1].split(" ")[0]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def test_a_port_in_use_is_one_line_exit_2_with_a_command_that_serves(tmp_path, capsys):
+    site = _site(tmp_path / "site")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as end:
+            main(["preview", "--port", str(port), "--html", str(site)])
+        command = f"{shlex.quote(sys.executable)} -m fusebench preview --html {site} --port 0"
+        assert end.value.code == 2
+        assert capsys.readouterr().err == (f"preview: error: port {port} of 127.0.0.1 is in use; give "
+                                           f"another, or 0 for any free one: {command}\n")
+        address = _serve_printed(command, PROJECT_ROOT)
+    assert re.fullmatch(r"http://127\.0\.0\.1:[0-9]+/", address) and address != f"http://127.0.0.1:{port}/"
+    assert serves(DEFAULT_HTML, 0) == "make preview PORT=0"
+
+
+@pytest.mark.parametrize("port", ["99999", "-1", "80.5"])
+def test_a_port_outside_its_range_is_refused_before_anything_binds(tmp_path, capsys, port):
+    with pytest.raises(SystemExit) as end:
+        main(["preview", f"--port={port}", "--html", str(_site(tmp_path / "site"))])
+    assert end.value.code == 2 and capsys.readouterr().err == (
+        f"preview: error: argument --port: give a whole number from 0 to 65535, not '{port}'\n")
+
+
+def test_a_folder_without_a_site_names_the_publish_that_makes_it(tmp_path, capsys):
+    with pytest.raises(SystemExit) as end:
+        main(["preview", "--html", str(tmp_path / "none")])
+    assert end.value.code == 2 and capsys.readouterr().err == (
+        f"preview: error: {tmp_path}/none/ has no site; run {shlex.quote(sys.executable)} -m fusebench "
+        f"publish --html {tmp_path}/none first\n")
