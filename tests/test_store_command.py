@@ -116,8 +116,10 @@ def test_a_symlink_a_missing_file_and_a_file_outside_records_are_one_line(checko
     code, err = _run(capsys, link)
     assert code == 2 and err == [f"store: error: refused: {link}: a symlink; files from another host must "
                                  "be regular files"]
-    code, err = _run(capsys, checkout / "records" / "h200" / "ffffffff.json.xz")
-    assert code == 2 and len(err) == 1 and "cannot open: No such file" in err[0]
+    missing = checkout / "records" / "h200" / "ffffffff.json.xz"
+    code, err = _run(capsys, missing)
+    assert code == 2 and err == [f"store: error: {missing}: no such file; give a run record, "
+                                 "records/<machine>/<sha8>.json.xz"]
     elsewhere = tmp_path / "loose" / "h200" / f"{SHA8}.json.xz"
     elsewhere.parent.mkdir(parents=True)
     shutil.copyfile(record, elsewhere)
@@ -126,6 +128,40 @@ def test_a_symlink_a_missing_file_and_a_file_outside_records_are_one_line(checko
                                  "(records/<machine>/<sha8>.json.xz); give --results DIR"]
     code, err = _run(capsys, elsewhere, "--results", checkout / "other-results")
     assert code == 0 and (checkout / "other-results" / "h200" / f"{SHA8}-existing-py3.12.json").is_file()
+
+
+EXPECTED = "give a run record, records/<machine>/<sha8>.json.xz"
+
+
+def test_a_missing_file_outside_records_says_it_is_missing_first(checkout, capsys, tmp_path):
+    """``store /nonexistent.json.xz`` said to give --results DIR, then 'cannot open' once given."""
+    missing = tmp_path / "nonexistent.json.xz"
+    for more in ([], ["--results", checkout / "other-results"]):
+        code, err = _run(capsys, missing, *more)
+        assert code == 2 and err == [f"store: error: {missing}: no such file; {EXPECTED}"]
+    assert not (checkout / "other-results").exists()
+
+
+def test_a_file_that_is_no_run_record_or_in_no_machines_folder_says_so(checkout, capsys, tmp_path):
+    """``store README.md --results DIR`` said 'refused: .: not a machine name'."""
+    results = checkout / "other-results"
+    readme = tmp_path / "README.md"
+    readme.write_text("# fusebench\n")
+    for more in ([], ["--results", results]):  # not first 'give --results DIR' outside records/
+        code, err = _run(capsys, readme, *more)
+        assert code == 2 and err == [f"store: error: refused: {readme}: not a run record (not valid JSON: "
+                                     f"Expecting value: line 1 column 1 (char 0)); {EXPECTED}"]
+    other = checkout / "results" / "benchmarks.json"
+    code, err = _run(capsys, other, "--results", results)
+    assert code == 2 and err == [f"store: error: refused: {other}: not a run record (JSON without a "
+                                 f"record's format_version, environment and records); {EXPECTED}"]
+    loose = tmp_path / "my records" / f"{SHA8}.json.xz"
+    loose.parent.mkdir()
+    shutil.copyfile(checkout / "records" / "h200" / f"{SHA8}.json.xz", loose)
+    code, err = _run(capsys, loose, "--results", results)
+    assert code == 2 and err == [f"store: error: refused: {loose}: not in a machine's folder ('my records' "
+                                 "is not a machine name: letters, digits, '.', '_', '-'); " + EXPECTED]
+    assert not results.exists()
 
 
 def test_a_results_folder_in_use_is_refused(checkout, capsys):

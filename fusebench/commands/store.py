@@ -16,14 +16,17 @@ Every record is checked as a file from another host before anything is written
 (``fusebench/storage/untrusted.py``: a regular file, not a symlink, under its size cap, the
 record's schema, its machine fields plain text, every figure a finite number or null). The
 files are stored in one transaction under the results folder's lock: a refused record, or a
-killed store, leaves the stored files as they were. Exit status: 0 stored, 2 bad input (no such
-file, a refused record, a results folder in use).
+killed store, leaves the stored files as they were. What is wrong with a file is said first (no
+such file, not a run record), then where it is (not in a machine's folder, not in a records
+folder). Exit status: 0 stored, 2 bad input (no such file, a refused record, a results folder in
+use).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -58,6 +61,10 @@ def results_for(record: Path) -> Path:
                      "--results DIR")
 
 
+#: What ``fusebench store`` takes, as its refusals say it.
+EXPECTED = "give a run record, records/<machine>/<sha8>.json.xz"
+
+
 def checked(path: Path):
     """The run record at ``path``, checked as untrusted input (module doc), as a
     :class:`~fusebench.record.Sweep` with its machine (the folder's name).
@@ -68,13 +75,21 @@ def checked(path: Path):
     from fusebench.record import Record, Sweep
     from fusebench.storage import untrusted
 
-    machine = path.parent.name
+    machine = path.absolute().parent.name
     try:
-        raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])  # a missing file says so first
-        if untrusted.MACHINE.fullmatch(machine) is None:
-            raise untrusted.Refused(path.parent, "not a machine name (letters, digits, '.', '_', '-')")
-        data = untrusted.parse(path, untrusted.record_json(path, raw))
+        # what is wrong with the file itself first (missing, not a run record), then where it is
+        raw = untrusted.read_bytes(path, untrusted.MAX_BYTES["record"])
+        try:
+            data = untrusted.parse(path, untrusted.record_json(path, raw))
+        except untrusted.Refused as exc:
+            raise untrusted.Refused(path, f"not a run record ({exc.why}); {EXPECTED}") from None
+        if not (isinstance(data, dict) and {"format_version", "environment", "records"} <= data.keys()):
+            raise untrusted.Refused(path, "not a run record (JSON without a record's format_version, "
+                                          f"environment and records); {EXPECTED}")
         untrusted.check_record(path, data, machine)
+        if untrusted.MACHINE.fullmatch(machine) is None:
+            raise untrusted.Refused(path, f"not in a machine's folder ({machine!r} is not a machine name: "
+                                          f"letters, digits, '.', '_', '-'); {EXPECTED}")
         untrusted.check_record_figures(path, data)
     except untrusted.Refused as exc:
         raise UsageError(f"refused: {exc}") from None
@@ -105,7 +120,14 @@ def run(args: argparse.Namespace) -> int:
 
     todo: dict[Path, list[Path]] = {}
     for path in args.records:
-        todo.setdefault(args.results or results_for(path), []).append(path)
+        if not os.path.lexists(path):  # before where it would be stored (a symlink: refused later)
+            raise UsageError(f"{path}: no such file; {EXPECTED}")
+        try:
+            results = args.results or results_for(path)
+        except UsageError:
+            checked(path)  # a file that is no run record says so before where it would go
+            raise
+        todo.setdefault(results, []).append(path)
     for results, paths in todo.items():
         with transaction.locked(results, "store", (runrecord.records_dir(results),)):
             # read under the lock, after an interrupted store is finished: never a record that a
