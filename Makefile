@@ -289,8 +289,8 @@ bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<
 	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32; on a host without a GPU: make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32 METRIC=wall_time)" >&2; exit 2; }
 	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
 
-plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/
-	$(FUSEBENCH) plots
+plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/ [MACHINE=<name>[,...]]
+	$(FUSEBENCH) plots$(if $(MACHINE), --machines $(MACHINE))
 
 # ---- reports: the lecture's experiments, stored with their environment in reports/<machine>/ ----
 # (pitfalls: the two timing mistakes; profile: torch.profiler per backend; mlp: training-step scaling.

@@ -1,5 +1,11 @@
 """Plots from the committed H200 results and from synthetic ones."""
 
+import json
+import os
+import shlex
+import subprocess
+import sys
+
 import pytest
 from asvfiles import main_commits, write_result
 from committed import committed_folder
@@ -358,3 +364,27 @@ def test_a_speedup_chart_is_left_out_only_with_a_reason(tmp_path):
     assert plots.no_speedup_reason(run, OPS["gelu"]) == \
         "eager, the baseline of a speedup, was not measured at 16384x16384"
     assert plots.speedup_figure(run, OPS["gelu"]) is None
+
+
+def _make_n_plots(*args: str) -> str:
+    out = subprocess.run(["make", "--no-print-directory", "-n", "plots", f"PYTHON={sys.executable}", "DEPS=",
+                          *args], cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120,
+                         env={k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MAKELEVEL")})
+    assert out.returncode == 0, out.stderr
+    return out.stdout.strip()
+
+
+def test_make_plots_passes_machine_and_an_unknown_one_is_one_line_naming_those_stored(tmp_path):
+    """``make plots MACHINE=nosuch`` drew every machine, exit 0: MACHINE did not reach the command."""
+    assert _make_n_plots() == f"{sys.executable} -m fusebench plots"
+    line = _make_n_plots("MACHINE=nosuch")
+    assert line == f"{sys.executable} -m fusebench plots --machines nosuch"
+    stored = tmp_path / "results"
+    for machine in ("h200", "cpu-x86_64"):
+        (stored / machine).mkdir(parents=True)
+        (stored / machine / "machine.json").write_text(json.dumps({"machine": machine, "version": 1}))
+    out = subprocess.run([*shlex.split(line), "--results", str(stored), "--out", str(tmp_path / "plots")],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr == "plots: error: unknown machine 'nosuch'; valid machines: cpu-x86_64, h200\n"
+    assert not (tmp_path / "plots").exists()
