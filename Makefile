@@ -230,6 +230,8 @@ trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range na
 # be drawn (its commit off main's first-parent line). BASE_RESULTS / HEAD_RESULTS: the results
 # folders of each side (default results/): the A/A check of a one-GPU and a GPUS=all run of one
 # commit is make compare BASE=HEAD HEAD_RESULTS=<the second run's RESULTS>.
+# Revisions (BASE, HEAD; bisect's GOOD, BAD and CASE) reach the command as --base=REV (bisect's
+# after --): one starting with '-' is refused as an unknown revision, never read as an option.
 
 PORT          ?= 8080
 BASE          ?=
@@ -252,7 +254,7 @@ preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make pu
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=<name>, default this host] [HEAD_RESULTS=dir] [FORMAT=json|markdown]
 	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.storage.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
-	$(if $(FORMAT),@)$(FUSEBENCH) compare --base $(BASE) --head $(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
+	$(if $(FORMAT),@)$(FUSEBENCH) compare --base=$(BASE) --head=$(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
 
 # ab: did a change make it slower? BASE and HEAD (default: the checkout, with its uncommitted
 # changes) measured side by side on this GPU, each by its own code in its own worktree and
@@ -262,13 +264,13 @@ compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTO
 # nothing judged.
 ALL           ?=
 AB_OUT        ?=
-AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head $(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))
+AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head=$(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))
 
 .PHONY: ab
 
 ab: $(DEPS) ## did my change make it slower? make ab BASE=<rev> [HEAD=<rev>] [ALL=1]: both measured side by side on this GPU
 	@test -n "$(BASE)" || { echo "ab: give BASE=<rev> (e.g. make ab BASE=origin/main; HEAD= defaults to the checkout)" >&2; exit 2; }
-	$(FUSEBENCH) ab --base $(BASE) --cache '$(BISECT_CACHE)'$(AB_ARGS)
+	$(FUSEBENCH) ab --base=$(BASE) --cache '$(BISECT_CACHE)'$(AB_ARGS)
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its
@@ -287,7 +289,7 @@ BISECT_TREES   = $(or $(realpath $(BISECT_CACHE)),$(abspath $(BISECT_CACHE)))/wo
 
 bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype[,...]
 	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32; on a host without a GPU: make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32 METRIC=wall_time)" >&2; exit 2; }
-	$(FUSEBENCH) bisect $(GOOD) $(BAD) $(foreach c,$(subst $(comma), ,$(CASE)),--case $(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))
+	$(FUSEBENCH) bisect $(foreach c,$(subst $(comma), ,$(CASE)),--case=$(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) -- $(GOOD) $(BAD)
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/ [MACHINE=<name>[,...]]
 	$(FUSEBENCH) plots$(if $(MACHINE), --machines $(MACHINE))

@@ -238,3 +238,25 @@ def test_make_clean_removes_the_bisect_worktrees_it_made_and_no_other(repo, tmp_
     assert not any(f.exists() for f in sessions) and (repo / "results").is_dir()
     listed = git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {other}" in listed and "fusebench/bisect" not in listed
+
+
+DASH = "unknown revision '-x' (a revision never starts with '-')"
+
+
+@pytest.mark.parametrize("args, first_line", [
+    (["compare", "BASE=-x"], f"compare: error: {DASH}"),
+    (["compare", "BASE=HEAD", "HEAD=-x"], f"compare: error: {DASH}"),
+    (["ab", "BASE=-x"], f"ab: error: {DASH}"),
+    (["ab", "BASE=HEAD", "HEAD=-x"], f"ab: error: {DASH}"),
+    (["bisect", "GOOD=-x", "BAD=HEAD", f"CASE={CASE}"], f"bisect: error: {DASH}"),
+    (["bisect", "GOOD=HEAD~1", "BAD=-x", f"CASE={CASE}"], f"bisect: error: {DASH}"),
+    (["bisect", "GOOD=HEAD~1", "BAD=HEAD", "CASE=-x"],
+     "bisect: error: bad case '-x'; give op/backend/shape/dtype, e.g. gelu/triton/16777216/float32"),
+])
+def test_a_revision_starting_with_a_dash_is_the_commands_own_message_through_make(args, first_line, tmp_path):
+    """``make compare BASE=-x`` said 'argument --base: expected one argument' (argparse took -x for an
+    option): the Makefile passes --base=REV, and bisect's GOOD BAD after --."""
+    out = _make("-s", *args, f"BISECT_CACHE={tmp_path / 'cache'}")
+    assert out.returncode == 2
+    assert out.stderr.splitlines()[0] == first_line, out.stderr
+    assert not (tmp_path / "cache").exists()

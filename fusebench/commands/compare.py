@@ -50,7 +50,9 @@ def resolve(rev: str) -> str:
     """
     sha = git.resolve(PROJECT_ROOT, rev)
     if sha is None:
-        raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit)")
+        why = ("a revision never starts with '-'" if rev.startswith("-")
+               else "git rev-parse found no such commit")
+        raise UsageError(f"unknown revision {rev!r} ({why})")
     return sha
 
 

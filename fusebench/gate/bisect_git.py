@@ -44,7 +44,9 @@ def resolve(repo: Path, rev: str) -> str:
     """
     sha = git.resolve(repo, rev)
     if sha is None:
-        raise UsageError(f"unknown revision {rev!r} (git rev-parse found no such commit in {repo})")
+        why = ("a revision never starts with '-'" if rev.startswith("-")
+               else f"git rev-parse found no such commit in {repo}")
+        raise UsageError(f"unknown revision {rev!r} ({why})")
     return sha
 
 
