@@ -135,3 +135,22 @@ def test_ci_runs_the_readme_s_two_commands_then_the_slow_tests():
     assert steps[:3] == ["make bench", "make test", "make test-slow"] and "make image-test" in steps
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert "make test-slow" in readme
+
+
+@pytest.mark.parametrize("argv, folder, said", [
+    (["--quick"], ".asv/quick-results", "`make bench QUICK=1` is a smoke run of a few shapes, kept in "
+     "`.asv/quick-results`"),
+    (["--backends", "eager,torch"], ".asv/partial-results", "A run of some backends, dtypes or shapes "
+     "(or of another `CONFIG=`) is kept in `.asv/partial-results`"),
+    (["--quick", "--backends", "eager,torch"], ".asv/partial-quick-results",
+     "with `QUICK=1` in `.asv/partial-quick-results`"),
+    (["--quick", "--ops", "gelu"], ".asv/quick-results",
+     "a run of some ops (`OP=`) alone goes where a run of every op would"),
+])
+def test_the_readme_names_the_folder_each_run_is_stored_in(argv, folder, said):
+    """A QUICK=1 run of some backends went to .asv/partial-quick-results, which the README did not name."""
+    from fusebench.commands import bench, parser
+
+    args = parser("bench").parse_args(["bench", *argv])
+    assert bench.results_folder(args.quick, bench.selected(args)[-1]) == folder
+    assert said in " ".join((PROJECT_ROOT / "README.md").read_text().split())
