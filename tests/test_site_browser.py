@@ -10,8 +10,10 @@ CDN URLs were not rewritten.
 import functools
 import json
 import os
+import shlex
 import shutil
 import subprocess
+import sys
 import threading
 import urllib.parse
 import urllib.request
@@ -282,3 +284,33 @@ def test_the_benchmark_list_colours_a_change_by_the_metrics_direction(published,
             seen[(metric.better, rise, cls)] += 1
     assert seen[("higher", True, "negative-change")] >= 10  # bandwidth gains, green
     assert seen[("lower", True, "positive-change")] >= 10  # slower device times, red
+
+
+def test_a_site_opened_from_the_file_system_names_the_command_that_serves_its_folder(published, tmp_path):
+    """asv's pages cannot read their data over file://; index.html sends such a reader to
+    error.html, which names the command serving the folder the page is in (quoted for the shell
+    where it needs it), and that command serves it as printed."""
+    spaced = tmp_path / "it's a site"
+    shutil.copytree(published, spaced)
+    quoted = "'" + f"{spaced}/".replace("'", "'\\''") + "'"
+    for folder, shown in ((published, f"{published}/"), (spaced, quoted)):
+        out = subprocess.run(["node", str(PROJECT_ROOT / "site" / "file_check.mjs"),
+                              (folder / "index.html").as_uri()], capture_output=True, text=True,
+                             timeout=120, env=dict(os.environ, CHROMIUM=CHROMIUM))
+        assert out.returncode == 0, out.stderr
+        report = json.loads(out.stdout)
+        assert report == {"url": (folder / "error.html").as_uri(),
+                          "serve": f"python -m fusebench preview --html {shown}"}
+    # as printed, with this interpreter for `python` (any free port: 8080 may be taken here)
+    argv = [sys.executable, *shlex.split(report["serve"])[1:], "--port", "0"]
+    server = subprocess.Popen(argv, cwd=PROJECT_ROOT, text=True, stderr=subprocess.PIPE)
+    try:
+        line = server.stderr.readline()
+        assert line.startswith(f"preview: serving {spaced}/ on http://127.0.0.1:"), line
+        url = line.split(" on ")[1].split(" ")[0]
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        with opener.open(url + "index.html", timeout=30) as page:
+            assert b"error.html" in page.read()  # the file:// check is in the page served
+    finally:
+        server.terminate()
+        server.wait(timeout=30)

@@ -55,6 +55,7 @@ def test_a_page_opened_from_the_file_system_says_how_to_open_it(tmp_path):
     assert site_readable.explain_file_urls(html)
     error = (html / "error.html").read_text()
     assert "active internet connection" not in error and "<code>make preview</code>" in error
+    assert '<code id="fusebench-serve">python -m fusebench preview --html FOLDER</code>' in error
     index = (html / "index.html").read_text()
     head = index.index("<head>") + len("<head>")
     assert index[head:].lstrip().startswith(site_readable.FILE_CHECK)  # before any script of asv

@@ -9,7 +9,7 @@
 * **A page opened from the file system says how to open it.** asv's page reads its data files
   with requests a browser refuses on ``file://``, and it then showed asv's "active internet
   connection" message although the site works offline when served. ``index.html`` now sends a
-  ``file://`` reader to an error page that says ``make preview`` (:func:`explain_file_urls`).
+  ``file://`` reader to an error page that says how to serve it (:func:`explain_file_urls`).
 * **A graph opens with the plot in view, and its legend beside it.** asv draws the legend inside
   the plot, over the lines (eight backends or more on one graph). It now opens hidden; the
   ``legend`` button shows it on its first click (the address then says ``show-legend=true``), in
@@ -28,11 +28,23 @@ from fusebench import tmpdirs
 from fusebench.machine import is_cpu
 
 #: What error.html says instead of asv's "active internet connection" paragraph.
-ERROR_TEXT = """<p>
+ERROR_TEXT = r"""<p>
       Opened from the file system (a <code>file://</code> address)? Browsers do not let this page
       read its data files there. Serve the site and open it over http:
-      <code>make preview</code>, then <a href="http://localhost:8080">http://localhost:8080</a>.
+      <code>make preview</code> in the checkout (a site in its <code>html/</code>), else
+      <code id="fusebench-serve">python -m fusebench preview --html FOLDER</code><span
+      id="fusebench-folder"> (FOLDER: the one this page is in)</span>, then <a href="http://localhost:8080">http://localhost:8080</a>.
     </p>
+    <script>
+      // the folder of this page, quoted for a POSIX shell where it needs it
+      if (window.location.protocol === "file:") {
+        var folder = decodeURIComponent(window.location.pathname).replace(/[^\/]*$/, "");
+        if (!/^[A-Za-z0-9_.\/-]+$/.test(folder)) folder = "'" + folder.replace(/'/g, "'\\''") + "'";
+        document.getElementById("fusebench-serve").textContent =
+          "python -m fusebench preview --html " + folder;
+        document.getElementById("fusebench-folder").textContent = "";
+      }
+    </script>
     <p>
       Served over http and still here: a script did not load. A site published with
       <code>make publish CDN=1</code> loads them from CDNs and needs internet; <code>make publish</code>
