@@ -61,10 +61,22 @@ def test_a_toy_op_is_listed_measured_and_judged_with_one_module_and_one_entry(tm
     (clone / "kernels" / "toy" / "__init__.py").write_text(TOY)
     cases = clone / "fusebench.yaml"
     cases.write_text(cases.read_text().rstrip("\n") + "\n" + ENTRY)
+    suite = _run(clone, "store", "--suite")  # the guide's step 6: results/benchmarks.json
+    assert suite.returncode == 0 and "(5 op(s): gelu, softmax, rmsnorm, matmul, toy)" in suite.stderr, \
+        suite.stderr
     git = ["git", "-C", str(clone), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "add", "-A"], check=True)
     subprocess.run([*git, "commit", "-q", "-m", "a toy op"], check=True)
     subprocess.run([*git, "checkout", "-q", "-B", "main"], check=True)  # asv stores only main's commits
+
+    # the fast tests of the asv suite and of the case file pass on the clone with the toy op; the
+    # torch-free readers wait for its first GPU record (step 8), and say so
+    fast = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "tests/test_config.py", "tests/test_torch_free.py", "-k",
+                           "asv_parameters or benchmarks_json or described or readers_run"],
+                          cwd=clone, capture_output=True, text=True, timeout=600)
+    assert "3 passed, 1 failed" in fast.stdout, fast.stdout[-3000:]
+    assert "Failed: no committed run record holds toy: " in fast.stdout
 
     listed = _run(clone, "list", "--ops", "toy")
     assert listed.returncode == 0, listed.stderr

@@ -203,3 +203,29 @@ def test_asv_publish_builds_the_site_from_the_written_files(tmp_path, capsys):
         drawn[metric] = [sum(v is not None for v in values) for _, values in json.loads(graph.read_text())]
     # a point per commit with GELU's 120 timed cases; energy only in the newer record
     assert drawn == {"track_device_time": [120, 120], "track_energy": [120]}
+
+
+def test_suite_writes_the_committed_benchmarks_json_alone(checkout, capsys, tmp_path):
+    """``store --suite`` (docs/extending.md, after adding an op or a backend): the suite's
+    benchmarks.json from the case file, nothing else; on this tree it is the committed file."""
+    results = checkout / "results"
+    (results / "benchmarks.json").write_text("{}")
+    before = {k: v for k, v in _hashes(results).items() if not k.endswith("benchmarks.json")}
+    code, err = _run(capsys, "--suite", "--results", results)
+    assert code == 0, err
+    assert err == [f"store: {results / 'benchmarks.json'} (4 op(s): gelu, softmax, rmsnorm, matmul)"]
+    committed = (PROJECT_ROOT / "results" / "benchmarks.json").read_bytes()
+    assert (results / "benchmarks.json").read_bytes() == committed
+    assert {k: v for k, v in _hashes(results).items() if not k.endswith("benchmarks.json")} == before
+    # a new folder is made; bad input is one line
+    code, err = _run(capsys, "--suite", "--results", tmp_path / "new")
+    assert code == 0 and (tmp_path / "new" / "benchmarks.json").is_file(), err
+    (tmp_path / "link").symlink_to(results)
+    assert _run(capsys, "--suite", "--results", tmp_path / "link") == (
+        2, [f"store: error: {tmp_path / 'link'}: not a folder (a symbolic link or a file): give another "
+            "--results"])
+    assert _run(capsys, "--suite", checkout / "records" / "h200" / f"{SHA8}.json.xz") == (
+        2, ["store: error: --suite writes benchmarks.json alone: give it no RECORD"])
+    assert _run(capsys) == (
+        2, ["store: error: give a run record, records/<machine>/<sha8>.json.xz (or --suite: benchmarks.json "
+            "alone)"])

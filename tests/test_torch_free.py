@@ -51,13 +51,33 @@ def test_the_axes_agree_with_torch():
         == axes.ELEMENT_SIZE
 
 
-def test_the_ops_described_from_the_records_are_the_registered_ops():
+def test_the_ops_described_from_the_records_are_the_registered_ops(tmp_path):
+    """Every op a committed record holds is described as its package declares it. An op no record
+    holds yet (one just added, docs/extending.md) is refused, and the reports import it instead
+    (``for_reports``, the next test)."""
+    import yaml
+
     from fusebench.ops import configured
     from fusebench.registry import PRECISIONS
-    from fusebench.report.described import describe
+    from fusebench.report.described import NotDescribed, _records, describe
+    from fusebench.storage import runrecord
 
-    described = describe(None, committed_folder("results"))
-    for name, op in configured().items():
+    stored = committed_folder("results")
+    recorded = {r.op for rec in _records(runrecord.records_dir(stored), stored) for r in rec.records}
+    ops = configured()
+    assert {"gelu", "softmax", "rmsnorm", "matmul"} <= recorded
+    config = None
+    if new := [name for name in ops if name not in recorded]:
+        with pytest.raises(NotDescribed, match=f"holds the declared work of ({'|'.join(new)}) "):
+            describe(None, stored)
+        data = yaml.safe_load((PROJECT_ROOT / "fusebench.yaml").read_text())
+        data["ops"] = {name: entry for name, entry in data["ops"].items() if name in recorded}
+        config = tmp_path / "recorded.yaml"
+        config.write_text(yaml.safe_dump(data, sort_keys=False))
+    described = describe(config, stored)
+    for name, op in ops.items():
+        if name not in recorded:
+            continue
         d = described[name]
         assert (d.roofline, d.grids, d.dtypes, d.headline, d.backends) == (
             op.roofline, op.grids, op.dtypes, op.headline, tuple(op.backends))
@@ -101,6 +121,16 @@ def test_this_machine_is_named_without_torch(monkeypatch):
 
 @pytest.mark.slow
 def test_the_readers_run_without_torch_on_the_committed_results(tmp_path):
+    from fusebench.ops import configured
+    from fusebench.report.described import _records
+    from fusebench.storage import runrecord
+
+    stored = committed_folder("results")
+    recorded = {r.op for rec in _records(runrecord.records_dir(stored), stored) for r in rec.records}
+    if new := [name for name in configured() if name not in recorded]:  # an op just added
+        pytest.fail(f"no committed run record holds {', '.join(new)}: the readers describe each op from "
+                    "the records, without torch; store a GPU run of the new op with the commit "
+                    "(docs/extending.md, 'Before you commit')")
     shutil.copytree(committed_folder("results"), tmp_path / "results")
     shutil.copytree(committed_folder("records"), tmp_path / "records")
     res, rec = tmp_path / "results", tmp_path / "records"

@@ -191,8 +191,6 @@ def stage(record, machine: str, commit: str, results_dir: Path, txn: transaction
         UsageError: a stored file of the commit cannot be read, or the commit has no date (not
             in this checkout's history and no stored file of it).
     """
-    from asv.benchmarks import Benchmarks
-    from asv.config import Config
     from asv.machine import Machine
     from asv.results import Results
     from asv.runner import BenchmarkResult
@@ -240,15 +238,33 @@ def stage(record, machine: str, commit: str, results_dir: Path, txn: transaction
         machine_entry = Machine()
         machine_entry.__dict__.update(info)
         machine_entry.save(str(tmp))
-        conf = Config()
-        conf.results_dir, conf.benchmark_dir = str(tmp), str(BENCHMARK_DIR)
-        Benchmarks(conf, defs).save()
+        _save_suite(tmp, defs)
         for rel in (Path(machine) / name, Path(machine) / "machine.json", Path("benchmarks.json")):
             txn.add_bytes(results_dir / rel, (tmp / rel).read_bytes())
             staged.files.append(results_dir / rel)
     for f in staged.carried:
         txn.delete(f)
     return staged
+
+
+def _save_suite(folder: Path, defs: list[dict]) -> None:
+    """asv's ``benchmarks.json`` of the benchmarks ``defs`` (:func:`definitions`), into ``folder``."""
+    from asv.benchmarks import Benchmarks
+    from asv.config import Config
+
+    conf = Config()
+    conf.results_dir, conf.benchmark_dir = str(folder), str(BENCHMARK_DIR)
+    Benchmarks(conf, defs).save()
+
+
+def stage_suite(results_dir: Path, txn: transaction.Transaction, suite_ops) -> Path:
+    """Hand ``txn`` the results folder's ``benchmarks.json`` for the suite of ``suite_ops`` alone
+    (no result file): what every store writes, written after an op or a backend was added, before
+    any run has measured it. Returns its path."""
+    with tmpdirs.scratch("asvsuite") as tmp:
+        _save_suite(tmp, definitions(tuple(suite_ops)))
+        txn.add_bytes(results_dir / "benchmarks.json", (tmp / "benchmarks.json").read_bytes())
+    return results_dir / "benchmarks.json"
 
 
 def _unchanged(result, bench: dict, vals: list) -> bool:

@@ -1,6 +1,7 @@
 """Write the asv results of run records again, from the records (no GPU, no asv run).
 
     fusebench store RECORD [RECORD ...] [--results DIR] [--config FILE]
+    fusebench store --suite [--results DIR] [--config FILE]
 
 Each RECORD is a run record, ``records/<machine>/<sha8>.json.xz`` (or a plain ``<sha8>.json``):
 asv's result file of its commit and machine, the machine's ``machine.json`` and
@@ -11,6 +12,10 @@ names another). A metric added to ``fusebench/metrictable.py`` then appears in
 the stored results of every run whose record has its field; the values of the others do not
 change. The asv suite is the case file's (``--config``, default ``fusebench.yaml``); the
 benchmarks of ops a record does not have are kept as they are stored.
+
+``--suite`` writes the results folder's ``benchmarks.json`` alone (default folder ``results``),
+from the case file: after an op or a backend was added (docs/extending.md), before any run has
+measured it, so that the committed file is the one every later store writes.
 
 Every record is checked as a file from another host before anything is written
 (``fusebench/storage/untrusted.py``: a regular file, not a symlink, under its size cap, the
@@ -32,14 +37,18 @@ from pathlib import Path
 
 from fusebench.cli import add_config
 from fusebench.errors import UsageError
+from fusebench.paths import PROJECT_ROOT
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench store``."""
-    ap.add_argument("records", nargs="+", type=Path, metavar="RECORD",
+    ap.add_argument("records", nargs="*", type=Path, metavar="RECORD",
                     help="run records, records/<machine>/<sha8>.json.xz")
+    ap.add_argument("--suite", action="store_true", help="write only the results folder's "
+                    "benchmarks.json, from the case file (after adding an op or a backend)")
     ap.add_argument("--results", type=Path, metavar="DIR", help="the results folder to write into "
-                    "(default: the one beside the records folder, records -> results)")
+                    "(default: the one beside the records folder, records -> results; with "
+                    "--suite: results)")
     add_config(ap)
 
 
@@ -118,6 +127,12 @@ def run(args: argparse.Namespace) -> int:
     from fusebench.ops import for_reports
     from fusebench.storage import runrecord, transaction, untrusted
 
+    if args.suite:
+        if args.records:
+            raise UsageError("--suite writes benchmarks.json alone: give it no RECORD")
+        return _suite(args.results or PROJECT_ROOT / "results", args.config)
+    if not args.records:
+        raise UsageError(f"{EXPECTED} (or --suite: benchmarks.json alone)")
     todo: dict[Path, list[Path]] = {}
     for path in args.records:
         if not os.path.lexists(path):  # before where it would be stored (a symlink: refused later)
@@ -158,4 +173,26 @@ def run(args: argparse.Namespace) -> int:
                 txn.abort()  # nothing once committed
         for line in lines:
             print(line, file=sys.stderr)
+    return 0
+
+
+def _suite(results: Path, config) -> int:
+    """``fusebench store --suite``: ``benchmarks.json`` of the case file's suite into ``results``."""
+    from fusebench.asv import store
+    from fusebench.ops import for_reports
+    from fusebench.storage import runrecord, transaction
+
+    if results.is_symlink() or (results.exists() and not results.is_dir()):
+        raise UsageError(f"{results}: not a folder (a symbolic link or a file): give another --results")
+    results.mkdir(parents=True, exist_ok=True)
+    with transaction.locked(results, "store", (runrecord.records_dir(results),)):
+        # the suite's classes as a store makes them: described from the records, else imported
+        suite = tuple(for_reports(config, results, complete=False))
+        txn = transaction.Transaction(results)
+        try:
+            path = store.stage_suite(results, txn, suite)
+            txn.commit()
+        finally:
+            txn.abort()  # nothing once committed
+    print(f"store: {path} ({len(suite)} op(s): {', '.join(op.name for op in suite)})", file=sys.stderr)
     return 0
