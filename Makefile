@@ -102,7 +102,7 @@ WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-imag
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
-	@echo "  variables: OP=gelu|softmax|rmsnorm|matmul BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
+	@echo "  variables: OP=<op> (make list: the ops) BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
 	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
