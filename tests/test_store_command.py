@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from committed import committed_folder
 
 from fusebench.commands import main
 from fusebench.paths import PROJECT_ROOT
@@ -229,3 +230,17 @@ def test_suite_writes_the_committed_benchmarks_json_alone(checkout, capsys, tmp_
     assert _run(capsys) == (
         2, ["store: error: give a run record, records/<machine>/<sha8>.json.xz (or --suite: benchmarks.json "
             "alone)"])
+
+
+def test_every_committed_result_is_what_a_store_of_its_record_writes(tmp_path, capsys):
+    """docs/method.md: the committed asv files are written from their records; a store of every
+    committed record leaves each of them, and benchmarks.json, byte for byte as committed (two
+    files written by an older suite were not, until a trial stored them)."""
+    shutil.copytree(committed_folder("results"), tmp_path / "results")
+    shutil.copytree(committed_folder("records"), tmp_path / "records")
+    before = _hashes(tmp_path / "results")
+    records = sorted((tmp_path / "records" / "h200").glob("*.json.xz"))
+    assert len(records) >= 20
+    code, err = _run(capsys, *records)
+    assert code == 0 and len(err) == len(records), err
+    assert _hashes(tmp_path / "results") == before
