@@ -51,6 +51,14 @@ def test_the_axes_agree_with_torch():
         == axes.ELEMENT_SIZE
 
 
+def _recorded_ops(results_dir) -> set[str]:
+    """The ops of which some run record beside ``results_dir`` holds a case."""
+    from fusebench.report.described import _records
+    from fusebench.storage import runrecord
+
+    return {r.op for rec in _records(runrecord.records_dir(results_dir), results_dir) for r in rec.records}
+
+
 def test_the_ops_described_from_the_records_are_the_registered_ops(tmp_path):
     """Every op a committed record holds is described as its package declares it. An op no record
     holds yet (one just added, docs/extending.md) is refused, and the reports import it instead
@@ -59,11 +67,10 @@ def test_the_ops_described_from_the_records_are_the_registered_ops(tmp_path):
 
     from fusebench.ops import configured
     from fusebench.registry import PRECISIONS
-    from fusebench.report.described import NotDescribed, _records, describe
-    from fusebench.storage import runrecord
+    from fusebench.report.described import NotDescribed, describe
 
     stored = committed_folder("results")
-    recorded = {r.op for rec in _records(runrecord.records_dir(stored), stored) for r in rec.records}
+    recorded = _recorded_ops(stored)
     ops = configured()
     assert {"gelu", "softmax", "rmsnorm", "matmul"} <= recorded
     config = None
@@ -122,11 +129,9 @@ def test_this_machine_is_named_without_torch(monkeypatch):
 @pytest.mark.slow
 def test_the_readers_run_without_torch_on_the_committed_results(tmp_path):
     from fusebench.ops import configured
-    from fusebench.report.described import _records
-    from fusebench.storage import runrecord
 
     stored = committed_folder("results")
-    recorded = {r.op for rec in _records(runrecord.records_dir(stored), stored) for r in rec.records}
+    recorded = _recorded_ops(stored)
     if new := [name for name in configured() if name not in recorded]:  # an op just added
         pytest.fail(f"no committed run record holds {', '.join(new)}: the readers describe each op from "
                     "the records, without torch; store a GPU run of the new op with the commit "
