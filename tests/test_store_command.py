@@ -221,6 +221,9 @@ def test_suite_writes_the_committed_benchmarks_json_alone(checkout, capsys, tmp_
     # a new folder is made; bad input is one line
     code, err = _run(capsys, "--suite", "--results", tmp_path / "new")
     assert code == 0 and (tmp_path / "new" / "benchmarks.json").is_file(), err
+    (tmp_path / "file").write_text("")
+    assert _run(capsys, "--suite", "--results", tmp_path / "file" / "results") == (
+        2, [f"store: error: cannot use {tmp_path / 'file' / 'results'}/: Not a directory"])
     (tmp_path / "link").symlink_to(results)
     assert _run(capsys, "--suite", "--results", tmp_path / "link") == (
         2, [f"store: error: {tmp_path / 'link'}: not a folder (a symbolic link or a file): give another "

@@ -98,13 +98,11 @@ def store_run(result: Sweep, machine: str, commit: str, results: Path, ops,
     written (``results`` then untouched)."""
     t = time.perf_counter()
     records = runrecord.records_dir(results)
-    txn = transaction.Transaction(results, (records,))
-    try:
+    with transaction.Transaction(results, (records,)) as txn:
         try:
             store.stage(result, machine, commit, results, txn, configured(case_file).values(),
                         ops=[op.name for op in ops])
         except UsageError as exc:
-            txn.abort()
             print(summary.summary(result))
             print(f"bench: the asv results could not be written: {exc}; {results} left as it was",
                   file=sys.stderr)
@@ -113,9 +111,6 @@ def store_run(result: Sweep, machine: str, commit: str, results: Path, ops,
         print(summary.summary(result))
         record = runrecord.stage(result, records, machine, commit, txn)
         txn.commit()
-    except BaseException:
-        txn.abort()
-        raise
     print(f"bench: results stored in {results}/{machine}/ for commit {commit[:12]} in "
           f"{time.perf_counter() - t:.1f} s; its record (every round) in {record}", file=sys.stderr)
     return 0

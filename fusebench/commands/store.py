@@ -151,8 +151,7 @@ def run(args: argparse.Namespace) -> int:
             # the suite's classes: the case file's ops, described from these records and those
             # stored (fusebench.report.described: no torch), else imported
             suite = tuple(for_reports(args.config, results, [r for _, r, _ in runs], complete=False))
-            txn = transaction.Transaction(results)
-            try:
+            with transaction.Transaction(results) as txn:
                 lines = []
                 for path, record, machine in runs:
                     commit = record.environment["git_commit"]
@@ -169,8 +168,6 @@ def run(args: argparse.Namespace) -> int:
                     lines.append(f"store: {path} -> {staged.files[0]} ({', '.join(ops) or 'no op'})"
                                  + "".join(f"; {f.name} carried into it and removed" for f in staged.carried))
                 txn.commit()
-            finally:
-                txn.abort()  # nothing once committed
         for line in lines:
             print(line, file=sys.stderr)
     return 0
@@ -184,15 +181,11 @@ def _suite(results: Path, config) -> int:
 
     if results.is_symlink() or (results.exists() and not results.is_dir()):
         raise UsageError(f"{results}: not a folder (a symbolic link or a file): give another --results")
-    results.mkdir(parents=True, exist_ok=True)
     with transaction.locked(results, "store", (runrecord.records_dir(results),)):
         # the suite's classes as a store makes them: described from the records, else imported
         suite = tuple(for_reports(config, results, complete=False))
-        txn = transaction.Transaction(results)
-        try:
+        with transaction.Transaction(results) as txn:
             path = store.stage_suite(results, txn, suite)
             txn.commit()
-        finally:
-            txn.abort()  # nothing once committed
     print(f"store: {path} ({len(suite)} op(s): {', '.join(op.name for op in suite)})", file=sys.stderr)
     return 0

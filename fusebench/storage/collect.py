@@ -560,9 +560,8 @@ def apply(p: Plan, dest: Path) -> list[Path]:
     if p.refused:
         raise UsageError("refused: " + (p.conflicts + p.unreadable)[0])
     records = runrecord.records_dir(dest)
-    txn = transaction.Transaction(dest, (records,))
     written = []
-    try:
+    with transaction.Transaction(dest, (records,)) as txn:
         for source, target in p.copies:
             if os.path.lexists(target):
                 raise UsageError(f"{target} appeared while collecting; nothing written")
@@ -586,7 +585,4 @@ def apply(p: Plan, dest: Path) -> list[Path]:
             txn.add_bytes(path, json.dumps(p.benchmarks, indent=4, sort_keys=True))
             written.append(path)
         txn.commit()
-    except BaseException:
-        txn.abort()
-        raise
     return written

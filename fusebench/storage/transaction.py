@@ -38,8 +38,8 @@ JOURNAL = "journal.json"
 class Transaction:
     """Files to store into ``results_dir`` (and files under ``roots`` beside it) all at once.
 
-    Use inside :func:`locked`; :meth:`commit` applies everything, :meth:`abort` (or an exception
-    before the commit) nothing.
+    Use inside :func:`locked`, as ``with Transaction(...) as txn:``; :meth:`commit` applies
+    everything, leaving the block without it (an exception included) applies nothing (:meth:`abort`).
     """
 
     def __init__(self, results_dir: Path, roots: tuple[Path, ...] = ()):
@@ -50,6 +50,12 @@ class Transaction:
         self._n = 0
         self._unsynced = False
         self.committed = False
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.abort()  # nothing once committed
 
     def _rel(self, path: Path) -> str:
         """``path`` relative to the results folder's parent: the journal stays valid when the
