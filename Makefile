@@ -25,6 +25,11 @@ QUICK         ?=
 ROUNDS        ?=
 DIRTY         ?=
 PYTEST_ARGS   ?=
+# make test's workers (pytest-xdist, one test file to a worker): 2 on a host without an NVIDIA GPU
+# (the CI machine's cores); on a GPU host, or where xdist is not installed, the tests run one at a
+# time in pytest's own process, so that a test marked gpu never times a kernel beside another test.
+# TEST_JOBS=0: one at a time anywhere.
+TEST_JOBS     ?= $(if $(shell nvidia-smi -L 2>/dev/null),0,$(if $(shell $(PYTHON) -c "import xdist" 2>/dev/null && echo yes),2,0))
 # REFERENCE=1: make venv also installs the reference backends' libraries (liger, quack, flaggems),
 # the optional group requirements-reference.lock, with --no-deps over requirements.lock.
 REFERENCE     ?=
@@ -146,10 +151,11 @@ image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (fo
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
 	$(PYTHON) -m scripts.image_test
 
-# make test: the fast tests (every test not marked slow); make test-slow: the integration tests
-# marked slow, each named as it starts (-v) and the slowest listed at the end. CI runs both.
+# make test: the fast tests (every test not marked slow), on TEST_JOBS workers; make test-slow: the
+# integration tests marked slow, one at a time, each named as it starts (-v) and the slowest listed
+# at the end. CI runs both.
 test: $(DEPS) ## run the fast tests (CPU; tests marked gpu run where a GPU is; not those marked slow)
-	$(PYTHON) -m pytest -m "not slow" $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) $(PYTEST_ARGS)
 
 test-slow: $(DEPS) ## run the slow integration tests (real asv runs, pip, end to end, the browser)
 	$(PYTHON) -m pytest -m slow -v --durations=15 $(PYTEST_ARGS)

@@ -2,7 +2,10 @@
 extending point to one, and the result tables in docs/results/ are generated from run records."""
 
 import ast
+import os
 import re
+import subprocess
+import sys
 
 import pytest
 from committed import committed
@@ -135,6 +138,25 @@ def test_ci_runs_the_readme_s_two_commands_then_the_slow_tests():
     assert steps[:3] == ["make bench", "make test", "make test-slow"] and "make image-test" in steps
     readme = (PROJECT_ROOT / "README.md").read_text()
     assert "make test-slow" in readme
+
+
+def _make_test_line(tmp_path, gpu: bool) -> str:
+    """The pytest line `make -n test` prints, with an nvidia-smi on PATH that lists a GPU or none."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir(parents=True)
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + ('echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n' if gpu else "exit 9\n"))
+    smi.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    out = subprocess.run(["make", "-n", "test", f"PYTHON={sys.executable}", "DEPS="], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    return next(line for line in out.stdout.splitlines() if "-m pytest" in line)
+
+
+def test_make_test_runs_two_workers_without_a_gpu_and_one_at_a_time_beside_one(tmp_path):
+    assert "-n 2 --dist loadfile" in _make_test_line(tmp_path, gpu=False)
+    assert " -n " not in _make_test_line(tmp_path / "gpu", gpu=True)
 
 
 @pytest.mark.parametrize("argv, folder, said", [

