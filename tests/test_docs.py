@@ -147,7 +147,9 @@ def _make_test_line(tmp_path, gpu: bool) -> str:
     smi = bin_dir / "nvidia-smi"
     smi.write_text("#!/bin/sh\n" + ('echo "GPU 0: NVIDIA H200 (UUID: GPU-0)"\n' if gpu else "exit 9\n"))
     smi.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    # not the variables of a make this runs under (make test TEST_JOBS=0 passes them down)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "TEST_JOBS")}
+    env["PATH"] = f"{bin_dir}:{os.environ['PATH']}"
     out = subprocess.run(["make", "-n", "test", f"PYTHON={sys.executable}", "DEPS="], cwd=PROJECT_ROOT,
                          capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
