@@ -155,7 +155,7 @@ image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with builda
 # integration tests marked slow, one at a time, each named as it starts (-v) and the slowest listed
 # at the end. CI runs both.
 test: $(DEPS) ## run the fast tests (CPU; tests marked gpu run where a GPU is; not those marked slow)
-	$(PYTHON) -m pytest -m "not slow" $(if $(filter-out 0,$(TEST_JOBS)),-n $(TEST_JOBS) --dist loadfile) $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not slow" $(foreach j,$(TEST_JOBS),$(if $(filter-out 0,$(j)),-n $(j) --dist loadfile)) $(PYTEST_ARGS)
 
 test-slow: $(DEPS) ## run the slow integration tests (real asv runs, pip, end to end, the browser)
 	$(PYTHON) -m pytest -m slow -v --durations=15 $(PYTEST_ARGS)
