@@ -24,6 +24,8 @@ CONFIG        ?=
 QUICK         ?=
 ROUNDS        ?=
 DIRTY         ?=
+# ENERGY=all: an energy top-up window for every case (default: each op's headline and largest shapes)
+ENERGY        ?=
 PYTEST_ARGS   ?=
 # make test's workers (pytest-xdist, one test file to a worker): 2 on a host without an NVIDIA GPU
 # (the CI machine's cores); on a GPU host, or where xdist is not installed, the tests run one at a
@@ -37,7 +39,8 @@ REFERENCE     ?=
 SELECT_ARGS   := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
                  $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(SHAPES),--shapes $(SHAPES)) \
                  $(if $(CONFIG),--config $(CONFIG)) $(if $(QUICK),--quick))
-BENCH_ARGS    := $(strip $(SELECT_ARGS) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(DIRTY),--dirty))
+BENCH_ARGS    := $(strip $(SELECT_ARGS) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(DIRTY),--dirty) \
+                 $(if $(ENERGY),--energy $(ENERGY)))
 
 # --- the pinned image (Dockerfile), with docker, podman or buildah --------------------------------
 # CONTAINER: the engine, docker, podman or buildah (or a path to one); by default the first of them
@@ -108,7 +111,7 @@ WAY            = $(if $(filter $(1),$(MAKECMDGOALS)),$(if $(ENGINE_OK),$(1)-imag
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-12s %s\n", $$1, $$2}'
 	@echo "  variables: OP=<op> (make list: the ops) BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
-	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
+	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 ENERGY=all LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"

@@ -210,6 +210,11 @@ class Record:
         return self.device_time_ms / self.launches
 
 
+#: Which cases of a run get an energy top-up window (``Sweep.energy_scope``,
+#: ``fusebench.measure.energy.selected``): the first is the default.
+ENERGY_SCOPES = ("headline", "all")
+
+
 @dataclass
 class Sweep:
     """All records of one run, with the environment and the ceilings they were measured in.
@@ -224,7 +229,10 @@ class Sweep:
     (``fusebench.metrictable.Metric.method``: the gate's history never pairs two runs across a
     change of it); ``timing`` the stopping rule the rounds were measured under
     (``fusebench.measure.stopping.StopRule``: ``max_noise``, ``max_s``, ``min_samples``; empty in
-    a record stored before the rule, whose every mode filled 0.04 s, at least 10 samples).
+    a record stored before the rule, whose every mode filled 0.04 s, at least 10 samples);
+    ``energy_scope`` which cases got an energy top-up window (``fusebench.measure.energy.SCOPES``:
+    ``headline``, each op's headline and largest shapes; ``all``, every case, as every record
+    stored before the scope).
     """
 
     environment: dict
@@ -239,6 +247,7 @@ class Sweep:
     warnings: list[str] = field(default_factory=list)
     methods: dict[str, int] = field(default_factory=metrictable.methods)
     timing: dict = field(default_factory=dict)
+    energy_scope: str = "all"
 
     def save(self, path: Path) -> None:
         """Write as a stored record (:func:`encode`) when ``path`` ends ``.xz``, else as indented

@@ -163,16 +163,63 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
 
     monkeypatch.setattr(energy, "per_call", per_call)
     todo = [(OPS["gelu"], b, (4096,), "float32") for b in ("eager", "torch")]
-    result = sweep.measure(enumerate(todo), 2, "cpu", CPU, rounds=1, peak=False, out=io.StringIO())
+    result = sweep.measure(enumerate(todo), 2, "cpu", CPU, rounds=1, peak=False, out=io.StringIO(),
+                           energy_scope="all")
+    assert result.energy_scope == "all"
     for rec in result.records:
         assert rec.energy_mj_per_call == pytest.approx(2.0)
         assert rec.energy_pj_per_byte == pytest.approx(2.0 * 1e9 / (2 * 4096 * 4))
     assert "energy top-up" in result.phases and "energy" not in result.phases
     text = summary.summary(result)
     assert "| 4096 | 2.00 mJ 61035 pJ/B | 2.00 mJ 61035 pJ/B |" in text
-    assert "energy per call measured for 2 of 2 cases" in "\n".join(summary.run_lines(result))
+    assert "energy per call measured for 2 of 2 cases (NVML total energy; shown, never gated; every case)" \
+        in "\n".join(summary.run_lines(result))
     loaded = Sweep(**{**result.__dict__})
     assert loaded.records[0].energy_mj_per_call == pytest.approx(2.0)
+
+
+def test_by_default_only_each_ops_headline_and_largest_shapes_get_a_top_up_window(monkeypatch):
+    """Issue 55: the top-up window (80-93 s of a full default grid) goes to the headline and the
+    largest shape of the grid; the other cases keep no figure and say why; the record says which."""
+    from fusebench.ops import OPS
+
+    c = FakeCounter(0.0)
+    monkeypatch.setattr(energy, "counter", lambda dev: c.read)
+    monkeypatch.setattr(energy, "COUNTER_STEP_S", 1e-6)
+    real_call = energy.per_call
+
+    def per_call(fn, dev, read, call_ms, window_s=energy.WINDOW_S):
+        c.mj_per_call = 2.0
+        return real_call(lambda: (fn(), c.call()), dev, read, call_ms, window_s=window_s)
+
+    monkeypatch.setattr(energy, "per_call", per_call)
+    topped = []
+    real = energy.top_up
+    monkeypatch.setattr(energy, "top_up", lambda rec, *a: (topped.append(rec.shape), real(rec, *a))[1])
+    gelu = OPS["gelu"]
+    assert max(gelu.grids["cpu"], key=lambda s: s[0]) == (1048576,)
+    todo = [(gelu, "torch", shape, "float32") for shape in [(1024,), (16384,), (1048576,)]]
+    result = sweep.measure(enumerate(todo), 3, "cpu", CPU, rounds=1, peak=False, out=io.StringIO())
+    assert result.energy_scope == "headline"
+    assert topped == ["1048576"]
+    by_shape = {r.shape: r for r in result.records}
+    assert by_shape["1048576"].energy_mj_per_call == pytest.approx(2.0)
+    for shape in ("1024", "16384"):
+        assert by_shape[shape].energy_mj_per_call is None
+        assert "headline and largest shapes only" in by_shape[shape].energy_reason
+        assert "ENERGY=all" in by_shape[shape].energy_reason
+    assert "a top-up window at each op's headline and largest shapes" in "\n".join(summary.run_lines(result))
+
+
+def test_the_headline_shape_is_selected_beside_the_largest():
+    from fusebench.ops import OPS
+
+    softmax = OPS["softmax"]
+    grid = softmax.grids["default"]
+    chosen = [s for s in grid if energy.selected(softmax, s, "default", "headline")]
+    largest = max(grid, key=lambda s: (s[0] * s[1], s))
+    assert set(chosen) == {softmax.headline, largest} and len(chosen) == 2
+    assert all(energy.selected(softmax, s, "default", "all") for s in grid)
 
 
 def test_a_record_without_energy_fields_still_loads(tmp_path):

@@ -33,7 +33,9 @@ DEFAULTS = {f.name: f.default if f.default is not MISSING else f.default_factory
 
 
 def test_the_records_are_committed():
-    assert len(COMMITTED) >= 12 and all(p.parent.name == "h200" for p in COMMITTED)
+    machines = {p.parent.name for p in COMMITTED}
+    assert len(COMMITTED) >= 12 and {"h200", "h100-80gb-hbm3"} <= machines
+    assert not any(m.startswith("cpu-") for m in machines)
 
 
 def test_a_cpu_runs_record_is_not_taken_for_a_committed_one():
@@ -62,7 +64,8 @@ def test_a_committed_record_round_trips(path, tmp_path):
     for key, value in stored.items():
         if key != "records":
             assert again[key] == value, key
-    assert set(again) - set(stored) <= {"methods", "timing"}
+    assert set(again) - set(stored) <= {"methods", "timing", "energy_scope"}
+    assert again.get("energy_scope", "all") == stored.get("energy_scope", "all")  # before the scope: all
     assert again.get("methods", {}) == stored.get("methods", {})
     assert again.get("timing", {}) == stored.get("timing", {})  # before the stopping rule: none
     for old, new in zip(stored["records"], again["records"], strict=True):

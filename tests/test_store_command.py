@@ -90,6 +90,7 @@ def _edit(checkout: Path, change) -> Path:
      "git_commit 000000000000 disagrees with the file"),
     (lambda d: d["environment"].update(python="3.12; rm"), "environment.python '3.12; rm' is not a Python "
      "version"),
+    (lambda d: d.update(energy_scope="some"), "energy_scope 'some' is not one of headline, all"),
 ])
 def test_a_bad_record_is_refused_in_one_line_and_nothing_is_written(checkout, capsys, change, why):
     path = _edit(checkout, change)

@@ -46,6 +46,7 @@ from fusebench.cli import add_config, duration, whole_number
 from fusebench.commands.preview import DEFAULT_HTML, serves
 from fusebench.errors import UsageError
 from fusebench.ops import configured
+from fusebench.record import ENERGY_SCOPES
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
 from fusebench.report import plots, summary
 from fusebench.site import site
@@ -232,6 +233,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help=f"interleaved rounds per case (default: the case file's settings.rounds, "
                          f"{config.DEFAULT_ROUNDS} unless set; at most {config.MAX_ROUNDS}); noise: their "
                          "spread")
+    ap.add_argument("--energy", choices=ENERGY_SCOPES, default=ENERGY_SCOPES[0],
+                    help="which cases get an energy top-up window: headline (default: each op's headline "
+                         "and largest shapes, every backend and dtype) or all (every case, about 80-90 s "
+                         "more on a full default grid); the record says which")
     ap.add_argument("--gpus", help="all, or comma-separated GPU indices (0,1): one worker per GPU, "
                     "pulling cases from one queue (default: one GPU, in this process)")
     ap.add_argument("--json", type=Path, metavar="FILE", help="also write this run's record as JSON")
@@ -317,7 +322,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         job = workers.Job("fusebench.ops:configured", tuple(op.name for op in ops), tuple(backends),
                           tuple(dtypes), sweep.grid_name(torch.device("cuda"), args.quick), rounds,
                           case_file=str(args.config.resolve()) if args.config else None,
-                          rule=stop_rule(args))
+                          rule=stop_rule(args), energy_scope=args.energy)
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),
                                         workers.gpu_model(slots[0].visible), job.grid)
@@ -326,7 +331,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
     else:
         result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                           rounds=rounds, rule=stop_rule(args))
+                           rounds=rounds, rule=stop_rule(args), energy_scope=args.energy)
         measured = [(environment.machine_name(), result)]
     require_measured([r for _, result in measured for r in result.records])
     for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):

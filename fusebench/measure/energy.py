@@ -54,6 +54,7 @@ from typing import Callable
 import torch
 
 from fusebench.measure import timing
+from fusebench.record import ENERGY_SCOPES
 
 #: Seconds of back-to-back calls between the two counter readings of :func:`per_call`: the calls
 #: stop when their GPU time (hot device time x calls) or the host's time to issue them reaches it.
@@ -71,6 +72,29 @@ TOP_UP_MARGIN = 1.05
 TOP_UP_WINDOWS = 2
 #: Most calls in one window (a very short call is bounded by the host anyway).
 MAX_CALLS = 200_000
+#: Which cases get a top-up window (``fusebench bench --energy``; the record's ``energy_scope``):
+#: ``headline``, each op's headline shape and its grid's largest shape, every backend and dtype
+#: (the default: energy is shown, never gated, and a top-up window costs 0.2-0.4 s a case, 80-93 s
+#: of a full default grid); ``all``, every case (every record stored before the scope existed).
+SCOPES = ENERGY_SCOPES
+DEFAULT_SCOPE = ENERGY_SCOPES[0]
+
+
+def selected(op, shape, grid: str, scope: str) -> bool:
+    """Whether a case of ``op`` (``fusebench.registry.Op``) at ``shape`` in ``grid`` gets a
+    top-up window under ``scope`` (:data:`SCOPES`): with ``headline``, the op's headline shape
+    and the largest shape (most elements) of its ``grid``."""
+    if scope == "all":
+        return True
+    shapes = op.grids.get(grid) or [shape]
+    largest = max(shapes, key=lambda s: (math.prod(s), s))
+    return tuple(shape) in (tuple(largest), tuple(op.headline or largest))
+
+
+def not_selected_reason(scope: str) -> str:
+    """The ``energy_reason`` of a case :func:`selected` leaves out."""
+    return (f"energy: a top-up window is taken at each op's headline and largest shapes only "
+            f"(--energy {scope}; --energy all, make bench ENERGY=all: every case)")
 
 
 @dataclass(frozen=True)
@@ -277,15 +301,19 @@ def top_up(rec, fn: Callable[[], object], dev: torch.device, read: Callable[[], 
     return win
 
 
-def fill(rec, win: Window) -> None:
+def fill(rec, win: Window, short: str | None = None) -> None:
     """Set ``rec.energy_mj_per_call``, ``rec.energy_pj_per_byte`` and ``rec.energy_w`` (the
     reading's average power) of a timed record (``fusebench.record.Record``) from its window;
     one that is no figure leaves them None and says why in ``rec.energy_reason`` (never fails
-    the case)."""
+    the case); ``short``: the reason given when the window is too short (a case that got no
+    top-up: :func:`not_selected_reason`)."""
     if rec.status != "ok":
         return
     if win.problems:
         rec.energy_reason = f"energy: {win.problems[0]}"
+        return
+    if not win.enough and short:
+        rec.energy_reason = short
         return
     if win.calls == 0 or win.mj <= 0:
         rec.energy_reason = "energy: the counter did not rise within the window"

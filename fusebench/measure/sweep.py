@@ -424,10 +424,12 @@ def _loud(message: str, out, warnings: list[str], bar=None) -> None:
 
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
         dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS,
-        rule: stopping.StopRule | None = None, out=sys.stderr) -> Sweep:
+        rule: stopping.StopRule | None = None, energy_scope: str = energy.DEFAULT_SCOPE,
+        out=sys.stderr) -> Sweep:
     """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
     doc), printing progress to ``out``, each mode's samples under ``rule`` (None:
-    :data:`stopping.DEFAULT`; the case file's ``settings.timing``). (All GPUs of a host at once:
+    :data:`stopping.DEFAULT`; the case file's ``settings.timing``), energy topped up for the
+    cases ``energy_scope`` selects (``energy.SCOPES``). (All GPUs of a host at once:
     ``fusebench.measure.workers``.)
 
     Raises:
@@ -443,13 +445,14 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     shared = backends.start_builds([case[1] for case in todo if case[1] in case[0].backends], dev)
     return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds, rule=rule,
                    peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev),
-                   before_rounds=lambda built: [wait() for wait in shared], out=out)
+                   before_rounds=lambda built: [wait() for wait in shared],
+                   energy_scope=energy_scope, out=out)
 
 
 def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, grid: str,
             dev: torch.device, *, rounds: int, peak: bool, identity: dict | None = None,
             before_rounds: Callable[[int], None] | None = None, rule: stopping.StopRule | None = None,
-            out=sys.stderr) -> Sweep:
+            energy_scope: str = energy.DEFAULT_SCOPE, out=sys.stderr) -> Sweep:
     """The two phases of a run (module doc) over the cases ``todo`` on ``dev``.
 
     Args:
@@ -465,6 +468,8 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         before_rounds: called with the number of cases built, between the phases (a worker waits
             there for the others to finish building, so that no GPU is timed beside a compile).
         rule: the stopping rule of each mode in each round (None: :data:`stopping.DEFAULT`).
+        energy_scope: which cases get an energy top-up window (``energy.SCOPES``,
+            :func:`energy.selected`); the others keep what their rounds read, if that is a figure.
 
     Returns:
         The sweep of these cases, records in grid order.
@@ -491,11 +496,14 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
 
     # Phase 1: build, gate, profile; the callables are kept for the rounds.
     built_cases: list[tuple[int, Record, Callable[[], object] | None]] = []
+    tops: set[tuple] = set()  # the keys of the cases energy_scope selects for a top-up window
     for k in ("build", "gate", "profile"):
         phases[k] = 0.0
     building = progress.build_bar(total)
     for pos, (op, backend, shape, dtype) in todo:
         rec = new_record(op, backend, shape, dtype)
+        if energy.selected(op, shape, grid, energy_scope):
+            tops.add(rec.key)
         rec.gpu_index, rec.gpu_serial = identity.get("gpu_index"), identity.get("gpu_serial")
         progress.show(building, "build", rec.op, rec.backend, rec.shape, rec.dtype)
         built = build_and_gate(op, backend, shape, dtype, dev)
@@ -576,7 +584,10 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         for fn, rec in zip(fns, records):
             if fn is not None and rec.status == "ok":
                 try:
-                    energy.fill(rec, energy.top_up(rec, fn, dev, read))
+                    if rec.key in tops:
+                        energy.fill(rec, energy.top_up(rec, fn, dev, read))
+                    else:
+                        energy.fill(rec, energy.accumulate(rec.rounds), energy.not_selected_reason(energy_scope))
                 except Exception as exc:  # noqa: BLE001 - energy is shown, never gated: the case stands
                     rec.energy_reason = f"energy: {type(exc).__name__}: {first_line(exc)}"
         phases["energy top-up"] = time.perf_counter() - t
@@ -589,4 +600,4 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     env["sweep_seconds"] = round(time.perf_counter() - start, 1)
     return Sweep(env, ceiling, grid, records, peak_tflops=peak_tflops, rounds=rounds,
                  ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
-                 warnings=warnings, timing=rule.as_dict())
+                 warnings=warnings, timing=rule.as_dict(), energy_scope=energy_scope)

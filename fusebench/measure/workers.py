@@ -55,7 +55,7 @@ from typing import Callable, Mapping, Sequence
 import torch
 
 from fusebench.errors import UsageError, first_line
-from fusebench.measure import environment, stopping, sweep, timing
+from fusebench.measure import energy, environment, stopping, sweep, timing
 from fusebench.record import SUFFIX, Record, Sweep
 from fusebench.registry import Op
 
@@ -91,6 +91,7 @@ class Job:
             None: :func:`estimated_cost` of each.
         case_file: the case file the workers read, passed to ``registry`` (None: its default).
         rule: the stopping rule of each mode in each round (``fusebench.measure.stopping``).
+        energy_scope: which cases get an energy top-up window (``fusebench.measure.energy.SCOPES``).
     """
 
     registry: str
@@ -104,6 +105,7 @@ class Job:
     costs: tuple[float, ...] | None = None
     case_file: str | None = None
     rule: stopping.StopRule = stopping.DEFAULT
+    energy_scope: str = energy.DEFAULT_SCOPE
 
     def cases(self) -> list[tuple[Op, str, tuple, str]]:
         """The run's cases in grid order (the same list in the parent and in every worker)."""
@@ -308,7 +310,7 @@ def work(job: Job, slot: Slot, todo_q, conn, barrier) -> None:
 
         result = sweep.measure(pulled(), len(todo), job.grid, dev, rounds=job.rounds, rule=job.rule,
                                peak=any(op.flops for op, *_ in todo), identity=identity,
-                               before_rounds=between_phases, out=out)
+                               before_rounds=between_phases, energy_scope=job.energy_scope, out=out)
         result.environment["worker"] = {"position": slot.position, "visible": slot.visible,
                                         "machine": machine}
         conn.send(("done", result))
@@ -531,7 +533,7 @@ def merged(job: Job, parts: list[Sweep], lost: list[Record], order: dict,
     return Sweep(env, statistics.median(ceilings) if ceilings else 0.0, job.grid, records,
                  peak_tflops=statistics.median(peaks) if peaks else None, rounds=job.rounds,
                  ceilings_gbps=ceilings, phases={k: round(v, 1) for k, v in phases.items()},
-                 warnings=warnings, timing=job.rule.as_dict())
+                 warnings=warnings, timing=job.rule.as_dict(), energy_scope=job.energy_scope)
 
 
 def gpu_lines(result: Sweep) -> list[str]:

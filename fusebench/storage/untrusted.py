@@ -361,7 +361,7 @@ def check_record(path: Path, data: object, machine: str | None, named: bool = Tr
     a record exported elsewhere, ``bench --json``), and each case's keys are a ``Record``'s with op,
     backend, dtype and shape matching their patterns.
     """
-    from fusebench.record import FORMAT_VERSION, Record, Sweep
+    from fusebench.record import ENERGY_SCOPES, FORMAT_VERSION, Record, Sweep
 
     data = _object(data, path, "run record")
     _need(data.get("format_version") == FORMAT_VERSION, path,
@@ -376,6 +376,8 @@ def check_record(path: Path, data: object, machine: str | None, named: bool = Tr
           f"git_commit {commit[:12]} disagrees with the file name")
     _need(isinstance(data["grid"], str) and IDENT.fullmatch(data["grid"].replace("-", "_")) is not None,
           path, f"grid {_cut(data['grid'])} is not a grid name")
+    _need(data.get("energy_scope", "all") in ENERGY_SCOPES, path,
+          f"energy_scope {_cut(data.get('energy_scope'))} is not one of {', '.join(ENERGY_SCOPES)}")
     _need(isinstance(data["records"], list), path, "records is not a list")
     for i, rec in enumerate(data["records"]):
         rec = _object(rec, path, f"records[{i}]")
