@@ -327,6 +327,30 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     return CeilingTable(title, [f"{op} shape, dtype", *cols], rows, notes, marks.legend(seen))
 
 
+#: Rounds 2.. that agree within this (max - min over their median) while round 1 stands apart
+#: make a noisy case's cause "round 1 alone" (:func:`noise_cause`).
+ROUND1_AGREE = 0.03
+
+
+def noise_cause(rec: Record) -> str:
+    """Why ``rec``'s rounds spread, where the rounds say it: ``"round 1 alone"`` when round 1
+    differs from the rest by more than twice :data:`ROUND1_AGREE` and the rest agree within
+    :data:`ROUND1_AGREE` (the round-1 state of docs/gate.md: a GPU state, not the case's code);
+    else ``""``."""
+    rounds, _ = clean_rounds(rec.rounds) if rec.rounds else ([], [])
+    if len(rounds) < 3 or rounds[0] is not rec.rounds[0]:
+        return ""
+    field = "device_time_ms" if rec.device_time_ms is not None else "wall_time_ms"
+    values = [r.get(field) for r in rounds]
+    if any(not isinstance(v, (int, float)) or v <= 0 for v in values):
+        return ""
+    rest = sorted(values[1:])
+    mid = rest[len(rest) // 2]
+    agree = (rest[-1] - rest[0]) / mid <= ROUND1_AGREE
+    apart = abs(values[0] - mid) / mid > 2 * ROUND1_AGREE
+    return "round 1 alone" if agree and apart else ""
+
+
 def run_lines(sweep: Sweep) -> list[str]:
     """What a record says about its run, in a few lines: rounds, copy ceiling per round, phase
     times, contaminated and noisy cases, kernels chosen by timing, warnings."""
@@ -356,13 +380,20 @@ def run_lines(sweep: Sweep) -> list[str]:
         + (f"; {dropped} case(s) measured from their clean rounds only (a throttled or shared "
            "round left out)" if dropped else ""))
     noisy = [r for r in ok if r.noise is not None and r.noise > NOISY]
+    causes = {id(r): noise_cause(r) for r in noisy}
     lines.append(f"cases noisier than {100 * NOISY:.0f} % between rounds: {len(noisy)}" + (": " + ", ".join(
-        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} {spread_text(r.noise)}" for r in noisy[:10])
-        + (" ..." if len(noisy) > 10 else "") if noisy else ""))
+        f"{r.op}/{r.backend}/{r.shape}/{r.dtype} {spread_text(r.noise)}"
+        + (f" ({causes[id(r)]})" if causes[id(r)] else "") for r in noisy[:10])
+        + (" ..." if len(noisy) > 10 else "") if noisy else "")
+        + ("; round 1 alone: round 1 apart from the other rounds, which agree within "
+           f"{100 * ROUND1_AGREE:.0f} %: the round-1 state of a GPU (docs/gate.md), not the case's code"
+           if any(causes.values()) else ""))
     watts = [r for r in ok if getattr(r, "energy_mj_per_call", None) is not None]
     if watts:
+        scope = ("every case" if sweep.energy_scope == "all" else
+                 "a top-up window at each op's headline and largest shapes")
         lines.append(f"energy per call measured for {len(watts)} of {len(ok)} cases (NVML total energy; "
-                     "shown, never gated)")
+                     f"shown, never gated; {scope})")
     by_timing = [r for r in ok if r.kernel_by_timing and r.kernel_id]
     if by_timing:
         lines.append(f"kernels chosen by timing (compiler autotuning): {len(by_timing)} cases, "
