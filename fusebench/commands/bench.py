@@ -46,8 +46,8 @@ from fusebench.cli import add_config, duration, whole_number
 from fusebench.commands.preview import DEFAULT_HTML, serves
 from fusebench.errors import UsageError
 from fusebench.ops import configured
-from fusebench.record import ENERGY_SCOPES
 from fusebench.paths import DIRTY_RESULTS, PROJECT_ROOT
+from fusebench.record import ENERGY_SCOPES
 from fusebench.report import plots, summary
 from fusebench.site import site
 from fusebench.storage import preflight, runrecord, transaction

@@ -587,7 +587,8 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
                     if rec.key in tops:
                         energy.fill(rec, energy.top_up(rec, fn, dev, read))
                     else:
-                        energy.fill(rec, energy.accumulate(rec.rounds), energy.not_selected_reason(energy_scope))
+                        energy.fill(rec, energy.accumulate(rec.rounds),
+                                    energy.not_selected_reason(energy_scope))
                 except Exception as exc:  # noqa: BLE001 - energy is shown, never gated: the case stands
                     rec.energy_reason = f"energy: {type(exc).__name__}: {first_line(exc)}"
         phases["energy top-up"] = time.perf_counter() - t
