@@ -113,7 +113,7 @@ help: ## list the targets
 	@echo "  variables: OP=<op> (make list: the ops) BACKENDS=eager,torch,... DTYPES=float32,tf32,... SHAPES=4096x4096,..."
 	@echo "             QUICK=1 ROUNDS=3 DIRTY=1 ENERGY=all LOCAL=1 REFERENCE=1 CONFIG=cases.yaml (default fusebench.yaml)"
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
-	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys (make nsys, make trace)"
+	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys NCU=/path/to/ncu (make nsys, make trace, make ncu)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
 	@echo "  make ab:   BASE=<rev> HEAD=<rev> ALL=1 FORMAT=text|markdown|json AB_OUT=<file>"
 	@echo "  bisect:    GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype METRIC=device_time|device_time_cold|"
@@ -228,6 +228,16 @@ nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsy
 
 trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
 	$(strip $(FUSEBENCH) trace $(PROFILE_ARGS))
+
+# make ncu: Nsight Compute's counters of the same plan (fusebench ncu capture: ncu of the nsys
+# driver, application replay, caches not flushed): DRAM bytes per call against the declared bytes,
+# into nsys/<op>-<machine>-<short sha>-ncu.*; here, not in the image (it has no Nsight Compute).
+# NCU: an ncu not on PATH (default: PATH, then the newest /opt/nvidia/nsight-compute/*/ncu).
+NCU           ?= ncu
+
+.PHONY: ncu
+ncu: $(DEPS) ## Nsight Compute counters of one op (OP=gelu): DRAM bytes/call vs declared, L2 hit rate, in nsys/
+	$(FUSEBENCH) ncu capture $(PROFILE_ARGS) --ncu $(NCU)
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json

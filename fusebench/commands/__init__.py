@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "collect": "collect",
     "store": "store",
     "nsys": "nsys",
+    "ncu": "ncu",
     "trace": "trace",
     "profile": "profile",
     "pitfalls": "pitfalls",

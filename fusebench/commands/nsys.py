@@ -58,12 +58,12 @@ class CannotRun(Exception):
     """This machine cannot do what was asked (no GPU, nothing runnable); exit status 1."""
 
 
-def _selection(ap: argparse.ArgumentParser) -> None:
+def _selection(ap: argparse.ArgumentParser, calls: int = CALLS) -> None:
     ap.add_argument("--op", required=True, help=f"one of: {', '.join(case_file.load().ops)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
     ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(ELEMENT_SIZE)} (the op's)")
-    ap.add_argument("--calls", type=positive_int, default=CALLS, help=f"calls per range (default {CALLS})")
+    ap.add_argument("--calls", type=positive_int, default=calls, help=f"calls per range (default {calls})")
     add_config(ap)
 
 

@@ -179,10 +179,11 @@ def _whole(value: float | None) -> bool:
     return value is not None and value == value and abs(value - round(value)) < 1e-9
 
 
-def to_csv(table: list[Row]) -> str:
-    """The summary as CSV, one row per case, columns named as :class:`Row`'s fields."""
+def to_csv(table: list, row_type: type = Row) -> str:
+    """The summary as CSV, one row per case, columns named as the fields of ``row_type`` (a
+    dataclass: :class:`Row`, or ``ncu_summary.Row``)."""
     buf = io.StringIO()
-    names = [f.name for f in fields(Row)]
+    names = [f.name for f in fields(row_type)]
     writer = csv.DictWriter(buf, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     for r in table:

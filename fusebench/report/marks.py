@@ -51,6 +51,8 @@ MARKS: dict[str, tuple[str, str]] = {
     "unstable-peak": ("?", "% of a matrix peak that did not repeat between tries: in doubt"),
     "over-power": ("#", "energy read above the board's power limit over its window (NVML's counter "
                         "steps every 100 ms): not a physical figure"),
+    "over-bytes": ("+", "moved more than 1.1x its declared bytes through DRAM (Nsight Compute's "
+                        "counters): intermediates or extra reads that left the L2"),
 }
 
 
