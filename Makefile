@@ -115,7 +115,7 @@ help: ## list the targets
 	@echo "  all GPUs:  GPUS=all or GPUS=0,1 (one worker per GPU) RESULTS=<dir> (another results folder)"
 	@echo "  profiling: OP=gelu SHAPES=16777216,... CALLS=20 NSYS=/path/to/nsys NCU=/path/to/ncu (make nsys, make trace, make ncu)"
 	@echo "  site, gate: BASE=<rev> HEAD=<rev> FACTOR=1.04 MACHINE=h200 PORT=8080 CDN=1 STRICT=1"
-	@echo "  make ab:   BASE=<rev> HEAD=<rev> ALL=1 FORMAT=text|markdown|json AB_OUT=<file>"
+	@echo "  make ab:   BASE=<rev> HEAD=<rev> ALL=1 FORMAT=text|markdown|json AB_OUT=<file> NO_COUNTERS=1"
 	@echo "  bisect:    GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype METRIC=device_time|device_time_cold|"
 	@echo "             device_time_graph|wall_time (a CPU measures wall_time only) BISECT_CACHE=<dir>"
 
@@ -280,10 +280,12 @@ compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTO
 # process, in interleaved rounds (docs/ab/README.md). By default only the backends whose measured
 # code differs; ALL=1 the whole grid; OP, BACKENDS, DTYPES, SHAPES narrow. FORMAT=markdown|json,
 # AB_OUT=file (the verdict there, e.g. a PR comment). Exits 1 on a regression, 2 on bad input or
-# nothing judged.
+# nothing judged. Where ncu is here, each flagged case is profiled once per side and its note says
+# why it moved (DRAM bytes, throughput, launches); NO_COUNTERS=1 skips that.
 ALL           ?=
 AB_OUT        ?=
-AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head=$(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))
+NO_COUNTERS   ?=
+AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head=$(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))$(if $(NO_COUNTERS), --no-counters)
 
 .PHONY: ab
 

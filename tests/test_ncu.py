@@ -72,7 +72,8 @@ def test_units_other_than_base_are_scaled():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda t: t.replace('"lts__t_bytes.sum"', '"lts__t_sectors.sum"'), "no column lts__t_bytes.sum"),
+    (lambda t: t.replace('"dram__bytes_read.sum"', '"dram__sectors_read.sum"'),
+     "no column dram__bytes_read.sum"),
     (lambda t: t.replace(NVTX, "Kernel Tag"), "no NVTX column"),
     (lambda t: t.replace('"byte","byte"', '"byte","parsecs"'), "unit 'parsecs' not known"),
     (lambda t: t.replace('"3,042,560"', '"n/a"'), "row 4 dram__bytes_write.sum: 'n/a' is not a number"),
@@ -215,8 +216,8 @@ def in_process(monkeypatch, capsys, tmp_path, *args):
 def test_capture_runs_ncu_of_the_nsys_driver_then_writes_the_raw_page_and_the_summary(
         monkeypatch, capsys, tmp_path):
     fake, log = fake_ncu(tmp_path)
-    status, out, err = in_process(monkeypatch, capsys, tmp_path, "capture", "--op=gelu", "--backends", "triton",
-                                  "--dtypes", "float32", "--ncu", str(fake))
+    status, out, err = in_process(monkeypatch, capsys, tmp_path, "capture", "--op=gelu", "--backends",
+                                  "triton", "--dtypes", "float32", "--ncu", str(fake))
     assert status == 0, err
     stem = "nsys/gelu-h100-e930cac-ncu"
     program = [sys.executable, "-m", "fusebench", "nsys", "run", "--op=gelu", "--backends", "triton",
@@ -243,7 +244,8 @@ def test_counters_not_permitted_by_ncu_is_one_line_naming_the_driver_setting(mon
     fake, _ = fake_ncu(tmp_path, extra="==ERROR== ERR_NVGPUCTRPERM - The user does not have permission")
     status, _, err = in_process(monkeypatch, capsys, tmp_path, "capture", "--op=gelu", "--ncu", str(fake))
     assert status == 1
-    assert err.splitlines()[-1].startswith(PERMISSION_LINE) and err.splitlines()[-1].endswith("or run as root")
+    last = err.splitlines()[-1]
+    assert last.startswith(PERMISSION_LINE) and last.endswith("or run as root")
     assert not (tmp_path / "checkout" / "nsys" / "gelu-h100-e930cac-ncu.md").exists()
 
 
@@ -262,7 +264,8 @@ def test_counters_kept_for_administrators_by_the_driver_stop_the_check(monkeypat
 
 
 def test_without_ncu_one_line_says_how_to_get_it_and_the_exit_is_1(monkeypatch, capsys, tmp_path):
-    status, _, err = in_process(monkeypatch, capsys, tmp_path, "check", "--op=gelu", "--ncu", "/nonexistent/ncu")
+    status, _, err = in_process(monkeypatch, capsys, tmp_path, "check", "--op=gelu", "--ncu",
+                                "/nonexistent/ncu")
     assert (status, err.count("\n")) == (1, 1)
     assert err.startswith("ncu: error: ncu not found (NCU=/nonexistent/ncu): install Nsight Compute")
 
@@ -307,3 +310,11 @@ def test_make_ncu_passes_the_selection_as_make_nsys_does():
     assert out.stdout.splitlines()[-1] == shlex.join(
         [sys.executable, "-m", "fusebench", "ncu", "capture", "--op=softmax", "--shapes", "4096x4096",
          "--dtypes", "float32", "--calls", "3", "--ncu", "/x/ncu"])
+
+
+def test_an_ncu_that_prints_no_version_is_refused(tmp_path):
+    exe = tmp_path / "ncu"
+    exe.write_text("#!/bin/sh\necho 'error while loading shared libraries: libcuda.so.1'\nexit 127\n")
+    exe.chmod(0o755)
+    with pytest.raises(ncu_tool.NcuUnavailable, match=r"cannot read the version of .*ncu \(error while"):
+        ncu_tool.check(str(exe))

@@ -86,6 +86,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--format", choices=("text", "markdown", "json"), default="text",
                     help="the verdict as text (default), a markdown table (a PR comment) or JSON")
     ap.add_argument("--output", type=Path, metavar="FILE", help="write the verdict there, not to stdout")
+    ap.add_argument("--no-counters", action="store_true",
+                    help="do not profile the flagged cases with ncu (Nsight Compute) on both sides")
     ap.add_argument("--from", dest="session", type=Path, metavar="FILE",
                     help="judge a stored session (ab.json) again, measuring nothing")
     ap.add_argument("--scratch", type=Path, default=DEFAULT_SCRATCH,
@@ -163,12 +165,13 @@ def _load(path: Path):
 
 
 def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
-            snapshot: str | None = None) -> tuple[str, list[str], int]:
+            snapshot: str | None = None, counters: dict | None = None) -> tuple[str, list[str], int]:
     """The verdict's text in ``fmt``, the lines for stderr, and the exit status; ``snapshot``: the
-    commit a head with changes was measured as (named beside it)."""
-    from fusebench.gate import ab, compare
+    commit a head with changes was measured as (named beside it); ``counters``: the flagged cases'
+    hardware counters (``fusebench.gate.ab_counters``), named in their notes."""
+    from fusebench.gate import ab, ab_counters, compare
 
-    rows = ab.rows(out)
+    rows = ab_counters.annotate(ab.rows(out), counters)
     failed = compare.failed_gate(rows)
     judged = not compare.nothing_judged(rows)
     changes = f" with changes ({snapshot[:8]})" if snapshot else " with changes"
@@ -181,7 +184,7 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
         margin += f", wall time {max(out.factor, ab.WALL_FACTOR):g}"
     line = (f"ab: {machine or 'unknown machine'} {out.base.short} -> {head} "
             f"({len(out.cases)} case(s), {span}, {margin}): {compare.summary(rows)} -> {status}")
-    lines = [*decided_by]
+    lines = [*decided_by, *ab_counters.lines(counters)]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
     elif why := compare.unjudged_text(rows):
@@ -201,7 +204,8 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
                                                  factor=out.factor,
                                                  alpha=out.alpha, target=out.target, failed=failed,
                                                  seconds=out.seconds, phases=out.phases,
-                                                 pairs={c.case: len(c.base) for c in out.cases})), indent=1)
+                                                 pairs={c.case: len(c.base) for c in out.cases},
+                                                 **ab_counters.about(counters))), indent=1)
     elif fmt == "markdown":
         text = compare.markdown(rows, title=line.removeprefix("ab: "), p_legend=ab.P_LEGEND)
     else:  # nothing judged: every row, each with why it was not
@@ -214,9 +218,15 @@ def run(args: argparse.Namespace) -> int:
     """Run ``fusebench ab`` with the parsed options; returns the exit status."""
     if args.session is not None:
         out, machine, snap = _load(args.session)
+        from fusebench.gate import ab_counters
+
+        try:
+            counters = ab_counters.load(args.session)
+        except ValueError as exc:
+            raise UsageError(f"{args.session}: not a valid session: {exc}") from None
         out.factor = args.factor or out.factor
         again = [f"ab: judged again from {args.session}"]
-        text, lines, code = verdict(out, args.format, machine, again, snap)
+        text, lines, code = verdict(out, args.format, machine, again, snap, counters)
         return _finish(args, text, lines, code)
     if not args.base:
         raise UsageError("give --base REV (make ab BASE=<rev>), or --from <session>/ab.json")
@@ -312,9 +322,16 @@ def run(args: argparse.Namespace) -> int:
     except ab.ABError as exc:
         print(f"ab: error: {exc}", file=sys.stderr)
         return 2
-    data = dict(out.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap)
+    counters = None
+    if not args.no_counters:  # the flagged cases under ncu, once per side (fusebench/gate/ab_counters.py)
+        from fusebench.gate import ab_counters
+
+        counters = ab_counters.explain(ab.rows(out), measurer, session / "counters", log=log)
+        if counters and "seconds" in counters:
+            out.phases["counters"] = counters["seconds"]
+    data = dict(out.to_dict(), machine=measurer.machine, changed=changed, snapshot=snap, counters=counters)
     write_atomic(session / "ab.json", json.dumps(json_ready(data)))
-    text, lines, code = verdict(out, args.format, measurer.machine, [], snap)
+    text, lines, code = verdict(out, args.format, measurer.machine, [], snap, counters)
     again = command("ab", "--from", session / "ab.json")
     lines.insert(0, f"ab: every round is in {session / 'ab.json'} (judge it again: {again})")
     return _finish(args, text, lines, code)

@@ -23,7 +23,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from fusebench.nsys.ncu_tool import METRICS
+from fusebench.nsys.ncu_tool import DRAM_METRICS, METRICS
 from fusebench.nsys.nvtx_ranges import DOMAIN, RangeName, parse_range
 
 #: The NVTX column is the one whose heading holds this.
@@ -88,6 +88,14 @@ class RangeCounters:
         """L2 sector hit rate, %, averaged over the kernels weighted by their L2 traffic."""
         return self.l2_hit_bytes / self.l2_bytes if self.l2_bytes else None
 
+    def per_call(self, calls: int | None) -> dict:
+        """The counters per call of a range of ``calls`` calls: ``kernels``, ``dram_bytes``, ``read``,
+        ``write``, ``time_ns`` (divided), ``dram_pct``, ``l2_hit_pct`` (as they are)."""
+        n = max(int(calls or 1), 1)
+        return {"kernels": self.kernels / n, "dram_bytes": self.dram_bytes / n, "read": self.dram_read / n,
+                "write": self.dram_write / n, "time_ns": self.time_ns / n, "dram_pct": self.dram_pct,
+                "l2_hit_pct": self.l2_hit_pct}
+
     def add(self, k: Kernel) -> None:
         m = k.metrics
         t = m["gpu__time_duration.sum"]
@@ -96,8 +104,8 @@ class RangeCounters:
         self.dram_read += m["dram__bytes_read.sum"]
         self.dram_write += m["dram__bytes_write.sum"]
         self.throughput_ns += m["dram__throughput.avg.pct_of_peak_sustained_elapsed"] * t
-        self.l2_hit_bytes += m["lts__t_sector_hit_rate.pct"] * m["lts__t_bytes.sum"]
-        self.l2_bytes += m["lts__t_bytes.sum"]
+        self.l2_hit_bytes += m.get("lts__t_sector_hit_rate.pct", 0.0) * m.get("lts__t_bytes.sum", 0.0)
+        self.l2_bytes += m.get("lts__t_bytes.sum", 0.0)
 
 
 def range_of(cell: str, domain: str = DOMAIN) -> RangeName | None:
@@ -138,17 +146,18 @@ def _rows(text: str) -> list[list[str]]:
 
 
 def read(text: str) -> list[Kernel]:
-    """The kernels of a raw page (ncu's, or :func:`trimmed`'s), in report order.
+    """The kernels of a raw page (ncu's, or :func:`trimmed`'s), in report order, with the metrics
+    of :data:`METRICS` the page has (the L2's may be absent).
 
     Raises:
-        CountersError: no header, a metric of :data:`METRICS` or the NVTX column missing, a unit
+        CountersError: no header, a metric of :data:`DRAM_METRICS` or the NVTX column missing, a unit
             not known, or a value that is not a number.
     """
     if len(text) > MAX_BYTES:
         raise CountersError(f"larger than {MAX_BYTES >> 20} MB: not the raw page of a capture")
     rows = _rows(text)
     header = rows[0]
-    missing = [m for m in METRICS if m not in header]
+    missing = [m for m in DRAM_METRICS if m not in header]
     if missing:
         raise CountersError(f"no column {', '.join(missing)} (the capture did not collect it)")
     nvtx = next((i for i, h in enumerate(header) if NVTX_COLUMN in h), None)
@@ -157,7 +166,7 @@ def read(text: str) -> list[Kernel]:
     if len(rows) < 2:
         raise CountersError("no units row")
     units = rows[1]
-    where = {m: header.index(m) for m in METRICS}
+    where = {m: header.index(m) for m in METRICS if m in header}
     scale = {}
     for m, i in where.items():
         unit = units[i] if i < len(units) else ""
@@ -199,12 +208,13 @@ def trimmed(text: str) -> str:
     header, units = rows[0], rows[1]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow([ID_COLUMN, "NVTX Push/Pop_Range", *METRICS])
-    w.writerow(["", "", *(units[header.index(m)] for m in METRICS)])
+    kept = [m for m in METRICS if m in header]
+    scale = [SCALE[units[header.index(m)]] for m in kept]
+    w.writerow([ID_COLUMN, "NVTX Push/Pop_Range", *kept])
+    w.writerow(["", "", *(units[header.index(m)] for m in kept)])
     for k in kernels:
-        scale = [SCALE[units[header.index(m)]] for m in METRICS]
         w.writerow([k.id, f"{DOMAIN}:{k.range}" if k.range else "",
-                    *(_plain(k.metrics[m] / s) for m, s in zip(METRICS, scale))])
+                    *(_plain(k.metrics[m] / s) for m, s in zip(kept, scale))])
     return buf.getvalue()
 
 

@@ -57,15 +57,6 @@ class Row:
     note: str = ""
 
 
-def per_call(case: dict, c: RangeCounters) -> dict:
-    """A case's counters per call: ``kernels``, ``dram_bytes``, ``read``, ``write``, ``dram_pct``,
-    ``l2_hit_pct``, ``time_ns`` (what ``ab``'s notes compare)."""
-    calls = max(int(case.get("calls") or 1), 1)
-    return {"kernels": c.kernels / calls, "dram_bytes": c.dram_bytes / calls, "read": c.dram_read / calls,
-            "write": c.dram_write / calls, "dram_pct": c.dram_pct, "l2_hit_pct": c.l2_hit_pct,
-            "time_ns": c.time_ns / calls}
-
-
 def rows(side: dict, counters: dict[RangeName, RangeCounters]) -> list[Row]:
     """One row per planned case of ``side``, in plan order.
 
@@ -90,7 +81,7 @@ def rows(side: dict, counters: dict[RangeName, RangeCounters]) -> list[Row]:
             row.status = "missing"
             row.note = "no kernel of this range in the ncu report"
             continue
-        p = per_call(case, c)
+        p = c.per_call(case.get("calls"))
         declared = case.get("bytes_moved") or 0
         row.kernels_per_call = p["kernels"]
         row.dram_read_mb, row.dram_write_mb = p["read"] / 1e6, p["write"] / 1e6

@@ -26,21 +26,23 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from fusebench.nsys.tool import parse_version
+from fusebench.nsys.tool import parse_version, read_version
 
 #: Where Nsight Compute installs itself (``/opt/nvidia/nsight-compute/<version>/ncu``), looked at when
 #: ``ncu`` is not on PATH.
 INSTALL_GLOB = "/opt/nvidia/nsight-compute/*/ncu"
 
-#: The metrics a capture collects (Nsight Compute's names; the raw CSV's columns of the same names).
-METRICS: tuple[str, ...] = (
+#: The metrics every capture collects (Nsight Compute's names; the raw CSV's columns of the same
+#: names): each kernel's time, DRAM bytes read and written, DRAM throughput as % of peak.
+DRAM_METRICS: tuple[str, ...] = (
     "gpu__time_duration.sum",
     "dram__bytes_read.sum",
     "dram__bytes_write.sum",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
-    "lts__t_sector_hit_rate.pct",
-    "lts__t_bytes.sum",
 )
+#: The L2's sector hit rate and bytes (its weight): ``make ncu`` collects them, ``ab``'s notes do not.
+L2_METRICS: tuple[str, ...] = ("lts__t_sector_hit_rate.pct", "lts__t_bytes.sum")
+METRICS: tuple[str, ...] = DRAM_METRICS + L2_METRICS
 
 #: ``ncu`` options of a capture (the module doc says why each).
 PROFILE_OPTIONS: tuple[str, ...] = (
@@ -69,9 +71,10 @@ class NcuUnavailable(Exception):
     """ncu is missing, cannot run, or may not read the counters; the message says what to do (one line)."""
 
 
-def profile_command(ncu: str, output: str, program: list[str]) -> list[str]:
-    """``ncu`` of ``program`` writing ``<output>.ncu-rep`` (overwritten if present)."""
-    return [ncu, *PROFILE_OPTIONS, "--metrics", ",".join(METRICS), "-f", "-o", output, *program]
+def profile_command(ncu: str, output: str, program: list[str],
+                    metrics: tuple[str, ...] = METRICS) -> list[str]:
+    """``ncu`` of ``program`` collecting ``metrics``, writing ``<output>.ncu-rep`` (overwritten)."""
+    return [ncu, *PROFILE_OPTIONS, "--metrics", ",".join(metrics), "-f", "-o", output, *program]
 
 
 def raw_csv_command(ncu: str, report: str) -> list[str]:
@@ -108,16 +111,7 @@ def version(path: str) -> tuple[int, int, int]:
     Raises:
         NcuUnavailable: it does not run or prints no version.
     """
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NcuUnavailable(f"{path} --version failed: {exc}") from exc
-    text = (out.stdout + out.stderr).strip()
-    found = parse_version(text)
-    if out.returncode != 0 or found is None:
-        first = text.splitlines()[0] if text else f"exit status {out.returncode}"
-        raise NcuUnavailable(f"cannot read the version of {path} ({first}); {HOW_TO_GET}")
-    return found
+    return read_version(path, NcuUnavailable, HOW_TO_GET)
 
 
 def admin_only(params: Path | None = None) -> bool:

@@ -98,6 +98,24 @@ def parse_version(text: str) -> tuple[int, int, int] | None:
     return (int(m[1]), int(m[2]), int(m[3] or 0)) if m else None
 
 
+def read_version(path: str, unavailable: type[Exception], how_to_get: str) -> tuple[int, int, int]:
+    """``<path> --version`` read as ``(year, release, patch)`` (Nsight Systems' and Compute's alike).
+
+    Raises:
+        unavailable: it does not run, fails, or prints no version (the message ends in ``how_to_get``).
+    """
+    try:
+        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise unavailable(f"{path} --version failed: {exc}") from exc
+    text = (out.stdout + out.stderr).strip()
+    version = parse_version(text)
+    if out.returncode != 0 or version is None:
+        first = text.splitlines()[0] if text else f"exit status {out.returncode}"
+        raise unavailable(f"cannot read the version of {path} ({first}); {how_to_get}")
+    return version
+
+
 def locate(nsys: str) -> str:
     """Absolute path of the nsys executable named by ``nsys`` (a path, or a name on PATH).
 
@@ -120,15 +138,7 @@ def check(nsys: str) -> tuple[int, int, int]:
         NsysUnavailable: not found, ``--version`` fails or prints no version, or too old.
     """
     path = locate(nsys)
-    try:
-        out = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise NsysUnavailable(f"{path} --version failed: {exc}") from exc
-    text = (out.stdout + out.stderr).strip()
-    version = parse_version(text)
-    if out.returncode != 0 or version is None:
-        first = text.splitlines()[0] if text else f"exit status {out.returncode}"
-        raise NsysUnavailable(f"cannot read the version of {path} ({first}); {HOW_TO_GET}")
+    version = read_version(path, NsysUnavailable, HOW_TO_GET)
     if version[:2] < MIN_VERSION:
         have = ".".join(map(str, version))
         need = ".".join(map(str, MIN_VERSION))
