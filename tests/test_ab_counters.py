@@ -22,9 +22,9 @@ GELU = DATA / "gelu-h100-e930cac-ncu"
 SLOW = "gelu/triton/16777216/float32"
 
 
-def figures(dram_bytes, dram_pct, kernels=1.0, declared=134217728.0):
+def figures(dram_bytes, dram_pct, kernels=1.0, declared=134217728.0, l2_bytes=None):
     return {"kernels": kernels, "dram_bytes": dram_bytes, "dram_pct": dram_pct, "time_ns": 1.0,
-            "declared": declared}
+            "declared": declared, "l2_bytes": l2_bytes}
 
 
 @pytest.mark.parametrize("base, head, said", [
@@ -34,10 +34,12 @@ def figures(dram_bytes, dram_pct, kernels=1.0, declared=134217728.0):
     (figures(132.8e6, 84.2), figures(132.9e6, 84.9), "bytes same, DRAM throughput same"),
     (figures(132.8e6, 84.2), figures(265.6e6, 84.2, 2.0),
      "DRAM bytes +100.0 %, bandwidth same, launches 1 -> 2"),
-    (figures(4.9e6, 18.2), figures(5.2e6, 18.0), "DRAM bytes +6.1 %, bandwidth same, from L2: 0.04x the "
-                                                 "declared bytes"),
-    (figures(0.0, 0.0), figures(0.0, 0.0),
-     "bytes same, DRAM throughput same, from L2: 0.00x the declared bytes"),
+    # held in L2 (smaller than it, hot): what the L2 moved, not what it let through to DRAM
+    (figures(4.9e6, 18.2, l2_bytes=190e6), figures(5.2e6, 18.0, l2_bytes=201.4e6),
+     "in L2 (DRAM 0.04x the declared bytes): L2 bytes +6.0 %"),
+    (figures(0.0, 0.0, l2_bytes=190e6), figures(0.0, 0.0, 2.0, l2_bytes=191e6),
+     "in L2 (DRAM 0.00x the declared bytes): L2 bytes same, launches 1 -> 2"),
+    (figures(4.9e6, 18.2), figures(5.2e6, 18.0), "DRAM bytes +6.1 %, bandwidth same"),  # no L2 figures
 ])
 def test_the_note_tells_more_bytes_from_a_worse_access_pattern(base, head, said):
     assert ab_counters.note(base, head) == said
@@ -56,16 +58,17 @@ def test_only_gpu_figures_judged_a_regression_or_an_improvement_are_flagged():
     assert ab_counters.flagged(rows) == [SLOW, "gelu/torch/1024/float32"]
 
 
-def raw_of(change: str) -> str:
-    """The committed GELU page with the triton 2^24 kernels changed: ``bytes`` (6.1 % more bytes and
-    time), ``pattern`` (5 % more time, the same bytes), ``launches`` (each kernel launched twice)."""
+def raw_of(change: str, case: str = SLOW) -> str:
+    """The committed GELU page with ``case``'s kernels changed: ``bytes`` (6.1 % more bytes and
+    time), ``pattern`` (5 % more time, the same bytes), ``launches`` (each kernel launched twice),
+    ``l2`` (6 % more L2 bytes)."""
     rows = list(csv.reader(io.StringIO(Path(f"{GELU}_raw.csv").read_text())))
     head = rows[0]
     i = {name: head.index(name) for name in head}
     out = rows[:2]
     for r in rows[2:]:
         out.append(r)
-        if r[1] != f"fusebench:{SLOW}":
+        if r[1] != f"fusebench:{case}":
             continue
         if change == "bytes":
             for col in ("dram__bytes_read.sum", "dram__bytes_write.sum", "gpu__time_duration.sum"):
@@ -76,6 +79,8 @@ def raw_of(change: str) -> str:
             r[i[pct]] = str(float(r[i[pct]]) / 1.05)
         elif change == "launches":
             out.append(list(r))
+        elif change == "l2":
+            r[i["lts__t_bytes.sum"]] = str(float(r[i["lts__t_bytes.sum"]]) * 1.06)
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerows(out)
     return buf.getvalue()
@@ -153,7 +158,7 @@ def test_each_side_s_driver_runs_under_ncu_in_its_tree_and_the_note_says_why(tmp
     assert program == [sys.executable, "-m", "fusebench", "nsys", "run", "--op=gelu", "--backends", "triton",
                        "--shapes", "16777216", "--dtypes", "float32", "--calls", "5", "--json",
                        str(tmp_path / "counters" / "base-gelu.json")]
-    assert "lts__t_bytes.sum" not in profiles[0]["args"][profiles[0]["args"].index("--metrics") + 1]
+    assert profiles[0]["args"][profiles[0]["args"].index("--metrics") + 1] == ",".join(ncu_tool.METRICS)
     flagged = [r for r in ab_counters.annotate(rows, counters) if r.status == compare.REGRESSION]
     assert flagged and all(r.note.endswith(said) for r in flagged)
     same = [r for r in ab_counters.annotate(rows, counters) if r.status != compare.REGRESSION]
@@ -167,6 +172,16 @@ def test_each_side_s_driver_runs_under_ncu_in_its_tree_and_the_note_says_why(tmp
     data = json.loads(ab_cmd.verdict(out, "json", "h100", [], None, counters)[0])
     assert any(r["note"].endswith(said) for r in data["rows"] if r["status"] == compare.REGRESSION)
     assert data["counters"]["cases"][SLOW]["base"]["kernels"] == 1.0 and data["phases"]["counters"] == 12.5
+
+
+def test_a_flagged_case_held_in_l2_is_told_by_its_l2_bytes(tmp_path, fake_ncu):
+    hot = "gelu/triton/4194304/float32"  # 16 MB each way: hot in the H100's 50 MiB L2
+    (fake_ncu.pages / "head.csv").write_text(raw_of("l2", hot))
+    rows = ab.rows(ab.run(None, Fake(both(CASES, {hot: 1.06}), noise=0.003, seed=1), A, B))
+    counters = ab_counters.explain(rows, measurer(tmp_path), tmp_path / "counters")
+    flagged = [r for r in ab_counters.annotate(rows, counters) if r.status == compare.REGRESSION]
+    assert flagged and {r.note.rpartition("; ")[2] for r in flagged} == {
+        "ncu: in L2 (DRAM 0.15x the declared bytes): L2 bytes +6.0 %"}
 
 
 def test_without_a_gpu_or_ncu_one_line_says_so_and_nothing_flagged_says_nothing(tmp_path, monkeypatch):

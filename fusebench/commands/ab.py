@@ -3,7 +3,7 @@
     fusebench ab --base REV [--head REV] [--all] [--ops ...] [--backends ...] [--dtypes ...]
                  [--shapes ...] [--factor 1.02] [--target 1.03] [--min-pairs 4] [--max-pairs 16]
                  [--time-cap 600] [--process-rounds 1] [--format text|markdown|json]
-                 [--output FILE] [--scratch DIR] [--cache DIR] [--repo DIR]
+                 [--output FILE] [--scratch DIR] [--cache DIR] [--repo DIR] [--no-counters]
     fusebench ab --from SESSION/ab.json [--factor ...] [--format ...]      (judge again, no GPU)
 
 Each side is checked out in its own git worktree (bisect's; when no --head is given and the
@@ -33,6 +33,11 @@ every pass over the open cases, so a run stopped on the way keeps every round it
 Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
 input or when nothing could be judged (no case measured on both sides, or every one contaminated,
 another kernel or the launch path); else 0.
+
+Where Nsight Compute's ncu and a GPU are here, each case with a GPU figure judged a regression or
+an improvement is then profiled once on each side (its own `nsys run` under ncu) and its note says
+why it moved: DRAM bytes, DRAM throughput, launches (`fusebench/gate/ab_counters.py`);
+--no-counters skips that.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ import sys
 import time
 from pathlib import Path
 
+from fusebench.atomic import write_atomic
 from fusebench.commands import nsys as nsys_cmd
 from fusebench.errors import UsageError
 from fusebench.nsys import ncu_csv, ncu_tool, tool
@@ -100,8 +101,6 @@ def raw_page(ncu: str, report: str) -> str:
 
 def write_raw(ncu: str, stem: str) -> None:
     """``<stem>_raw.csv``: the report's raw page, trimmed to the columns the summary reads."""
-    from fusebench.atomic import write_atomic
-
     write_atomic(Path(f"{stem}_raw.csv"), ncu_csv.trimmed(raw_page(ncu, f"{stem}.ncu-rep")))
 
 
@@ -120,8 +119,8 @@ def cmd_summary(args) -> int:
     except (ValueError, KeyError, TypeError, ncu_csv.CountersError) as exc:
         raise UsageError(f"{stem}: not a capture's files ({exc})") from None
     text = ncu_summary.markdown(side, table, stem, outside)
-    Path(f"{stem}.md").write_text(text)
-    Path(f"{stem}.csv").write_text(ncu_summary.csv_text(table))
+    write_atomic(Path(f"{stem}.md"), text)
+    write_atomic(Path(f"{stem}.csv"), ncu_summary.csv_text(table))
     print(text)
     print(f"{PROG}: wrote {stem}.md and {stem}.csv", file=sys.stderr)
     return 0

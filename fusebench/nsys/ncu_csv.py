@@ -90,11 +90,11 @@ class RangeCounters:
 
     def per_call(self, calls: int | None) -> dict:
         """The counters per call of a range of ``calls`` calls: ``kernels``, ``dram_bytes``, ``read``,
-        ``write``, ``time_ns`` (divided), ``dram_pct``, ``l2_hit_pct`` (as they are)."""
+        ``write``, ``l2_bytes``, ``time_ns`` (divided), ``dram_pct``, ``l2_hit_pct`` (as they are)."""
         n = max(int(calls or 1), 1)
         return {"kernels": self.kernels / n, "dram_bytes": self.dram_bytes / n, "read": self.dram_read / n,
-                "write": self.dram_write / n, "time_ns": self.time_ns / n, "dram_pct": self.dram_pct,
-                "l2_hit_pct": self.l2_hit_pct}
+                "write": self.dram_write / n, "l2_bytes": self.l2_bytes / n, "time_ns": self.time_ns / n,
+                "dram_pct": self.dram_pct, "l2_hit_pct": self.l2_hit_pct}
 
     def add(self, k: Kernel) -> None:
         m = k.metrics

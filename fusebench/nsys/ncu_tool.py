@@ -40,7 +40,7 @@ DRAM_METRICS: tuple[str, ...] = (
     "dram__bytes_write.sum",
     "dram__throughput.avg.pct_of_peak_sustained_elapsed",
 )
-#: The L2's sector hit rate and bytes (its weight): ``make ncu`` collects them, ``ab``'s notes do not.
+#: The L2's sector hit rate and its bytes (the hit rate's weight; what a case held in L2 moves).
 L2_METRICS: tuple[str, ...] = ("lts__t_sector_hit_rate.pct", "lts__t_bytes.sum")
 METRICS: tuple[str, ...] = DRAM_METRICS + L2_METRICS
 
