@@ -174,14 +174,18 @@ def test_each_side_s_driver_runs_under_ncu_in_its_tree_and_the_note_says_why(tmp
     assert data["counters"]["cases"][SLOW]["base"]["kernels"] == 1.0 and data["phases"]["counters"] == 12.5
 
 
-def test_a_flagged_case_held_in_l2_is_told_by_its_l2_bytes(tmp_path, fake_ncu):
+def test_a_flagged_case_held_in_l2_is_told_by_its_l2_bytes_and_the_first_most_are_profiled(
+        tmp_path, fake_ncu, monkeypatch):
     hot = "gelu/triton/4194304/float32"  # 16 MB each way: hot in the H100's 50 MiB L2
     (fake_ncu.pages / "head.csv").write_text(raw_of("l2", hot))
-    rows = ab.rows(ab.run(None, Fake(both(CASES, {hot: 1.06}), noise=0.003, seed=1), A, B))
+    rows = ab.rows(ab.run(None, Fake(both(CASES, {hot: 1.06, SLOW: 1.06}), noise=0.003, seed=1), A, B))
+    monkeypatch.setattr(ab_counters, "MOST", 1)
     counters = ab_counters.explain(rows, measurer(tmp_path), tmp_path / "counters")
-    flagged = [r for r in ab_counters.annotate(rows, counters) if r.status == compare.REGRESSION]
-    assert flagged and {r.note.rpartition("; ")[2] for r in flagged} == {
-        "ncu: in L2 (DRAM 0.15x the declared bytes): L2 bytes +6.0 %"}
+    notes = {r.params[1]: r.note.rpartition("; ")[2] for r in ab_counters.annotate(rows, counters)
+             if r.status == compare.REGRESSION}
+    assert notes["4194304"] == "ncu: in L2 (DRAM 0.15x the declared bytes): L2 bytes +6.0 %"
+    assert not notes["16777216"].startswith("ncu:")  # past MOST: not profiled
+    assert ab_counters.lines(counters)[0].startswith("ab: counters: 1 of 2 flagged case(s) profiled")
 
 
 def test_without_a_gpu_or_ncu_one_line_says_so_and_nothing_flagged_says_nothing(tmp_path, monkeypatch):

@@ -40,6 +40,9 @@ from fusebench.gate import compare
 SAME = 0.02
 #: Calls per range under ncu (each kernel is profiled on its own).
 CALLS = 5
+#: The most flagged cases profiled (the first in the verdict's order): each op's run covers the
+#: product of its cases' backends, shapes and dtypes, and each replay pass runs it again.
+MOST = 16
 #: A case under this share of its declared bytes on both sides ran from L2.
 FROM_L2 = 0.5
 #: The statuses a note explains.
@@ -115,7 +118,8 @@ def lines(counters: dict | None) -> list[str]:
     if counters.get("skipped"):
         return [f"ab: counters: not profiled ({counters['skipped']})"]
     n = len(counters.get("cases") or {})
-    return [f"ab: counters: {n} flagged case(s) profiled once on each side with ncu in "
+    of = f" of {counters['flagged']:.0f}" if counters.get("flagged", n) > n else ""
+    return [f"ab: counters: {n}{of} flagged case(s) profiled once on each side with ncu in "
             f"{counters.get('seconds', 0):.0f} s (--no-counters, NO_COUNTERS=1 through make, skips it)"]
 
 
@@ -202,7 +206,8 @@ def explain(rows: list[compare.Row], measurer, folder: Path, ncu: str = "ncu",
     was flagged. Never raises for a missing tool or a failing side."""
     from fusebench.nsys import ncu_tool
 
-    cases = flagged(rows)
+    every = flagged(rows)
+    cases = every[:MOST]
     if not cases:
         return None
     if not _gpu():
@@ -223,7 +228,8 @@ def explain(rows: list[compare.Row], measurer, folder: Path, ncu: str = "ncu",
     except (RuntimeError, ncu_tool.NcuUnavailable, ValueError, OSError, KeyError, TypeError) as exc:
         return {"skipped": str(exc), "seconds": round(clock() - start, 1)}
     both = {c: f for c, f in found.items() if all(s in f for s in SIDES)}
-    return {"cases": both, "seconds": round(clock() - start, 1), "calls": CALLS, "folder": str(folder)}
+    return {"cases": both, "seconds": round(clock() - start, 1), "calls": CALLS, "flagged": len(every),
+            "folder": str(folder)}
 
 
 def from_dict(data) -> dict | None:
@@ -245,8 +251,9 @@ def from_dict(data) -> dict | None:
     out: dict = {}
     if "skipped" in data:
         out["skipped"] = "".join(ch for ch in str(data["skipped"]) if ch.isprintable())[:300]
-    if "seconds" in data:
-        out["seconds"] = number(data["seconds"], "seconds")
+    for key in ("seconds", "flagged"):
+        if key in data:
+            out[key] = number(data[key], key)
     cases = data.get("cases", {})
     if not isinstance(cases, dict):
         raise ValueError("counters: cases: not an object")
