@@ -82,11 +82,11 @@ def test_help_lists_every_command():
     for name in commands.COMMANDS:
         assert f"\n    {name} " in out.stdout, name
     assert set(commands.COMMANDS) == {"bench", "list", "compare", "publish", "preview", "plots", "collect",
-                                      "nsys", "trace", "profile", "pitfalls", "mlp", "tune", "table",
+                                      "nsys", "ncu", "trace", "profile", "pitfalls", "mlp", "tune", "table",
                                       "bisect", "store", "ab"}
 
 
-MORE_HELP = [["nsys", "run", "--help"]]
+MORE_HELP = [["nsys", "run", "--help"], ["ncu", "capture", "--help"]]
 
 
 @pytest.mark.parametrize("argv", [[name, "--help"] for name in commands.COMMANDS] + MORE_HELP)
