@@ -139,8 +139,8 @@ def test_every_numeric_option_names_its_range_not_a_python_function(capsys):
         "bench --rounds", "ab --factor", "ab --target", "ab --min-pairs", "ab --max-pairs", "ab --time-cap",
         "ab --process-rounds", "bisect --rounds", "bisect --max-rounds", "preview --port",
         "nsys capture --calls", "nsys plan --calls", "nsys check --calls", "nsys run --calls",
-        "ncu capture --calls", "ncu check --calls", "trace --calls", "profile --calls", "pitfalls --n", "pitfalls --launches", "pitfalls --rounds",
-        "tune --budget"]
+        "ncu capture --calls", "ncu check --calls", "trace --calls", "profile --calls", "pitfalls --n",
+        "pitfalls --launches", "pitfalls --rounds", "tune --budget"]
     pattern = re.compile(r"argument (--[a-z-]+): give a (whole )?number (>=? -?[0-9.]+|from [0-9.]+ to "
                          r"[0-9.]+), not '(abc|-99999999)'\n")
     for prefix, option in options:

@@ -40,8 +40,9 @@ AGREEMENT = 0.05
 
 
 @dataclass
-class Row:
-    """One case of the summary. Times in µs per call, bandwidth in GB/s, ratios dimensionless."""
+class CaseRow:
+    """The case a summary's row is of and whether it ran: the first columns of this summary and of
+    ``make ncu``'s (:mod:`fusebench.nsys.ncu_summary`)."""
 
     range: str
     backend: str
@@ -49,6 +50,24 @@ class Row:
     dtype: str
     status: str
     calls: int | None = None
+
+
+def start_row(case: dict, row_type: type):
+    """A ``row_type`` row (a :class:`CaseRow` with ``note`` and ``harness_us``) for a side file's
+    case: a case that did not run noted with its reason, one that ran with the harness's time."""
+    row = row_type(case["range"], case["backend"], case["shape"], case["dtype"], case["status"],
+                   calls=case.get("calls"))
+    if case["status"] != "ok":
+        row.note = f"{case['status']}: {case.get('reason', '')}"
+    elif case.get("device_time_ms") is not None:
+        row.harness_us = case["device_time_ms"] * 1e3
+    return row
+
+
+@dataclass
+class Row(CaseRow):
+    """One case of the summary. Times in µs per call, bandwidth in GB/s, ratios dimensionless."""
+
     kernels_per_call: float | None = None
     gpu_ops_per_call: float | None = None
     proj_us: float | None = None
@@ -75,14 +94,10 @@ def rows(side: dict, stats: dict) -> list[Row]:
         raise ValueError(f"not a {SIDE_FORMAT} side file (format {side.get('format')!r})")
     out = []
     for case in side["cases"]:
-        row = Row(case["range"], case["backend"], case["shape"], case["dtype"], case["status"],
-                  calls=case.get("calls"))
+        row = start_row(case, Row)
         out.append(row)
         if case["status"] != "ok":
-            row.note = f"{case['status']}: {case.get('reason', '')}"
             continue
-        if case.get("device_time_ms") is not None:
-            row.harness_us = case["device_time_ms"] * 1e3
         s: RangeStats | None = stats.get(parse_range(case["range"]))
         if s is None:
             row.status = "missing"

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from fusebench.nsys.capture_summary import SIDE_FORMAT, _fmt, to_csv
+from fusebench.nsys.capture_summary import SIDE_FORMAT, CaseRow, _fmt, start_row, to_csv
 from fusebench.nsys.ncu_csv import RangeCounters
 from fusebench.nsys.nvtx_ranges import RangeName, parse_range
 from fusebench.report import marks
@@ -34,15 +34,9 @@ UNDER_DECLARED = 0.95
 
 
 @dataclass
-class Row:
+class Row(CaseRow):
     """One case. Bytes in MB (1e6 B) per call, times in µs per call, rates in %, GB/s (1e9 B/s)."""
 
-    range: str
-    backend: str
-    shape: str
-    dtype: str
-    status: str
-    calls: int | None = None
     kernels_per_call: float | None = None
     dram_read_mb: float | None = None
     dram_write_mb: float | None = None
@@ -68,14 +62,10 @@ def rows(side: dict, counters: dict[RangeName, RangeCounters]) -> list[Row]:
     l2 = (side.get("environment") or {}).get("l2_bytes")
     out = []
     for case in side["cases"]:
-        row = Row(case["range"], case["backend"], case["shape"], case["dtype"], case["status"],
-                  calls=case.get("calls"))
+        row = start_row(case, Row)
         out.append(row)
         if case["status"] != "ok":
-            row.note = f"{case['status']}: {case.get('reason', '')}"
             continue
-        if case.get("device_time_ms") is not None:
-            row.harness_us = case["device_time_ms"] * 1e3
         c = counters.get(parse_range(case["range"]))
         if c is None or not c.kernels:
             row.status = "missing"
