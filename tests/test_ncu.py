@@ -234,6 +234,8 @@ def test_capture_runs_ncu_of_the_nsys_driver_then_writes_the_raw_page_and_the_su
     assert (checkout / f"{stem}_raw.csv").read_text() == Path(f"{GELU}_raw.csv").read_text()
     assert "| `gelu/eager/16777216/float32` | 9 |" in (checkout / f"{stem}.md").read_text()
     assert out == (checkout / f"{stem}.md").read_text() + "\n"
+    assert err.splitlines()[-1] == ("ncu: 3 case(s) move more than 1.1x their declared bytes through DRAM "
+                                    "(marked +)")
 
 
 PERMISSION_LINE = ("ncu: error: the driver lets only administrators read the GPU performance counters "

@@ -123,6 +123,10 @@ def cmd_summary(args) -> int:
     write_atomic(Path(f"{stem}.csv"), ncu_summary.csv_text(table))
     print(text)
     print(f"{PROG}: wrote {stem}.md and {stem}.csv", file=sys.stderr)
+    over = [r for r in table if r.over_declared]
+    if over:
+        print(f"{PROG}: {len(over)} case(s) move more than {ncu_summary.OVER_DECLARED:g}x their declared "
+              "bytes through DRAM (marked +)", file=sys.stderr)
     return 0
 
 
