@@ -7,6 +7,7 @@ softmax on an H100, trimmed by ``ncu_csv.trimmed``.
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 
@@ -320,3 +321,23 @@ def test_an_ncu_that_prints_no_version_is_refused(tmp_path):
     exe.chmod(0o755)
     with pytest.raises(ncu_tool.NcuUnavailable, match=r"cannot read the version of .*ncu \(error while"):
         ncu_tool.check(str(exe))
+
+
+@pytest.mark.parametrize("op", ["gelu", "softmax"])
+def test_the_committed_h100_example_is_its_raw_page_summarised(op, tmp_path):
+    """nsys/examples/<op>-h100-80gb-hbm3-e7bc77c-ncu.*: `make ncu` on an H100 (nsys/README.md);
+    summarising its committed raw page and side file again writes its committed CSV, and its
+    markdown but for the folder named in it. Eager GELU's traffic by size is in it."""
+    stem = f"{op}-h100-80gb-hbm3-e7bc77c-ncu"
+    examples = PROJECT_ROOT / "nsys" / "examples"
+    for end in (".json", "_raw.csv"):
+        (tmp_path / f"{stem}{end}").write_bytes((examples / f"{stem}{end}").read_bytes())
+    done = subprocess.run([sys.executable, "-m", "fusebench", "ncu", "summary", str(tmp_path / stem)],
+                          cwd=PROJECT_ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / f"{stem}.csv").read_text() == (examples / f"{stem}.csv").read_text()
+    md = (tmp_path / f"{stem}.md").read_text().replace(f"{tmp_path}/", "nsys/")
+    assert md == (examples / f"{stem}.md").read_text()
+    if op == "gelu":
+        assert "| eager | float32 | 0.475 | 6.895+ | 10.423+ | 10.484+ |" in md
+        assert "| triton | float32 | 0.008 | 0.166 | 0.989 | 0.998 |" in md
