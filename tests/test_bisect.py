@@ -204,6 +204,29 @@ def test_contaminated_rounds_make_a_probe_ambiguous():
     assert p2.verdict == AMBIGUOUS and "contaminated" in p2.why
 
 
+class Busy(StandIn):
+    """A host loaded by other processes: every round contaminated, the load moving every figure by
+    up to 1.9x over the session (both sides alike, a round of each one after the other)."""
+
+    def round(self, commit):
+        figs = super().round(commit)
+        load = 1.0 + 0.45 * (1 + math.sin(len(self.calls) / 3.0))
+        return {c: {"device_time_ms": f["device_time_ms"] * load, "contamination": ["host busy: load 6"]}
+                for c, f in figs.items()}
+
+
+def test_a_3x_step_on_a_busy_host_is_bisected_on_its_pairs():
+    """Issue 54, item 6: `make bisect` refused a 2.994x step as contaminated ("nothing to bisect").
+    GOOD -> BAD's paired interval lies wholly beyond the host's margin: a regression, marked."""
+    out = run(8, Busy(step(5, size=3.0), jitter=0.02), max_rounds=6)
+    ref = out.reference[0].reference
+    assert ref.status == compare.REGRESSION and ref.note.startswith("host busy; paired: interval ")
+    assert out.status in ("found", "range") and out.probes
+    # a step within the margin on the same busy host stays contaminated: nothing to bisect
+    out = run(8, Busy(step(5, size=1.3), jitter=0.02), max_rounds=6)
+    assert out.status == "no regression" and "GOOD -> BAD is contaminated" in out.reference[0].why
+
+
 def test_search_rejects_a_probe_outside_the_range():
     s = bisect.Search(8)
     s.record(4, BAD)

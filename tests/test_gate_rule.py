@@ -179,6 +179,33 @@ def test_a_contaminated_case_is_never_a_regression():
     assert compare.CONTAMINATED not in compare.FAILING
 
 
+def test_a_limit_beyond_the_host_s_margin_is_blind_and_mostly_blind_is_inconclusive():
+    """Issue 54, item 6: a case-metric held to a limit beyond what a host does on its own (1.5x for a
+    GPU's device time) saw nothing: "blind", not "same"; mostly blind with no regression is
+    inconclusive, never "ok"."""
+    wide = case((1.0, 1.5, 0.7))  # spread 80 %: limit 2.6x
+    st_, _, limit, _, note = compare.judge(HOT, case((1.0, 1.01, 0.99)), wide, 1.04)
+    assert st_ == compare.BLIND and limit > compare.HOST_MARGIN_GPU
+    assert f"blind: limit {limit:.2f}x, beyond the host's margin of 1.5x" in note
+    assert status(case((1.0, 1.01, 0.99)), case((1.0, 1.02, 0.99))) == compare.SAME  # a narrow limit
+    wall = metrictable.BY_NAME["track_wall_time"]  # a host's clock: margin 2x
+    assert compare.judge(wall, case((1.0, 1.01, 0.99)), case((1.0, 1.3, 0.9)), 1.04)[0] == compare.SAME
+    assert compare.judge(wall, case((1.0, 1.01, 0.99)), wide, 1.04)[0] == compare.BLIND
+
+    def row(st, limit=1.1):
+        return compare.Row("suite.Gelu.track_device_time", ("torch", "1024", "float32"), "seconds", 1e-3,
+                           1e-3, 1.0, 0.0, st, limit)
+
+    two_blind = [row(compare.BLIND, 2.6), row(compare.BLIND, 3.1), row(compare.SAME),
+                 row(compare.CONTAMINATED), row(compare.NOT_BOTH)]
+    assert compare.inconclusive(two_blind) and not compare.nothing_judged(two_blind)
+    assert compare.inconclusive_text(two_blind, "make ab").startswith(
+        "inconclusive: 2 of 3 case-metrics judged are blind (limit 2.60x-3.10x, beyond the host's margin)")
+    assert not compare.inconclusive(two_blind + [row(compare.SAME)])  # half is not most
+    assert not compare.inconclusive(two_blind + [row(compare.REGRESSION)])  # a regression fails
+    assert compare.markdown(two_blind, rerun="make ab").endswith("with more pairs: `make ab`")
+
+
 def test_a_different_kernel_chosen_by_timing_is_reported_apart():
     base = case((1.0, 1.0, 1.0), kernel_id="aaa", kernel_by_timing=True)
     head = case((1.15, 1.15, 1.15), kernel_id="bbb", kernel_by_timing=True)

@@ -30,9 +30,15 @@ of both sides is kept in the session folder (--scratch, default .asv/ab/), never
 `fusebench ab --from <session>/ab.json` judges it again without a GPU; the file is written after
 every pass over the open cases, so a run stopped on the way keeps every round it made.
 
+A case-metric whose limit is beyond the host's margin (1.5x for device time, 2x for wall time) is
+"blind", and a session with no regression whose case-metrics judged are mostly blind is
+"inconclusive": it names what to run (more pairs, on a quieter host), never "ok". A case measured
+on a busy host (contaminated) whose paired interval lies wholly beyond that margin is still a
+regression or an improvement, marked "host busy; paired": both sides took the load in turn.
+
 Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
-input or when nothing could be judged (no case measured on both sides, or every one contaminated,
-another kernel or the launch path); else 0.
+input, when nothing could be judged (no case measured on both sides, or every one contaminated,
+another kernel or the launch path) or when the verdict is inconclusive; else 0.
 
 Where Nsight Compute's ncu and a GPU are here, each case with a GPU figure judged a regression or
 an improvement is then profiled once on each side (its own `nsys run` under ncu) and its note says
@@ -179,11 +185,13 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
     rows = ab_counters.annotate(ab.rows(out), counters)
     failed = compare.failed_gate(rows)
     judged = not compare.nothing_judged(rows)
+    blind = judged and compare.inconclusive(rows)
+    rerun = rerun_command(out, rows, snapshot) if blind else ""
     changes = f" with changes ({snapshot[:8]})" if snapshot else " with changes"
     head = out.head.short + (changes if out.head_dirty else "")
     pairs = [len(c.base) for c in out.cases if c.base]
     span = f"{min(pairs)}-{max(pairs)} rounds" if pairs else "no rounds"
-    status = "FAIL" if failed else "ok" if judged else "nothing judged"
+    status = "FAIL" if failed else "inconclusive" if blind else "ok" if judged else "nothing judged"
     margin = f"factor {out.factor:g}"
     if any(r.benchmark.endswith(ab.WALL.name) for r in rows):  # a host without a GPU: wall time's margin
         margin += f", wall time {max(out.factor, ab.WALL_FACTOR):g}"
@@ -192,6 +200,8 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
     lines = [*decided_by, *ab_counters.lines(counters)]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
+    if blind:
+        lines.append(f"ab: {compare.inconclusive_text(rows, rerun)}")
     elif why := compare.unjudged_text(rows):
         lines.append(f"ab: no case-metric measured on both sides could be judged ({why}: the table "
                      "above says why for each)")
@@ -206,17 +216,32 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
     if fmt == "json":
         text = json.dumps(json_ready(compare.as_json(rows, base=out.base.sha, head=out.head.sha,
                                                  head_dirty=out.head_dirty, machine=machine,
-                                                 factor=out.factor,
+                                                 factor=out.factor, outcome=status, rerun=rerun or None,
                                                  alpha=out.alpha, target=out.target, failed=failed,
                                                  seconds=out.seconds, phases=out.phases,
                                                  pairs={c.case: len(c.base) for c in out.cases},
                                                  **ab_counters.about(counters))), indent=1)
     elif fmt == "markdown":
-        text = compare.markdown(rows, title=line.removeprefix("ab: "), p_legend=ab.P_LEGEND)
+        text = compare.markdown(rows, title=line.removeprefix("ab: "), p_legend=ab.P_LEGEND, rerun=rerun)
     else:  # nothing judged: every row, each with why it was not
         text = compare.table(rows, show_all=not judged, p_legend=ab.P_LEGEND)
-    code = 1 if failed else 0 if judged else 2
+    code = 1 if failed else 2 if blind or not judged else 0
     return text, lines, code
+
+
+def rerun_command(out, rows, snapshot: str | None = None) -> str:
+    """What to run when a session is inconclusive: the same two commits (a head with changes as the
+    commit they were taken as), the blind cases' ops, backends, dtypes and shapes, twice the pairs
+    and the time (the interval narrows with the square root of the pairs); on a quieter host."""
+    from fusebench.gate import ab, compare
+
+    blind = [r for r in rows if r.status == compare.BLIND]
+    ops = sorted({r.benchmark.split(".")[1].lower() for r in blind})
+    backends, shapes, dtypes = (",".join(sorted({r.params[i] for r in blind})) for i in range(3))
+    sides = ("--base", out.base.sha[:12], "--head", (snapshot or out.head.sha)[:12])
+    more = ("--max-pairs", max(2 * out.max_pairs, ab.MAX_PAIRS), "--time-cap", f"{2 * ab.TIME_CAP_S:.0f}")
+    return command("ab", *sides, "--all", "--ops", ",".join(ops), "--backends", backends, "--dtypes", dtypes,
+                   "--shapes", shapes, *more)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,14 +8,16 @@ Judges the gated metrics (hot, cold and graph device time) of every case, from e
 (``records/<machine>/<sha8>.json.xz``: every round's figures) where there is one, else from asv's
 stored value. Prints the cases that changed (``+`` regression, ``!`` new failure, ``c``
 contaminated, ``d`` different reference libraries loaded, ``k`` different kernel chosen by the
-compiler, ``~`` slower or faster within noise, ``*`` fixed, ``-`` improvement; ``--all`` prints
-every case, with ``l`` launch path, ``.`` not on both sides and blank same) with the limit each
-case was held to, and a summary line; ``docs/gate.md`` says what each status means. Exit
-status: 1 when a case regressed or newly fails (whatever else happened: a regression is never
-hidden by another code); else 2 on bad input (unknown revision, no stored results for a commit
-or machine), when nothing was judged (no case has a gated figure on both sides: the line says
-what each side stored), or when a stored result file of either commit could not be read (named;
-the rest is compared); else 0; 141 when the output's reader closed it early (``| head``).
+compiler, ``~`` slower or faster within noise, ``?`` blind: a limit beyond the host's margin,
+``*`` fixed, ``-`` improvement; ``--all`` prints every case, with ``l`` launch path, ``.`` not on
+both sides and blank same) with the limit each case was held to, and a summary line;
+``docs/gate.md`` says what each status means. Exit status: 1 when a case regressed or newly fails
+(whatever else happened: a regression is never hidden by another code); else 2 on bad input
+(unknown revision, no stored results for a commit or machine), when nothing was judged (no case
+has a gated figure on both sides: the line says what each side stored), when the verdict is
+inconclusive (most case-metrics judged are blind; the line says what to run), or when a stored
+result file of either commit could not be read (named; the rest is compared); else 0; 141 when
+the output's reader closed it early (``| head``).
 Each case is held to its own limit, learned from the A/A pairs of the committed records of
 the machine (``records/<machine>/``, ``fusebench.gate.noise``); the run ends with how many
 case-metrics the gate can see a 5, 10 and 20 % slowdown in, naming those it cannot see 20 % in.
@@ -34,7 +36,7 @@ import sys
 from pathlib import Path
 
 from fusebench import config, git
-from fusebench.cli import add_config, report_unreadable
+from fusebench.cli import add_config, command, report_unreadable
 from fusebench.errors import UsageError
 from fusebench.gate import compare, noise
 from fusebench.machine import is_cpu, this_machine
@@ -137,16 +139,19 @@ def run(args: argparse.Namespace) -> int:
     rows = compare.compare(before, after, factor, base_rec, head_rec, alpha=settings.alpha,
                            history=history)
     failed, judged_none = compare.failed_gate(rows), compare.nothing_judged(rows)
+    blind = not judged_none and compare.inconclusive(rows)
     rounds = "/".join(f"{r.rounds} rounds" if r else "no record (one value per case)"
                       for r in (base_rec, head_rec))
-    outcome = "FAIL" if failed else "nothing judged" if judged_none else "ok"
+    outcome = "FAIL" if failed else "nothing judged" if judged_none else "inconclusive" if blind else "ok"
+    # the paired session on one GPU: what a comparison of two stored runs could not see, it can
+    rerun = command("ab", "--base", base[:12], "--head", head[:12])
     verdict = (f"compare: {args.machine} {base[:8]} -> {head[:8]} ({rounds}), factor {factor:g}: "
                f"{compare.summary(rows)} -> {outcome}")
     if args.format == "json":
         print(json.dumps(compare.as_json(rows, machine=args.machine, base=base, head=head, factor=factor,
                                          failed=failed), indent=1))
     elif args.format == "markdown":
-        print(compare.markdown(rows, show_all=args.all, title=verdict.removeprefix("compare: ")))
+        print(compare.markdown(rows, show_all=args.all, title=verdict.removeprefix("compare: "), rerun=rerun))
     else:
         print(compare.table(rows, show_all=args.all))
     if judged_none and (why := compare.unjudged_text(rows)):  # measured, not judged: exit 2
@@ -157,6 +162,8 @@ def run(args: argparse.Namespace) -> int:
               + _elsewhere(args.results, args.machine), file=sys.stderr)
     else:
         print(compare.detectable_text(rows), file=sys.stderr)
+    if blind:  # no regression, but most of what was judged could see nothing: not "ok"
+        print(f"compare: {compare.inconclusive_text(rows, rerun)}", file=sys.stderr)
     print(verdict, file=sys.stderr)
     for line in left_out:
         print(f"compare: error: {line}; left out of the A/A history the limits are learned from",
@@ -164,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
     unreadable = report_unreadable(base_reader, "compare") or bool(left_out)
     if head_reader is not base_reader:
         unreadable |= report_unreadable(head_reader, "compare")
-    return 1 if failed else 2 if unreadable or judged_none else 0  # a regression is never hidden
+    return 1 if failed else 2 if unreadable or judged_none or blind else 0  # a regression is never hidden
 
 
 def _elsewhere(results_dir: Path, machine: str) -> str:

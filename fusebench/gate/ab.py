@@ -35,10 +35,19 @@ Then:
 * **improvement**: the whole interval below 1 / FACTOR;
 * **within noise**: the ratio beyond FACTOR either way, the interval not;
 * **same**: otherwise;
-* **contaminated**, **different kernel**, **launch path**, **new failure**, **fixed**, **not on both
-  sides**: as in ``fusebench compare`` (``fusebench.gate.compare``): a throttled or shared
-  board, a compiler's pick at first use that differs between the sides, a stream figure that
-  measures the host, a case that builds on one side only. Each round carries the kernel id of
+* **blind**: same or within noise, with a limit beyond the host's margin (``compare.host_margin``:
+  1.5x for device time, 2x for wall time): these pairs could not see a change a host could make on
+  its own. A session with no regression whose case-metrics judged are mostly blind is
+  **inconclusive** (exit 2), never "ok";
+* **contaminated** pairs (most of them timed on a throttled or shared board, or a busy host): a
+  regression or an improvement whose whole interval lies beyond the host's margin is kept and
+  marked ``host busy; paired`` (both sides took the load in turn, a pair a fraction of a second
+  apart: a load cannot make a ratio of pairs surely larger than what it does to a figure at all);
+  any other verdict is **contaminated**, never a regression;
+* **different kernel**, **launch path**, **new failure**, **fixed**, **not on both sides**: as
+  in ``fusebench compare`` (``fusebench.gate.compare``): a compiler's pick at first use that
+  differs between the sides, a stream figure that measures the host, a case that builds on one
+  side only. Each round carries the kernel id of
   the process that timed it: where the sides timed one kernel in some rounds and not in others
   (a fresh process's autotuner picked anew), only the rounds with one kernel are judged
   (:func:`same_kernel`).
@@ -67,6 +76,7 @@ from typing import Callable, Mapping, Protocol, Sequence
 from fusebench import metrictable
 from fusebench.gate import compare
 from fusebench.gate.bisect import CaseInfo, Commit, ProbeFailed
+from fusebench.gate.paired import crossover, interval, p_one_sided  # noqa: F401  (crossover: the tests')
 
 #: The margin: a regression is a ratio surely above it (see the module doc).
 FACTOR = 1.02
@@ -159,21 +169,6 @@ class Paired:
     note: str = ""
 
 
-def _t(alpha: float, df: int) -> float:
-    from scipy import stats  # the parent's only use of scipy: imported when judging
-
-    return float(stats.t.ppf(1.0 - alpha / 2.0, df))
-
-
-def _p(mean: float, se: float, df: int) -> float:
-    """One-sided p of the paired t-test in the direction of ``mean``."""
-    from scipy import stats
-
-    if se == 0.0:
-        return 0.0 if mean != 0.0 else 1.0
-    return float(stats.t.sf(abs(mean) / se, df))
-
-
 def _pairs(rounds: CaseRounds, fld: str) -> tuple[list[tuple[float, float]], list[str]]:
     """The (base, head) figures of ``fld`` round by round, clean pairs only while most are clean;
     else every pair and the contamination reasons (as ``record.clean_rounds``)."""
@@ -191,26 +186,6 @@ def _pair_rounds(rounds: CaseRounds, fld: str) -> list[int]:
     clean = [i for i in both if not rounds.base[i].get("contamination")
              and not rounds.head[i].get("contamination")]
     return clean if 2 * len(clean) > len(both) else both
-
-
-def crossover(d: Sequence[float], signs: Sequence[float]) -> tuple[float, float, int]:
-    """The effect of the change in log ratios ``d`` of pairs timed in the orders ``signs`` (+1 base
-    first, -1 head first): ``(delta, its standard error, degrees of freedom)`` of the least-squares
-    fit ``d = delta + pi · sign`` (the module doc); the plain paired mean and ``sd / sqrt(n)``, n - 1
-    degrees of freedom, where ``signs`` does not match ``d``, has one order only, or n < 4."""
-    n = len(d)
-    mean = statistics.fmean(d)
-    plain = (mean, statistics.stdev(d) / math.sqrt(n), n - 1)
-    if n < 4 or len(signs) != n:
-        return plain
-    s_mean = statistics.fmean(signs)
-    sxx = sum((s - s_mean) ** 2 for s in signs)
-    if sxx == 0.0:
-        return plain
-    pi = sum((s - s_mean) * (x - mean) for s, x in zip(signs, d)) / sxx
-    delta = mean - pi * s_mean
-    rss = sum((x - delta - pi * s) ** 2 for s, x in zip(signs, d))
-    return delta, math.sqrt(rss / (n - 2) * (1.0 / n + s_mean ** 2 / sxx)), n - 2
 
 
 def same_kernel(rounds: CaseRounds) -> tuple[CaseRounds, bool, str]:
@@ -260,13 +235,11 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
     if len(pairs) < 2:
         return Paired(compare.NOT_BOTH, nan, nan, nan, nan, None, len(pairs), nan, nan, nan,
                       f"{metric.label} not measured on both sides")
-    d = [math.log(h / b) for b, h in pairs]
     signs = ([1.0 if rounds.first[i] == BASE else -1.0 for i in _pair_rounds(rounds, metric.field)]
              if len(rounds.first) >= len(rounds.base) else [])
-    n, mean, se, df = len(d), *crossover(d, signs)
-    t = _t(alpha, df)
-    ratio, low, high = math.exp(mean), math.exp(mean - t * se), math.exp(mean + t * se)
-    limit = factor * math.exp(t * se)
+    n = len(pairs)
+    ratio, low, high, mean, se, df = interval(pairs, alpha, signs)
+    limit = factor * high / ratio  # factor · exp(t · se)
     if low > factor:
         status = compare.REGRESSION
     elif high < 1.0 / factor:
@@ -280,11 +253,13 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
     if kernel_note:
         notes.append(kernel_note)
     if status != compare.SAME:
-        if contamination:
-            status = compare.CONTAMINATED
-            notes.append("; ".join(contamination))
+        if contamination:  # a busy host, shared by both sides in turn: judged when wholly beyond it
+            status, why = compare.busy_but_beyond(status, low, high, metric, contamination)
+            notes.insert(0 if status != compare.CONTAMINATED else len(notes), why)
         elif kernel_changed and (b_info.kernel_by_timing or h_info.kernel_by_timing):
             status = compare.DIFFERENT_KERNEL
+    status, why_blind = compare.blind(status, limit, metric)
+    notes += [why_blind] if why_blind else []
     base_values = tuple(b * metric.scale for b, _ in pairs)
     head_values = tuple(h * metric.scale for _, h in pairs)
     graph = "device_time_graph_ms"
@@ -294,7 +269,7 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
         status = compare.LAUNCH_PATH
         notes.insert(0, why)
     spread = statistics.stdev(h / b for b, h in pairs)
-    return Paired(status, ratio, low, high, limit, _p(mean, se, df), n, spread,
+    return Paired(status, ratio, low, high, limit, p_one_sided(mean, se, df), n, spread,
                   statistics.median(b for b, _ in pairs), statistics.median(h for _, h in pairs),
                   "; ".join(notes))
 

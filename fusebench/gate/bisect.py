@@ -39,7 +39,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from fusebench import metrictable
-from fusebench.gate import compare
+from fusebench.gate import compare, paired
 from fusebench.record import clean_rounds, short_batch
 
 GOOD, BAD, AMBIGUOUS, SKIPPED = "good", "bad", "ambiguous", "skipped"
@@ -156,10 +156,23 @@ def _case(side: Side, metric: metrictable.Metric) -> compare.Case:
 
 
 def gate(rule: Rule, case: str, base: Side, head: Side) -> Judged:
-    """The gate's rule from ``base`` to ``head``: the one place that calls ``compare.judge``."""
+    """The gate's rule from ``base`` to ``head``: the one place that calls ``compare.judge``.
+
+    A case contaminated on either side (a busy host, a throttled board) is judged on its pairs
+    when its rounds were timed in turn (round i of each side one after the other, as
+    :func:`_rounds` does): a regression or an improvement whose paired interval lies wholly beyond
+    the host's margin is kept, marked ``host busy; paired`` (``compare.busy_but_beyond``)."""
     b, h = _case(base, rule.metric), _case(head, rule.metric)
     history = rule.history(case, b.per_launch_ms) if rule.history else None
     status, slowdown, limit, p, note = compare.judge(rule.metric, b, h, rule.factor, rule.alpha, history)
+    if status == compare.CONTAMINATED and rule.metric.field.endswith("_ms"):
+        fld = rule.metric.field
+        pairs = [(x[fld], y[fld]) for x, y in zip(base.rounds, head.rounds) if x.get(fld) and y.get(fld)]
+        if len(pairs) >= 2:
+            ratio, low, high, *_ = paired.interval(pairs, rule.alpha)
+            status, busy = compare.busy_but_beyond(compare.REGRESSION if ratio > 1 else compare.IMPROVEMENT,
+                                                   low, high, rule.metric, b.contamination + h.contamination)
+            note = busy if status != compare.CONTAMINATED else note
     return Judged(status, slowdown, limit, p, note)
 
 

@@ -42,6 +42,11 @@ device time. Wall time, bandwidth and the percentages are shown elsewhere, never
 * **different libraries**: the same, but the two runs loaded different reference libraries
   (liger, quack, flaggems measured in one run's process and not in the other's), which moves
   other backends' figures: not a like-for-like pair; reported apart, never a regression;
+* **blind**: ``same`` or ``within noise``, but the limit is beyond the host's margin
+  (:func:`host_margin`: 1.5x for a GPU's device time, 2x for wall time, a CPU host's only time):
+  the case could not see a change smaller than anything the host does on its own, so it is not
+  called the same. A comparison with no regression whose case-metrics judged are mostly blind is
+  **inconclusive** (:func:`inconclusive`), never "ok";
 * **new failure**: failed at head, not at base; **fixed**: the other way;
 * **not on both sides**: measured in one run only or in neither (a run of other ops, a backend
   skipped there): nothing to judge; shown with ``--all``.
@@ -75,14 +80,29 @@ NOISE_K = 2.0
 #: Significance of the one-sided Mann-Whitney U test over the rounds (the default of the case
 #: file's ``settings.gate.alpha``).
 ALPHA = 0.05
+#: The host's margin of a GPU's device time: the most that what a host does beside a measurement
+#: (another process, a throttled or shared board, the launch path) has been seen to move a figure of
+#: unchanged code: A/A drift of 8-12 % between boards, 11 % between two processes on one H200, the
+#: widest history limit of the committed H200 records 1.54x (GELU 2^20 on the cuda backend). A
+#: limit beyond it is blind (no step a host could not make on its own can be seen), and a paired
+#: interval wholly beyond it is a change of the code even when the host was busy (``gate.ab``).
+HOST_MARGIN_GPU = 1.5
+#: The host's margin of wall time, a host without a GPU's only time: two processes of one commit on
+#: a shared 2-core host differed by up to 1.37x in some cases (``gate.ab.WALL_FACTOR``); 2x leaves
+#: room for a busier host.
+HOST_MARGIN_WALL = 2.0
 
 (REGRESSION, NEW_FAILURE, IMPROVEMENT, WITHIN_NOISE, FIXED, SAME, CONTAMINATED,
- DIFFERENT_KERNEL, LAUNCH_PATH, DIFFERENT_LIBRARIES, NOT_BOTH) = (
+ DIFFERENT_KERNEL, LAUNCH_PATH, DIFFERENT_LIBRARIES, NOT_BOTH, BLIND) = (
     "regression", "new failure", "improvement", "within noise", "fixed", "same", "contaminated",
-    "different kernel", "launch path", "different libraries", "not on both sides")
+    "different kernel", "launch path", "different libraries", "not on both sides", "blind")
 #: Marks in the table's first column (asv compare's ``+`` slower / ``-`` faster / ``~`` noise).
 MARK = {REGRESSION: "+", NEW_FAILURE: "!", IMPROVEMENT: "-", WITHIN_NOISE: "~", FIXED: "*", SAME: " ",
-        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d", NOT_BOTH: "."}
+        CONTAMINATED: "c", DIFFERENT_KERNEL: "k", LAUNCH_PATH: "l", DIFFERENT_LIBRARIES: "d", NOT_BOTH: ".",
+        BLIND: "?"}
+#: The note that starts a regression or improvement judged on the pairs of a busy host (``gate.ab``
+#: and ``gate.bisect``: both sides timed in turn on it, the interval wholly beyond its margin).
+HOST_BUSY = "host busy; paired"
 #: The figures timed on a stream (launch by launch): those that can measure the launch path
 #: (:func:`launch_path`) and whose flagged rows carry the graph figure's verdict
 #: (:func:`with_graph_notes`).
@@ -90,7 +110,36 @@ STREAM_FIELDS = ("device_time_ms", "device_time_cold_ms")
 #: Statuses that fail the gate.
 FAILING = (REGRESSION, NEW_FAILURE)
 #: Statuses that are a verdict on a case-metric; the others say why it was not judged.
-VERDICTS = (NEW_FAILURE, REGRESSION, WITHIN_NOISE, FIXED, IMPROVEMENT, SAME)
+VERDICTS = (NEW_FAILURE, REGRESSION, WITHIN_NOISE, FIXED, IMPROVEMENT, SAME, BLIND)
+
+
+def host_margin(metric: metrictable.Metric) -> float:
+    """The host's margin of ``metric`` (:data:`HOST_MARGIN_GPU`, :data:`HOST_MARGIN_WALL` for wall
+    time): a limit beyond it is blind; a paired interval wholly beyond it is judged on a busy host."""
+    return HOST_MARGIN_WALL if metric.field == "wall_time_ms" else HOST_MARGIN_GPU
+
+
+def blind(status: str, limit: float, metric: metrictable.Metric) -> tuple[str, str]:
+    """``status`` and a note: ``same`` or ``within noise`` with a limit beyond the host's margin
+    is :data:`BLIND` (the note says the limit and the margin); any other status is kept."""
+    margin = host_margin(metric)
+    if status in (SAME, WITHIN_NOISE) and limit > margin:
+        return BLIND, f"blind: limit {limit:.2f}x, beyond the host's margin of {margin:g}x"
+    return status, ""
+
+
+def busy_but_beyond(status: str, low: float, high: float, metric: metrictable.Metric,
+                    reasons: list[str] | tuple[str, ...]) -> tuple[str, str]:
+    """The verdict of a case-metric whose pairs were timed on a busy host (``reasons``: the
+    contamination), both sides in turn: a regression (improvement) when the interval ``low``-``high``
+    of the paired ratio lies wholly above (below) the host's margin, which a load shared by both
+    sides cannot make; else :data:`CONTAMINATED`. Returns ``(status, note)``."""
+    margin = host_margin(metric)
+    why = "; ".join(dict.fromkeys(reasons))
+    if status == REGRESSION and low > margin or status == IMPROVEMENT and high < 1.0 / margin:
+        return status, (f"{HOST_BUSY}: interval {low:.3f}-{high:.3f}x wholly beyond the host's margin of "
+                        f"{margin:g}x, both sides timed in turn ({why})")
+    return CONTAMINATED, why
 
 
 @dataclass(frozen=True)
@@ -288,6 +337,8 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
             notes.append("; ".join(dict.fromkeys(base.contamination + head.contamination)))
         elif kernel_changed and (base.kernel_by_timing or head.kernel_by_timing):
             status = DIFFERENT_KERNEL
+    status, why_blind = blind(status, limit, metric)
+    notes += [why_blind] if why_blind else []
     if why := launch_path(metric, base, head):
         status = LAUNCH_PATH
         notes.insert(0, why)
@@ -524,6 +575,25 @@ def failed_gate(rows: list[Row]) -> bool:
     return any(r.status in FAILING for r in rows)
 
 
+def inconclusive(rows: list[Row]) -> bool:
+    """True when nothing regressed or newly fails and most case-metrics judged are :data:`BLIND`:
+    such a comparison cannot say "ok" (the command says why and what to run, exits 2)."""
+    judged = [r for r in rows if r.status in VERDICTS]
+    return not failed_gate(rows) and 2 * sum(r.status == BLIND for r in judged) > len(judged)
+
+
+def inconclusive_text(rows: list[Row], rerun: str) -> str:
+    """Why :func:`inconclusive`, and ``rerun`` (what to run: a command that runs as printed):
+    ``12 of 14 case-metrics judged are blind (limits 2.31x-5.90x, beyond the host's margin): a
+    slowdown smaller than that could not be seen; on a quieter host, or with more pairs: <rerun>``."""
+    judged = [r for r in rows if r.status in VERDICTS]
+    limits = sorted(r.limit for r in judged if r.status == BLIND)
+    span = f"{limits[0]:.2f}x" + (f"-{limits[-1]:.2f}x" if limits[-1] > limits[0] else "")
+    return (f"inconclusive: {len(limits)} of {len(judged)} case-metrics judged are blind (limit {span}, "
+            "beyond the host's margin): a slowdown smaller than that could not be seen here; "
+            f"run it on a quieter host, or with more pairs: {rerun}")
+
+
 def human(value: float | None, unit: str) -> str:
     """A value for the table: ``1.23ms``, ``3456.7 GB/s``, ``91.2 %``, ``failed``, ``n/a``."""
     if value is None:
@@ -548,7 +618,7 @@ NOTHING_JUDGED = "nothing judged: no case has a gated figure on both sides"
 ALL_SAME = "no case changed by more than its margin (the factor the closing line gives)"
 
 ORDER = (NEW_FAILURE, REGRESSION, CONTAMINATED, DIFFERENT_LIBRARIES, DIFFERENT_KERNEL, WITHIN_NOISE,
-         FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
+         BLIND, FIXED, IMPROVEMENT, NOT_BOTH, LAUNCH_PATH, SAME)
 
 
 def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> str:
@@ -590,18 +660,28 @@ def as_json(rows: list[Row], **about) -> dict:
     counts by status, what the gate could see, and every case-metric with its limit (NaN as null)."""
     counts, n, blind = detectable(rows)
     return {**about,
+            "inconclusive": inconclusive(rows),
             "statuses": {s: sum(r.status == s for r in rows) for s in ORDER},
             "detectable": {"judged": n, **{f"{100 * (d - 1):.0f}%": counts[d] for d in DETECTABLE},
                            "blind_at_20%": [f"{r.benchmark} ({', '.join(r.params)})" for r in blind]},
             "rows": [{"benchmark": r.benchmark, "params": list(r.params), "unit": r.unit,
                       "before": _finite(r.before), "after": _finite(r.after),
                       "slowdown": _finite(r.slowdown), "noise": r.noise, "limit": _finite(r.limit),
-                      "p": r.p_value, "status": r.status, "note": r.note} for r in rows]}
+                      "p": r.p_value, "status": r.status, "host_busy": HOST_BUSY in r.note,
+                      "note": r.note} for r in rows]}
 
 
-def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend: str = P_LEGEND) -> str:
+def status_text(row: Row) -> str:
+    """The row's status as a reader is told it: ``regression (host busy; paired)`` for one judged
+    on a busy host's pairs, else the status."""
+    return f"{row.status} ({HOST_BUSY})" if HOST_BUSY in row.note else row.status
+
+
+def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend: str = P_LEGEND,
+             rerun: str = "") -> str:
     """The comparison as a markdown table (a PR comment): the rows :func:`table` shows, worst first,
-    under ``title``, then the counts and what the gate could see."""
+    under ``title``, then the counts and what the gate could see; when :func:`inconclusive`, why
+    and ``rerun`` (what to run)."""
     order = {s: i for i, s in enumerate(ORDER)}
     shown = [r for r in rows if show_all or r.status not in (SAME, LAUNCH_PATH, NOT_BOTH)]
     shown.sort(key=lambda r: (order[r.status], -(r.slowdown if math.isfinite(r.slowdown) else 0.0)))
@@ -610,7 +690,7 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
         out += ["| | status | case | before | after | slowdown | limit | p | note |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for r in shown:
-            cells = [MARK[r.status].strip() or " ", r.status, f"`{r.benchmark.split('.', 1)[-1]}` "
+            cells = [MARK[r.status].strip() or " ", status_text(r), f"`{r.benchmark.split('.', 1)[-1]}` "
                      f"({', '.join(r.params)})", human(r.before, r.unit), human(r.after, r.unit),
                      f"{r.slowdown:.3f}x" if math.isfinite(r.slowdown) else "",
                      f"{r.limit:.3f}x" if math.isfinite(r.limit) else "",
@@ -622,12 +702,19 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
     else:
         out.append(ALL_SAME[0].upper() + ALL_SAME[1:] + ".")
     out += ["", detectable_text(rows).replace("compare: ", "", 1).splitlines()[0]]
+    if inconclusive(rows):
+        why = inconclusive_text(rows, f"`{rerun}`" if rerun else "the same run")
+        out += ["", f"**Inconclusive**:{why.removeprefix('inconclusive:')}"]
     return "\n".join(out).strip()
 
 
 def summary(rows: list[Row]) -> str:
-    """Counts by status: ``2 regression, 1 new failure, 0 improvement, ...``."""
+    """Counts by status: ``2 regression, 1 new failure, 0 improvement, ...``; a regression or an
+    improvement judged on a busy host's pairs is counted again in brackets: ``12 regression (12
+    host busy; paired)``."""
     counts = {s: 0 for s in ORDER}
+    busy = {s: 0 for s in ORDER}
     for r in rows:
         counts[r.status] += 1
-    return ", ".join(f"{n} {s}" for s, n in counts.items())
+        busy[r.status] += HOST_BUSY in r.note
+    return ", ".join(f"{n} {s}" + (f" ({busy[s]} {HOST_BUSY})" if busy[s] else "") for s, n in counts.items())

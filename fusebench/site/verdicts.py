@@ -5,8 +5,9 @@ For each machine, the newest commits with stored results that lie on main's firs
 measured ancestor on that line) by the regression gate itself (``fusebench.gate.compare``:
 the run records' rounds, the machine's A/A history, the case file's factor and alpha), exactly
 as ``make compare BASE=<previous> HEAD=<commit> MACHINE=<machine>`` would. Each commit says the
-verdict and names the cases that moved (regression, new failure, improvement, fixed, within noise,
-contaminated, different kernel, different libraries), each linking to its graph on the site; the
+verdict (FAIL, inconclusive: mostly blind, or ok) and names the cases that moved (regression, new
+failure, improvement, fixed, within noise, blind, contaminated, different kernel, different
+libraries), each linking to its graph on the site; the
 cases within the factor and those measured on the launch path are counted. What was not judged
 ("not on both sides") is broken down (:class:`NotBoth`): a backend the op does not register is
 left out, a reference backend whose library neither run had installed is said so apart, then the
@@ -35,7 +36,7 @@ SHOWN = 60
 #: The statuses of the cases a commit's rows name, in the page's order: every verdict but
 #: "same", "launch path" (counted) and "not on both sides" (broken down, :class:`NotBoth`).
 MOVED = ("new failure", "regression", "contaminated", "different libraries", "different kernel",
-         "within noise", "fixed", "improvement")
+         "within noise", "blind", "fixed", "improvement")
 #: A reference library's skip reason when it is missing (``fusebench.kernels.reference_libs.load``:
 #: ``"<package> <version> is not installed; ..."``, or ``"... cannot be imported (...)"``).
 NOT_INSTALLED = (" is not installed", " cannot be imported")
@@ -131,6 +132,7 @@ class Verdict:
     Attributes:
         machine, base, head: the machine and the two full shas.
         failed: the gate fails (a regression or a new failure).
+        inconclusive: no failure, but most case-metrics judged are blind (``compare.inconclusive``).
         counts: ``compare.summary`` of the rows (counts by status).
         flagged: ``(benchmark, params, slowdown, limit, status)`` of each failing row.
         moved: the ``compare.Row`` of every case whose status is in :data:`MOVED`, in that order.
@@ -143,6 +145,7 @@ class Verdict:
     base: str
     head: str
     failed: bool = False
+    inconclusive: bool = False
     counts: str = ""
     flagged: list[tuple] = field(default_factory=list)
     moved: list = field(default_factory=list)
@@ -199,6 +202,7 @@ def judge_history(results_dir: Path, machine: str, root: Path = PROJECT_ROOT, op
             out.append(v)
             continue
         v.failed, v.counts = compare.failed_gate(rows), compare.summary(rows)
+        v.inconclusive = compare.inconclusive(rows)
         v.flagged = [(r.benchmark, r.params, r.slowdown, r.limit, r.status) for r in rows
                      if r.status in compare.FAILING]
         v.moved = sorted((r for r in rows if r.status in MOVED),
@@ -220,7 +224,8 @@ def graph_link(benchmark: str, params: tuple, machine: str) -> str:
 
 #: The bootstrap class of a case row, by status: worse red, better green, judged apart amber.
 ROW_CLASS = {"new failure": "danger", "regression": "danger", "improvement": "success", "fixed": "success",
-             "contaminated": "warning", "different libraries": "warning", "different kernel": "warning"}
+             "contaminated": "warning", "different libraries": "warning", "different kernel": "warning",
+             "blind": "warning"}
 
 
 def _ratio(x: float) -> str:
@@ -242,9 +247,10 @@ def page(verdicts: list[Verdict], titles: dict[str, str] | None = None) -> str:
                 counts[r.status] = counts.get(r.status, 0) + 1
             items.append({
                 "head8": v.head[:8], "base8": v.base[:8], "error": v.error,
-                "verdict": "not judged" if v.error else ("FAIL" if v.failed else "ok"),
-                "label_class": ("label-default" if v.error
-                                else "label-danger" if v.failed else "label-success"),
+                "verdict": "not judged" if v.error else ("FAIL" if v.failed else "inconclusive"
+                                                         if v.inconclusive else "ok"),
+                "label_class": ("label-default" if v.error else "label-danger" if v.failed
+                                else "label-warning" if v.inconclusive else "label-success"),
                 "moved_counts": ", ".join(f"{n} {s}" for s, n in counts.items()) or "nothing moved",
                 "rows": [{"status": r.status, "row_class": ROW_CLASS.get(r.status, ""),
                           "link": graph_link(r.benchmark, r.params, machine),
