@@ -44,6 +44,22 @@ def did_you_mean(name: str, valid) -> str:
     return f" (did you mean {best}?)" if best is not None and best != name else ""
 
 
+def items(kind: str, text: str, valid: str = "") -> list[str]:
+    """The items of a comma-separated list (``eager,torch``), each stripped.
+
+    Raises:
+        UsageError: an empty item (``eager,,torch``, a comma at an end) or nothing named
+            (``","``): one line, ending with ``valid`` (what may be named) when given.
+    """
+    chosen = [n.strip() for n in text.split(",")]
+    tail = f"; {valid}" if valid else ""
+    if not any(chosen):
+        raise UsageError(f"no {kind} named in {text!r}{tail}")
+    if not all(chosen):
+        raise UsageError(f"an empty {kind} in {text!r} (two commas in a row, or one at an end){tail}")
+    return chosen
+
+
 def pick(kind: str, names: str | None, valid) -> list[str]:
     """Split a comma-separated selection and check each name against ``valid``.
 
@@ -51,15 +67,13 @@ def pick(kind: str, names: str | None, valid) -> list[str]:
 
     Raises:
         UsageError: an unknown name (with the closest valid one where one is close:
-            ``unknown op 'GELU' (did you mean gelu?); valid ops: ...``), or only commas (``","``);
-            the message lists the valid ones.
+            ``unknown op 'GELU' (did you mean gelu?); valid ops: ...``), an empty item
+            (``eager,,torch``) or only commas (:func:`items`); the message lists the valid ones.
     """
     valid = list(valid)
     if not names:
         return valid
-    chosen = [n.strip() for n in names.split(",") if n.strip()]
-    if not chosen:
-        raise UsageError(f"no {kind} named in {names!r}; valid {kind}s: {', '.join(valid)}")
+    chosen = items(kind, names, f"valid {kind}s: {', '.join(valid)}")
     for n in chosen:
         if n not in valid:
             raise UsageError(f"unknown {kind} {n!r}{did_you_mean(n, valid)}; "

@@ -98,3 +98,23 @@ def test_make_list_op_gelu_says_did_you_mean_in_one_line():
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr == f"list: error: unknown op 'GELU' (did you mean gelu?); valid ops: {VALID_OPS}\n"
+
+
+@pytest.mark.parametrize("text", ["eager,,torch", "eager,", ",eager", "eager, ,torch"])
+def test_an_empty_item_of_a_comma_list_is_refused_in_one_line(text):
+    """Issue 54, item 8: `BACKENDS=eager,,torch` was read as eager,torch."""
+    with pytest.raises(UsageError) as err:
+        pick("backend", text, BACKENDS)
+    assert str(err.value) == (f"an empty backend in {text!r} (two commas in a row, or one at an end); "
+                              f"valid backends: {', '.join(BACKENDS)}")
+
+
+def test_an_empty_item_is_refused_by_every_command_that_reads_a_list():
+    from fusebench.measure import workers
+
+    with pytest.raises(UsageError, match=r"^GPUS=0,,1: give all or comma-separated GPU indices"):
+        workers.parse_gpus("0,,1", ["0", "1"])
+    out = subprocess.run([sys.executable, "-m", "fusebench", "list", "--backends", "eager,,torch"],
+                         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.startswith("list: error: an empty backend in 'eager,,torch'")
+    assert out.stderr.count("\n") == 1

@@ -109,15 +109,6 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="the git repository (default: this checkout)")
 
 
-def _names(text: str | None) -> list[str] | None:
-    if not text:
-        return None
-    names = [n.strip() for n in text.split(",") if n.strip()]
-    if not names:
-        raise UsageError(f"nothing named in {text!r}")
-    return names
-
-
 def _select(args, choice) -> tuple[dict, list[str]]:
     """What each child measures: the pairs chosen by the change (or all), narrowed by the options,
     checked against this checkout's ops, backends and dtypes."""

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Callable
 from fusebench.axes import BACKENDS, PLAIN_DTYPES, shape_label
 from fusebench.cli import add_config, number, pick
 from fusebench.errors import SkipCase, UsageError
+from fusebench.names import items
 from fusebench.ops import configured
 
 if TYPE_CHECKING:
@@ -148,8 +149,8 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"no op has a tuning space for {args.backend} (kernels/<op>/tuning.py)")
     names = pick("op", args.ops, tuned)
     dtypes = [DTYPES[d] for d in pick("dtype", args.dtypes, DTYPES)] if args.dtypes else None
-    shapes = args.shapes.split(",") if args.shapes else None
-    prefixes = args.variants.split(",") if args.variants else None
+    shapes = items("shape", args.shapes) if args.shapes else None
+    prefixes = items("variant", args.variants) if args.variants else None
     cases = [(name, shape, dtype) for name in names for shape, dtype in tuned[name].cases(ops[name])
              if (dtypes is None or dtype in dtypes) and (shapes is None or shape_label(shape) in shapes)
              and args.only in f"{name} {shape_label(shape)} {str(dtype).removeprefix('torch.')}"]

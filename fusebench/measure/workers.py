@@ -56,6 +56,7 @@ import torch
 
 from fusebench.errors import UsageError, first_line
 from fusebench.measure import energy, environment, stopping, sweep, timing
+from fusebench.names import items
 from fusebench.record import SUFFIX, Record, Sweep
 from fusebench.registry import Op
 
@@ -230,12 +231,10 @@ def parse_gpus(text: str, visible: list[str]) -> list[Slot]:
         raise UsageError(f"GPUS={text}: no GPU visible here (NVML and torch count none)")
     if text.strip() == "all":
         return [Slot(i, v) for i, v in enumerate(visible)]
-    try:
-        chosen = [int(t) for t in text.split(",") if t.strip()]
-    except ValueError:
+    try:  # an empty item (0,,1) too: never read as fewer GPUs than were named
+        chosen = [int(t) for t in items("GPU", text)]
+    except (ValueError, UsageError):
         raise UsageError(f"GPUS={text}: give all or comma-separated GPU indices, e.g. 0,1") from None
-    if not chosen:
-        raise UsageError(f"GPUS={text}: give all or comma-separated GPU indices, e.g. 0,1")
     if bad := [i for i in chosen if not 0 <= i < len(visible)]:
         raise UsageError(f"GPUS={text}: no GPU {bad[0]} here; the GPUs are 0..{len(visible) - 1}")
     if len(set(chosen)) != len(chosen):
