@@ -203,6 +203,33 @@ def test_a_device_time_on_a_cpu_host_is_refused_before_any_worktree(repo, tmp_pa
     assert git(repo, "worktree", "list").count("\n") == 0  # the repository's own tree only
 
 
+# Issue 54 item 8, issue 56 item 11: a case no run here would measure is refused before any
+# worktree is made (a shape in no grid, as make bench SHAPES= and make ab refuse it; a shape the
+# memory cannot hold, as bench refuses it).
+
+@pytest.mark.parametrize("case, message", [
+    ("gelu/torch/999/float32", "bisect: error: gelu/torch/999/float32: unknown shape '999'; valid shapes: "),
+    ("gelu/eager/3000000000/float32", "bisect: error: gelu/eager/3000000000/float32: unknown shape "),
+    ("gelu/eager/16384x16384/float32", "bisect: error: gelu shape 16384x16384: 2.68e+08 elements need "),
+    ("newop/eager/3000000000/float32", "bisect: error: newop shape 3000000000: 3e+09 elements need about "),
+])
+def test_a_case_in_no_grid_or_too_big_for_memory_is_refused_before_any_worktree(case, message, repo,
+                                                                                tmp_path, capsys,
+                                                                                monkeypatch):
+    from fusebench.commands import bench
+
+    monkeypatch.setattr(bench, "device_memory", lambda dev: (4 * 10 ** 9, "this host's RAM"))
+    repo, shas = repo
+    cache, records = tmp_path / "cache", tmp_path / "records"
+    with pytest.raises(SystemExit) as exc:
+        commands.main(["bisect", shas[0], "main", "--case", case, "--metric", "wall_time",
+                       "--repo", str(repo), "--cache", str(cache), "--records", str(records)])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and err.startswith(message) and err.count("\n") == 1, err
+    assert "GB of this host's RAM; nothing measured (give a case of a smaller shape)" in err or "grids" in err
+    assert not cache.exists() and not records.exists()
+
+
 def _make(*args, cwd=PROJECT_ROOT, **env):
     top = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     return subprocess.run(["make", "--no-print-directory", "-f", str(PROJECT_ROOT / "Makefile"), *args,

@@ -17,7 +17,8 @@ the same as JSON. Each probe's record and each child's log go to ``--records`` (
 
 Exit status: 0 when the first BAD commit was found; 1 when the answer is a range (ambiguous or
 skipped probes in the way), when the gate does not call GOOD -> BAD a regression on every case,
-or when GOOD or BAD could not be measured; 2 on bad input.
+or when GOOD or BAD could not be measured; 2 on bad input (a case whose shape is in none of its
+op's grids or too large for this host's memory is refused before any worktree is made).
 """
 
 from __future__ import annotations
@@ -91,6 +92,39 @@ def check_measurable(metric: str, args: argparse.Namespace, cases: list[str]) ->
     raise UsageError(f"no CUDA GPU here: {label} cannot be measured, only wall time; give --metric "
                      f"wall_time (make bisect GOOD={args.good} BAD={args.bad} CASE={','.join(cases)} "
                      "METRIC=wall_time)")
+
+
+def check_cases(cases: list[str], case_file: Path | None) -> None:
+    """Refuse, before any worktree is made or built, a case no run here would measure: a shape in
+    none of its op's grids (``make bench SHAPES=``'s and ``make ab``'s check, ``names.pick``; an
+    op this checkout does not know is the probed commits' to know), and a shape this host's
+    memory (the GPU's, else its RAM) cannot hold (``bench``'s ``storage.preflight.memory``).
+
+    Raises:
+        UsageError: one line naming the case, and the valid shapes or both memory figures.
+    """
+    from types import SimpleNamespace
+
+    from fusebench.axes import parse_shape, shape_label
+    from fusebench.commands.bench import device_memory
+    from fusebench.measure import environment
+    from fusebench.names import pick
+    from fusebench.ops import configured
+    from fusebench.storage import preflight
+
+    ops = configured(case_file)
+    planned = []
+    for case in cases:
+        name, backend, shape, dtype = case.split("/")
+        if (op := ops.get(name)) is not None:
+            valid = dict.fromkeys(shape_label(s) for grid in op.grids.values() for s in grid)
+            try:
+                pick("shape", shape, valid)
+            except UsageError as exc:
+                raise UsageError(f"{case}: {exc} (the shapes of {name}'s grids; make bench SHAPES= "
+                                 "refuses it too)") from None
+        planned.append((op or SimpleNamespace(name=name), backend, parse_shape(shape), dtype))
+    preflight.memory(planned, *device_memory(environment.device()), way_out="give a case of a smaller shape")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -212,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
     repo = args.repo.resolve()
     commits = bisect_git.first_parent_line(repo, args.good, args.bad)
     check_measurable(args.metric, args, cases)
+    check_cases(cases, args.config)
     session = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     root = args.records or repo / "bisect"
     records = root / f"{commits[0].short}-{commits[-1].short}-{session}"

@@ -67,10 +67,12 @@ def check(folders: dict[str, Path], cases: int) -> None:
                              f"{need >> 20} MB; nothing measured")
 
 
-def memory(cases, have_bytes: int, where: str) -> None:
+def memory(cases, have_bytes: int, where: str,
+           way_out: str = "leave it out with SHAPES= or the case file") -> None:
     """Refuse, before measuring, a run with a case whose shape ``where``'s memory (``have_bytes``:
     the GPU's, or the host's RAM on the CPU) cannot hold: ``config.BYTES_PER_ELEMENT`` per
-    element (a 65536x65536 shape, 2^32 elements, needs 103 GB). ``cases``: ``sweep.cases``.
+    element (a 65536x65536 shape, 2^32 elements, needs 103 GB). ``cases``: ``sweep.cases``;
+    ``way_out``: what the line ends with (how to leave the shape out).
 
     Raises:
         UsageError: one line naming the largest such shape and both figures.
@@ -88,4 +90,4 @@ def memory(cases, have_bytes: int, where: str) -> None:
         raise UsageError(f"{op.name} shape {shape_label(shape)}: {math.prod(shape):.3g} elements need about "
                          f"{need / 1e9:.0f} GB ({BYTES_PER_ELEMENT} B each: input, output and the float64 "
                          f"reference), more than the {have_bytes / 1e9:.0f} GB of {where}; nothing measured "
-                         "(leave it out with SHAPES= or the case file)")
+                         f"({way_out})")
