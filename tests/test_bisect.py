@@ -322,3 +322,22 @@ def test_the_printed_p_names_the_side_it_tests():
     h = compare.Case(values=(0.97, 0.98, 0.99), rounds=(0, 1, 2))
     status, slowdown, _, p, _ = compare.judge(HOT, b, h, 1.04)
     assert status == compare.SAME and slowdown < 1 and p_text(p, slowdown) == "p(faster) 0.050"
+
+
+def test_good_to_bad_blind_on_most_cases_is_inconclusive_not_nothing_to_bisect():
+    """Issue 54, item 6: GOOD -> BAD held to a limit beyond the host's margin saw nothing: the
+    command says inconclusive, names the limits and what to run, exit 2 (not "nothing to bisect")."""
+    from pathlib import Path
+
+    from fusebench.commands import bisect as command
+
+    out = run(8, StandIn(lambda i: 0.5, jitter=0.6, seed=3), max_rounds=3)
+    assert out.status == "no regression" and out.reference[0].reference.status == compare.BLIND
+    assert command.blind_reference(out) == out.reference
+    rerun = "python -m fusebench bisect 0 8 --case c"
+    last = command.text(out, Path("records"), "cpu-x86_64", rerun).splitlines()[-2]
+    assert last.startswith("inconclusive: GOOD -> BAD is blind on 1 of 1 case(s) after 3 rounds "
+                           f"(limit {CASE} ")
+    assert last.endswith(f"run it on a quieter host, or with more rounds: {rerun}")
+    quiet = run(8, StandIn(lambda i: 0.5, jitter=0.001), max_rounds=3)
+    assert command.blind_reference(quiet) == [] and "nothing to bisect" in command.text(quiet, Path("r"))

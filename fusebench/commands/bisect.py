@@ -17,8 +17,10 @@ the same as JSON. Each probe's record and each child's log go to ``--records`` (
 
 Exit status: 0 when the first BAD commit was found; 1 when the answer is a range (ambiguous or
 skipped probes in the way), when the gate does not call GOOD -> BAD a regression on every case,
-or when GOOD or BAD could not be measured; 2 on bad input (a case whose shape is in none of its
-op's grids or too large for this host's memory is refused before any worktree is made).
+or when GOOD or BAD could not be measured; 2 when GOOD -> BAD is blind on most cases (held to a
+limit beyond the host's margin: inconclusive, the line says what to run) and on bad input (a
+case whose shape is in none of its op's grids or too large for this host's memory is refused
+before any worktree is made).
 """
 
 from __future__ import annotations
@@ -35,11 +37,11 @@ from typing import Callable
 
 from fusebench import atomic, config, metrictable
 from fusebench.axes import BACKENDS, ELEMENT_SIZE
-from fusebench.cli import add_config, duration, positive_int
+from fusebench.cli import add_config, command, duration, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
 from fusebench.errors import UsageError
-from fusebench.gate import bisect, bisect_git, noise
+from fusebench.gate import bisect, bisect_git, compare, noise
 from fusebench.gate.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
 from fusebench.paths import PROJECT_ROOT
@@ -192,8 +194,16 @@ def p_text(p: float | None, slowdown: float) -> str:
     return f"p({'slower' if slowdown >= 1 else 'faster'}) {p:.3f}"
 
 
-def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
-    """The outcome as the text ``fusebench bisect`` prints (``machine``: where it was measured)."""
+def blind_reference(out: bisect.Outcome) -> list[bisect.CaseVerdict]:
+    """The cases GOOD -> BAD was blind on (``compare.BLIND``: held to a limit beyond the host's
+    margin) when they are most of the cases and no step was found: the bisection is inconclusive."""
+    blind = [c for c in out.reference if c.reference.status == compare.BLIND]
+    return blind if out.status == "no regression" and 2 * len(blind) > len(out.reference) else []
+
+
+def text(out: bisect.Outcome, records: Path, machine: str | None = None, rerun: str = "") -> str:
+    """The outcome as the text ``fusebench bisect`` prints (``machine``: where it was measured;
+    ``rerun``: what to run when GOOD -> BAD was mostly blind)."""
     metric = metrictable.BY_NAME[out.metric].label
     lines = [f"bisect: {out.commits} commits after GOOD {out.good.short} up to BAD {out.bad.short} "
              f"(first-parent line), {metric} on {machine or 'an unknown machine'}, factor {out.factor:g}"]
@@ -228,6 +238,12 @@ def text(out: bisect.Outcome, records: Path, machine: str | None = None) -> str:
         verdicts = {p.sha: p.verdict for p in out.probes}
         lines += [f"  {c.sha[:8]} {c.subject}" + (f"  [{verdicts[c.sha]}]" if c.sha in verdicts else "")
                   for c in out.candidates]
+    elif blind := blind_reference(out):
+        limits = ", ".join(f"{c.case} {_x(c.reference.limit)}" for c in blind)
+        lines.append(f"inconclusive: GOOD -> BAD is blind on {len(blind)} of {len(out.reference)} case(s) "
+                     f"after {out.reference_rounds} rounds (limit {limits}, beyond the host's margin): a "
+                     f"step smaller than that could not be seen here ({spent}); run it on a quieter host, or "
+                     f"with more rounds: {rerun}")
     else:
         lines.append(f"nothing to bisect: the gate does not call GOOD -> BAD a regression on every case "
                      f"after {out.reference_rounds} rounds ({spent})")
@@ -274,8 +290,14 @@ def run(args: argparse.Namespace) -> int:
         return 1
     data = dict(out.to_dict(), machine=measurer.machine, records=str(records))
     atomic.write_json(records / "bisect.json", data)
+    blind = blind_reference(out)
+    where = [*(("--repo", repo) if repo != PROJECT_ROOT.resolve() else ()),
+             *(("--config", args.config) if args.config else ())]
+    rerun = command("bisect", args.good, args.bad, *(a for c in cases for a in ("--case", c)),
+                    "--metric", args.metric, "--rounds", rounds, "--max-rounds", 2 * args.max_rounds, *where)
     if args.format == "json":
+        data = dict(data, inconclusive=bool(blind), rerun=rerun if blind else None)
         print(json.dumps(atomic.json_ready(data), indent=1))
     else:
-        print(text(out, records, measurer.machine))
-    return 0 if out.status == "found" else 1
+        print(text(out, records, measurer.machine, rerun))
+    return 0 if out.status == "found" else 2 if blind else 1
