@@ -343,14 +343,14 @@ def loaded(t: int) -> float:
 def test_a_3x_slowdown_on_a_loaded_cpu_host_is_a_regression_marked_host_busy():
     """Issue 54, item 6: eager GELU made 3x slower, A/B on a loaded 2-core host: every pair 2.9-3.2x,
     every round contaminated; was "10 contaminated, 2 same -> ok", exit 0. The paired interval is
-    wholly beyond the host's margin (2x for wall time): a regression, marked, exit 1."""
+    and every pair wholly beyond the host's margin (2x for wall time): a regression, marked, exit 1."""
     from fusebench.commands import ab as ab_command
 
     out = ab.run(None, CpuHost(both(EAGER_CPU, {c: 3.0 for c in EAGER_CPU}), load=loaded, noise=0.03,
                                seed=1), A, B)
     rows = ab.rows(out)
     assert {r.status for r in rows} == {compare.REGRESSION}
-    assert all(r.note.startswith("host busy; paired: interval ") and "host's margin of 2x" in r.note
+    assert all(r.note.startswith("host busy; paired: every pair ") and "host's margin of 2x" in r.note
                for r in rows)
     assert all(2.7 < r.slowdown < 3.3 for r in rows)
     text, lines, code = ab_command.verdict(out, "text", "box", [])
@@ -368,6 +368,23 @@ def test_a_slowdown_within_the_host_s_margin_on_a_busy_host_stays_contaminated()
     out = ab.run(None, CpuHost(both(EAGER_CPU, {c: 1.6 for c in EAGER_CPU}), load=loaded, noise=0.03),
                  A, B)
     assert {r.status for r in ab.rows(out)} == {compare.CONTAMINATED}
+
+
+def test_a_spike_on_one_side_of_a_few_pairs_is_contaminated_never_judged():
+    """The rounds of GELU 2^14 float16 eager in the end-to-end trial of the 3x slowdown on the 2-core
+    host under a load of 12: the base read 8-12 ms in the rounds it went first, against 0.05 ms;
+    the crossover fit took those spikes for a period effect and its interval, 0.080-0.404x, lay
+    wholly below 1 / 2: an "improvement" of a 3x slowdown. Not every pair is beyond the margin:
+    contaminated."""
+    busy = ["other processes share the CPU (load 12 on 2 cores, 2 thread(s) ours)"]
+    r = ab.CaseRounds("gelu/eager/16384/float16", CaseInfo(1), CaseInfo(1))
+    for first, b, h in ((ab.HEAD, 19.8145, 18.0987), (ab.BASE, 11.9399, 0.1787), (ab.HEAD, 0.0512, 0.1444),
+                        (ab.BASE, 8.0346, 0.1419), (ab.HEAD, 0.0468, 0.1437)):
+        r.base.append({"wall_time_ms": b, "contamination": busy})
+        r.head.append({"wall_time_ms": h, "contamination": busy})
+        r.first.append(first)
+    v = ab.judge(WALL, r)
+    assert v.status == compare.CONTAMINATED and v.high < 0.5  # the interval alone would have judged it
 
 
 def test_an_a_a_on_a_loaded_cpu_host_has_no_regression():

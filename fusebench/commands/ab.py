@@ -33,7 +33,7 @@ every pass over the open cases, so a run stopped on the way keeps every round it
 A case-metric whose limit is beyond the host's margin (1.5x for device time, 2x for wall time) is
 "blind", and a session with no regression whose case-metrics judged are mostly blind is
 "inconclusive": it names what to run (more pairs, on a quieter host), never "ok". A case measured
-on a busy host (contaminated) whose paired interval lies wholly beyond that margin is still a
+on a busy host (contaminated) whose paired interval and every pair lie beyond that margin is still a
 regression or an improvement, marked "host busy; paired": both sides took the load in turn.
 
 Exit status: 1 when a case regressed or newly fails (whatever else happened); else 2 on bad
@@ -191,8 +191,8 @@ def verdict(out, fmt: str, machine: str | None, decided_by: list[str],
     lines = [*decided_by, *ab_counters.lines(counters)]
     if judged:
         lines.append(compare.detectable_text(rows).replace("compare:", "ab:"))
-    if blind:
-        lines.append(f"ab: {compare.inconclusive_text(rows, rerun)}")
+        if blind:
+            lines.append(f"ab: {compare.inconclusive_text(rows, rerun)}")
     elif why := compare.unjudged_text(rows):
         lines.append(f"ab: no case-metric measured on both sides could be judged ({why}: the table "
                      "above says why for each)")

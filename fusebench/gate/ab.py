@@ -40,10 +40,11 @@ Then:
   its own. A session with no regression whose case-metrics judged are mostly blind is
   **inconclusive** (exit 2), never "ok";
 * **contaminated** pairs (most of them timed on a throttled or shared board, or a busy host): a
-  regression or an improvement whose whole interval lies beyond the host's margin is kept and
-  marked ``host busy; paired`` (both sides took the load in turn, a pair a fraction of a second
-  apart: a load cannot make a ratio of pairs surely larger than what it does to a figure at all);
-  any other verdict is **contaminated**, never a regression;
+  regression or an improvement whose whole interval, and every pair's ratio, lies beyond the
+  host's margin (at least ``compare.BUSY_PAIRS`` pairs) is kept and marked ``host busy; paired``
+  (both sides took the load in turn, a pair a fraction of a second apart: a spike of load lands on
+  one side of one pair, never on every pair the same way); any other verdict is **contaminated**,
+  never a regression;
 * **different kernel**, **launch path**, **new failure**, **fixed**, **not on both sides**: as
   in ``fusebench compare`` (``fusebench.gate.compare``): a compiler's pick at first use that
   differs between the sides, a stream figure that measures the host, a case that builds on one
@@ -253,8 +254,9 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
     if kernel_note:
         notes.append(kernel_note)
     if status != compare.SAME:
-        if contamination:  # a busy host, shared by both sides in turn: judged when wholly beyond it
-            status, why = compare.busy_but_beyond(status, low, high, metric, contamination)
+        if contamination:  # a busy host, shared by both sides in turn: judged when every pair is beyond it
+            status, why = compare.busy_but_beyond(status, low, high, [h / b for b, h in pairs], metric,
+                                                  contamination)
             notes.insert(0 if status != compare.CONTAMINATED else len(notes), why)
         elif kernel_changed and (b_info.kernel_by_timing or h_info.kernel_by_timing):
             status = compare.DIFFERENT_KERNEL

@@ -160,8 +160,8 @@ def gate(rule: Rule, case: str, base: Side, head: Side) -> Judged:
 
     A case contaminated on either side (a busy host, a throttled board) is judged on its pairs
     when its rounds were timed in turn (round i of each side one after the other, as
-    :func:`_rounds` does): a regression or an improvement whose paired interval lies wholly beyond
-    the host's margin is kept, marked ``host busy; paired`` (``compare.busy_but_beyond``)."""
+    :func:`_rounds` does): a regression or an improvement whose paired interval and every pair
+    lie beyond the host's margin is kept, marked ``host busy; paired`` (``compare.busy_but_beyond``)."""
     b, h = _case(base, rule.metric), _case(head, rule.metric)
     history = rule.history(case, b.per_launch_ms) if rule.history else None
     status, slowdown, limit, p, note = compare.judge(rule.metric, b, h, rule.factor, rule.alpha, history)
@@ -171,7 +171,8 @@ def gate(rule: Rule, case: str, base: Side, head: Side) -> Judged:
         if len(pairs) >= 2:
             ratio, low, high, *_ = paired.interval(pairs, rule.alpha)
             status, busy = compare.busy_but_beyond(compare.REGRESSION if ratio > 1 else compare.IMPROVEMENT,
-                                                   low, high, rule.metric, b.contamination + h.contamination)
+                                                   low, high, [y / x for x, y in pairs], rule.metric,
+                                                   b.contamination + h.contamination)
             note = busy if status != compare.CONTAMINATED else note
     return Judged(status, slowdown, limit, p, note)
 
