@@ -195,21 +195,23 @@ def plan(ops: list[Op], grid: str, backends: list[str], dtypes: list[str],
 def plan_line(planned, grid: str) -> str:
     """One line that ``fusebench list`` and ``fusebench bench`` both print: the cases the run
     records, how many it will time, and the skipped ones counted by reason, most first (an op
-    not registering a backend counted as one reason)."""
+    not registering a backend counted as one reason, named last: it is no news)."""
     from collections import Counter
 
     from fusebench.registry import no_backend_reason
 
     skipped: Counter = Counter()
     who: dict[str, dict[str, None]] = {}
+    no_backend = "the op has no such backend"  # no news: named last, whatever its count
     for op, b, _, _, r in planned:
         if r is not None:
-            r = "the op has no such backend" if r == no_backend_reason(op.name, b) else r
+            r = no_backend if r == no_backend_reason(op.name, b) else r
             skipped[r] += 1
             who.setdefault(r, {})[b] = None
     timed = len(planned) - sum(skipped.values())
+    order = sorted(skipped.items(), key=lambda rn: (rn[0] == no_backend, -rn[1], rn[0]))
     reasons = "; ".join(f"{n} {','.join(who[r]) if len(who[r]) < 4 else 'of several backends'}: {r}"
-                        for r, n in sorted(skipped.items(), key=lambda rn: (-rn[1], rn[0])))
+                        for r, n in order)
     return (f"{len(planned)} case(s) of the {grid} grid: {timed} to build and time"
             + (f", {sum(skipped.values())} skipped ({reasons})" if skipped else ""))
 
@@ -249,6 +251,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     f"from HEAD anyway, into {DIRTY_RESULTS} (no effect on a clean tree)")
     ap.add_argument("--dry-run", action="store_true", help="check the selection and the tree as a run "
                     "does, print what it would time and skip, measure and store nothing")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print each skipped case as it is met "
+                    "(default: one line counting them by reason; every reason is in the run's record)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -273,7 +277,11 @@ def run(args: argparse.Namespace) -> int:
     applicable = [b for b in backends if any(b in op.backends for op in ops)]
     checked = before_sweep(results, applicable, dirty=args.dirty, gpu=True if slots else None)
     grid = sweep.grid_name(torch.device("cuda") if slots else environment.device(), args.quick)
-    print(f"bench: {plan_line(plan(ops, grid, backends, dtypes), grid)}", file=sys.stderr)
+    planned = plan(ops, grid, backends, dtypes)
+    if not args.dry_run and all(why is not None for *_, why in planned):  # said before any peak or build
+        raise UsageError(f"nothing to measure here: {plan_line(planned, grid)}; nothing measured, nothing "
+                         "stored (make list with the same variables shows each case and why)")
+    print(f"bench: {plan_line(planned, grid)}", file=sys.stderr)
     if environment.device().type != "cuda" and not slots:
         print("bench: no GPU: every figure is host-clock time on the CPU (perf_counter around each "
               "call), not a GPU figure", file=sys.stderr)
@@ -331,7 +339,8 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored
     else:
         result = sweep.run(ops, quick=args.quick, backend_names=backends, dtype_names=dtypes,
-                           rounds=rounds, rule=stop_rule(args), energy_scope=args.energy)
+                           rounds=rounds, rule=stop_rule(args), energy_scope=args.energy,
+                           verbose=args.verbose)
         measured = [(environment.machine_name(), result)]
     require_measured([r for _, result in measured for r in result.records])
     for path, render in ((args.json, runrecord.to_json), (args.csv, runrecord.to_csv)):

@@ -15,7 +15,7 @@ from typing import Mapping, Sequence
 
 from fusebench.errors import UsageError
 from fusebench.names import pick
-from fusebench.registry import BACKENDS, PRECISIONS, Op, shape_label
+from fusebench.registry import BACKENDS, PRECISIONS, Op, no_backend_reason, shape_label
 
 
 def _ops_phrase(ops: Sequence[Op]) -> str:
@@ -100,6 +100,9 @@ def require_measured(records: Sequence) -> None:
     if not records:
         raise UsageError("nothing measured: the selection has no case on this machine's grid; nothing stored")
     counts = Counter(r.status for r in records)
-    reason, n = Counter(r.reason for r in records).most_common(1)[0]
+    # an op without such a backend is no news (every run records the whole backend axis): the
+    # reason named is the real cause where there is one (tf32 on a CPU, not "matmul has no eager")
+    news = [r.reason for r in records if r.reason != no_backend_reason(r.op, r.backend)]
+    reason, n = Counter(news or [r.reason for r in records]).most_common(1)[0]
     raise UsageError(f"nothing measured: {counts['skipped']} case(s) skipped, {counts['failed']} failed "
                      f"(most common reason, {n} case(s): {reason}); nothing stored")

@@ -40,6 +40,7 @@ import random
 import statistics
 import sys
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -364,6 +365,17 @@ def run_case(op: Op, backend: str, shape: Shape, dtype: str, dev: torch.device,
     return rec
 
 
+def skipped_text(skipped: Counter) -> str:
+    """``skipped`` (reason -> cases) as the end of the build's line: ``; 18 skipped (18: needs a
+    CUDA GPU; each case's reason is in the run's record, bench -v prints each)``; empty if none."""
+    if not skipped:
+        return ""
+    most = "; ".join(f"{n}: {why}" for why, n in skipped.most_common(3))
+    rest = "; and others" if len(skipped) > 3 else ""
+    return (f"; {sum(skipped.values())} skipped ({most}{rest}; each case's reason is in the run's record, "
+            "bench -v prints each)")
+
+
 def progress_line(i: int, n: int, rec: Record) -> str:
     """One line per case, e.g. ``[ 12/255] gelu triton 16777216 float32  ok 0.0421 ms ...``."""
     head = f"[{i:>{len(str(n))}}/{n}] {rec.op:<8} {rec.backend:<8} {rec.shape:>12} {rec.dtype:<9}"
@@ -425,12 +437,12 @@ def _loud(message: str, out, warnings: list[str], bar=None) -> None:
 def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] = BACKENDS,
         dtype_names: Iterable[str] = PRECISIONS, rounds: int = DEFAULT_ROUNDS,
         rule: stopping.StopRule | None = None, energy_scope: str = energy.DEFAULT_SCOPE,
-        out=sys.stderr) -> Sweep:
+        out=sys.stderr, verbose: bool = False) -> Sweep:
     """Measure every case on this machine's device in ``rounds`` interleaved rounds (see the module
     doc), printing progress to ``out``, each mode's samples under ``rule`` (None:
     :data:`stopping.DEFAULT`; the case file's ``settings.timing``), energy topped up for the
-    cases ``energy_scope`` selects (``energy.SCOPES``). (All GPUs of a host at once:
-    ``fusebench.measure.workers``.)
+    cases ``energy_scope`` selects (``energy.SCOPES``); ``verbose``: each skipped case's line too
+    (:func:`measure`). (All GPUs of a host at once: ``fusebench.measure.workers``.)
 
     Raises:
         ValueError: ``rounds`` < 1.
@@ -446,13 +458,13 @@ def run(ops: Iterable[Op], *, quick: bool = False, backend_names: Iterable[str] 
     return measure(enumerate(todo), len(todo), grid, dev, rounds=rounds, rule=rule,
                    peak=any(op.flops for op, *_ in todo), identity=environment.gpu_identity(dev),
                    before_rounds=lambda built: [wait() for wait in shared],
-                   energy_scope=energy_scope, out=out)
+                   energy_scope=energy_scope, out=out, verbose=verbose)
 
 
 def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, grid: str,
             dev: torch.device, *, rounds: int, peak: bool, identity: dict | None = None,
             before_rounds: Callable[[int], None] | None = None, rule: stopping.StopRule | None = None,
-            energy_scope: str = energy.DEFAULT_SCOPE, out=sys.stderr) -> Sweep:
+            energy_scope: str = energy.DEFAULT_SCOPE, out=sys.stderr, verbose: bool = False) -> Sweep:
     """The two phases of a run (module doc) over the cases ``todo`` on ``dev``.
 
     Args:
@@ -470,6 +482,9 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         rule: the stopping rule of each mode in each round (None: :data:`stopping.DEFAULT`).
         energy_scope: which cases get an energy top-up window (``energy.SCOPES``,
             :func:`energy.selected`); the others keep what their rounds read, if that is a figure.
+        verbose: print each skipped case's line as the build meets it; else one line after the
+            build counts them by reason (each reason is in the record). A failed case's line is
+            always printed.
 
     Returns:
         The sweep of these cases, records in grid order.
@@ -500,6 +515,7 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     for k in ("build", "gate", "profile"):
         phases[k] = 0.0
     building = progress.build_bar(total)
+    skipped: Counter = Counter()
     for pos, (op, backend, shape, dtype) in todo:
         rec = new_record(op, backend, shape, dtype)
         if energy.selected(op, shape, grid, energy_scope):
@@ -515,8 +531,12 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
         built_cases.append((pos, rec, built.fn if rec.status == "ok" else None))
         building.update()
         if rec.status != "ok" and rec.reason != no_backend_reason(rec.op, rec.backend):
-            # an op without such a backend is no news (fusebench list leaves those out too)
-            progress.say(building, progress_line(pos + 1, total, rec), out)
+            # an op without such a backend is no news (fusebench list leaves those out too); a
+            # skip is counted after the build (88 lines on a CPU otherwise), a failure said now
+            if rec.status == "failed" or verbose:
+                progress.say(building, progress_line(pos + 1, total, rec), out)
+            else:
+                skipped[rec.reason] += 1
             if dev.type == "cuda" and rec.status == "failed":
                 torch.cuda.empty_cache()  # e.g. after an out-of-memory failure
     building.close()
@@ -527,8 +547,8 @@ def measure(todo: Iterable[tuple[int, tuple[Op, str, Shape, str]]], total: int, 
     built_n = sum(f is not None for f in fns)
     print(f"fusebench: built and gated {built_n} of {len(records)} cases in "
           f"{time.perf_counter() - start:.0f} s "
-          f"(build {phases['build']:.0f} s, gate {phases['gate']:.0f} s, profile {phases['profile']:.0f} s)",
-          file=out, flush=True)
+          f"(build {phases['build']:.0f} s, gate {phases['gate']:.0f} s, profile {phases['profile']:.0f} s)"
+          + skipped_text(skipped), file=out, flush=True)
     if before_rounds is not None:
         before_rounds(built_n)
 
