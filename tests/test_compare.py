@@ -269,6 +269,10 @@ def test_the_a_a_hint_is_offered_where_it_can_judge_something(tmp_path, commits,
     assert "give --head-results (HEAD_RESULTS=) for an A/A check" in gate(base, base)[2]
     code, _, err = gate(base, base, "--machine", "cpu-x86_64")
     assert code == 2 and "A/A check" not in err and "nothing judged" in err
+    # issue 54, item 8: an unknown machine is its own one line, the hint not printed before it
+    code, _, err = gate(base, base, "--machine", "nosuch")
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith("compare: error: no results for machine 'nosuch'")
 
 
 def test_a_flagged_stream_figure_carries_its_graph_figures_verdict():

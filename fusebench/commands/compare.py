@@ -124,13 +124,14 @@ def run(args: argparse.Namespace) -> int:
     if not args.machine:  # this host's, named without torch (fusebench.machine)
         args.machine = this_machine()
     base_dir, head_dir = args.base_results or args.results, args.head_results or args.results
-    if base == head and base_dir.resolve() == head_dir.resolve() and not is_cpu(args.machine):
-        print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
-              "for an A/A check of two runs", file=sys.stderr)
     base_reader = results.Reader(base_dir, "compare")  # an unreadable file is named, the rest compared
     head_reader = (base_reader if head_dir.resolve() == base_dir.resolve()
                    else results.Reader(head_dir, "compare"))
     before, after = base_reader.commit(args.machine, base), head_reader.commit(args.machine, head)
+    # said once both sides were found (an unknown machine or commit is its own one line, alone)
+    if base == head and base_dir.resolve() == head_dir.resolve() and not is_cpu(args.machine):
+        print(f"compare: {base[:8]} against itself in {base_dir}: give --head-results (HEAD_RESULTS=) "
+              "for an A/A check of two runs", file=sys.stderr)
     base_rec = runrecord.load(runrecord.records_dir(base_dir), args.machine, base)
     head_rec = runrecord.load(runrecord.records_dir(head_dir), args.machine, head)
     same_gpu(before, after, base_rec, head_rec)
