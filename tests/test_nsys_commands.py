@@ -273,3 +273,19 @@ def test_nsys_capture_runs_the_check_first_and_stops_there_without_nsys():
     assert out.returncode == 1
     assert out.stderr.startswith("nsys: error: nsys not found (NSYS=/nonexistent/nsys)")
     assert out.stderr.count("\n") == 1 and "profile" not in out.stderr
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU's default shapes")
+def test_trace_says_the_grid_it_traces_and_its_help_says_the_same(tmp_path):
+    """Issue 54, item 8: `make trace` on a CPU traced shapes other than the nsys grid its help named."""
+    from fusebench.nsys.plan import DEFAULT_GRID
+    from fusebench.ops import get_op
+
+    grid = DEFAULT_GRID["cpu"]
+    labels = ["x".join(map(str, s)) for s in get_op("gelu").grids[grid]]
+    out = driver("trace", "--op=gelu", "--backends", "torch", "--dtypes", "float32", "--calls", "1",
+                 "--out", str(tmp_path / "t.json"))
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert f"({len(labels)} range(s) of gelu's {grid} grid: {', '.join(labels)}; CPU ops only" in out.stderr
+    helped = " ".join(driver("trace", "--help").stdout.split())
+    assert f"the op's nsys grid on a GPU, as `make nsys`; its {grid} grid on a host without one" in helped

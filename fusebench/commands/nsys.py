@@ -39,7 +39,7 @@ from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, positive_int
 from fusebench.errors import UsageError
 from fusebench.nsys import stats_csv, tool
-from fusebench.nsys.plan import CALLS, select
+from fusebench.nsys.plan import CALLS, DEFAULT_GRID, select
 from fusebench.ops import configured, get_op
 from fusebench.paths import PROJECT_ROOT
 
@@ -61,7 +61,8 @@ class CannotRun(Exception):
 def _selection(ap: argparse.ArgumentParser, calls: int = CALLS) -> None:
     ap.add_argument("--op", required=True, help=f"one of: {', '.join(case_file.load().ops)}")
     ap.add_argument("--backends", help=f"comma-separated, of: {', '.join(BACKENDS)}")
-    ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid")
+    ap.add_argument("--shapes", help="comma-separated shape labels of the op's default grid (default: its "
+                    "nsys grid on a GPU, its quick grid on a host without one)")
     ap.add_argument("--dtypes", help=f"comma-separated, of: {', '.join(ELEMENT_SIZE)} (the op's)")
     ap.add_argument("--calls", type=positive_int, default=calls, help=f"calls per range (default {calls})")
     add_config(ap)
@@ -205,7 +206,9 @@ def cmd_trace(args) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(args.out))
     where = "CPU and GPU" if dev.type == "cuda" else "CPU ops only (no GPU here)"
-    print(f"trace: wrote {args.out} ({len(ready)} range(s), {where}); open it in "
+    shapes = ", ".join(dict.fromkeys(c.shape_label for c in cases))
+    grid = "the shapes given" if args.shapes else f"{op.name}'s {DEFAULT_GRID.get(dev.type, 'quick')} grid"
+    print(f"trace: wrote {args.out} ({len(ready)} range(s) of {grid}: {shapes}; {where}); open it in "
           f"https://ui.perfetto.dev", file=sys.stderr)
     return 0
 
