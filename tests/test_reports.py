@@ -218,6 +218,30 @@ def test_figures_that_cannot_be_true_are_marked_in_the_report():
     assert "| 256 | 19.700 | 0.27 ! | 8.00 |" in text and text.count("Not physically possible") == 1
 
 
+def test_a_configuration_whose_repeats_disagree_is_marked_contaminated():
+    """Issue 54, item 8: `make mlp` on a busy host reported 0.83 ms and 124 ms for the base
+    configuration (timed in two sweeps), R² 0.995, and no contamination word."""
+    base = mlp.MLPConfig(dim=128, layers=2, batch=64, steps=2)
+
+    def axis(name, values, times, iqr):
+        return mlp.AxisResult(name, values, times, iqr, mlp.linear_fit(values, times))
+
+    steps = axis("steps", [1, 2, 4, 8], [0.42, 0.83, 1.66, 3.3], [0.01] * 4)
+    layers = axis("layers", [1, 2, 4, 8], [62.0, 124.0, 247.0, 497.0], [1.0, 1.0, 200.0, 2.0])
+    assert steps.fit.r2 > 0.99 and layers.fit.r2 > 0.99
+    wide = mlp.disagreements(base, [steps, layers])
+    assert wide == ["the base configuration took 0.830 ms in the steps sweep, 124.000 ms in the layers sweep",
+                    "layers 4: runs spread 200.000 ms (IQR) around 247.000 ms"]
+    text = mlp.render(base, [steps, layers], "float32", "CPU here")
+    assert "| 4 | 247.000 | 3.98 noisy | 4.00 |" in text
+    assert text.count("**! Contaminated**: repeats of one configuration disagree (the base configuration "
+                      "took 0.830 ms") == 1
+    assert mlp.as_data(base, [steps, layers], "float32")["contaminated"] == wide
+    agree = axis("layers", [1, 2, 4, 8], [0.42, 0.84, 1.7, 3.3], [0.01] * 4)
+    assert mlp.disagreements(base, [steps, agree]) == [] and "Contaminated" not in mlp.render(
+        base, [steps, agree], "float32", "CPU here")
+
+
 def test_the_training_step_trains():
     run = mlp.make_run(mlp.MLPConfig(dim=16, layers=2, batch=8, steps=1), CPU)
     first = run().item()

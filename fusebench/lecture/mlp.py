@@ -26,6 +26,11 @@ from fusebench.registry import PRECISIONS
 
 #: The swept axes, in report order.
 AXES = ("steps", "layers", "batch")
+#: Repeats of one configuration that disagree by more than this factor were disturbed (another
+#: process on the host or the GPU): the base configuration, timed once per axis (a busy 2-core
+#: host gave 0.83 ms and 124 ms for it in one report, with R² 0.995 on both axes), or one
+#: point's runs (its IQR above ``DISAGREE - 1`` times its median). Marked, never hidden.
+DISAGREE = 1.5
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,27 @@ def impossible(r: AxisResult) -> list[str]:
     return out
 
 
+def noisy(r: AxisResult, i: int) -> bool:
+    """Point ``i`` of ``r``: its runs' IQR is more than ``DISAGREE - 1`` times their median."""
+    return r.time_ms[i] > 0 and r.iqr_ms[i] > (DISAGREE - 1.0) * r.time_ms[i]
+
+
+def disagreements(base: MLPConfig, results: list[AxisResult]) -> list[str]:
+    """Where repeats of one configuration disagree widely (:data:`DISAGREE`): the base
+    configuration's time in each axis that times it, when the largest is more than DISAGREE times
+    the smallest, and each noisy point (:func:`noisy`). Empty: they agree."""
+    at_base = {r.axis: r.time_ms[r.values.index(getattr(base, r.axis))] for r in results
+               if getattr(base, r.axis) in r.values}
+    out = []
+    if len(at_base) > 1 and min(at_base.values()) > 0 \
+            and max(at_base.values()) > DISAGREE * min(at_base.values()):
+        out.append("the base configuration took " + ", ".join(f"{t:.3f} ms in the {a} sweep"
+                                                              for a, t in at_base.items()))
+    out += [f"{r.axis} {v}: runs spread {q:.3f} ms (IQR) around {t:.3f} ms" for r in results
+            for i, (v, t, q) in enumerate(zip(r.values, r.time_ms, r.iqr_ms)) if noisy(r, i)]
+    return out
+
+
 def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) -> str:
     """Markdown: per axis, the time of a run at each value, the ratio to the first value against
     the ratio of the values (equal when growth is proportional), and the linear fit."""
@@ -182,8 +208,8 @@ def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) 
     for r in results:
         out += [f"## {r.axis}", "", f"| {r.axis} | ms per run | time ratio | {r.axis} ratio |",
                 "|---:|---:|---:|---:|"]
-        for v, t in zip(r.values, r.time_ms):
-            mark = " !" if v > r.values[0] and t < r.time_ms[0] else ""
+        for i, (v, t) in enumerate(zip(r.values, r.time_ms)):
+            mark = (" !" if v > r.values[0] and t < r.time_ms[0] else "") + (" noisy" if noisy(r, i) else "")
             out.append(f"| {v} | {t:.3f} | {t / r.time_ms[0]:.2f}{mark} | {v / r.values[0]:.2f} |")
         unit = {"steps": "step", "layers": "layer", "batch": "sample"}[r.axis]
         ci = f" ± {r.fit.intercept_ci_ms:.2g} (95 %)" if math.isfinite(r.fit.intercept_ci_ms) else ""
@@ -193,6 +219,10 @@ def render(base: MLPConfig, results: list[AxisResult], dtype: str, header: str) 
             out += [f"**! Not physically possible**: {'; '.join(wrong)}. More work cannot take less time: "
                     "these runs were disturbed (another process on the host or the GPU); run `make mlp` "
                     "again on an idle machine before reading this axis.", ""]
+    if wide := disagreements(base, results):
+        out += [f"**! Contaminated**: repeats of one configuration disagree ({'; '.join(wide)}): the "
+                "runs were disturbed (another process on the host or the GPU), whatever R² says; run "
+                "`make mlp` again on an idle machine before reading these figures.", ""]
     return "\n".join(out)
 
 
@@ -200,4 +230,4 @@ def as_data(base: MLPConfig, results: list[AxisResult], dtype: str) -> dict:
     """The JSON-serializable figures (stored with the report)."""
     return {"params": {"base": asdict(base), "dtype": dtype,
                        "axes": {r.axis: r.values for r in results}},
-            "results": [asdict(r) for r in results]}
+            "results": [asdict(r) for r in results], "contaminated": disagreements(base, results)}
