@@ -120,3 +120,16 @@ def test_what_was_not_on_both_sides_is_said_apart():
                          "on neither side (liger); 1 skipped or not stored on both sides; 1 measured before "
                          "only. Left out: 1 case-metrics of backends the op does not have.")
     assert verdicts.not_both(rows, None, sweep, OPS).not_installed == {}  # a side without its record
+
+
+def test_a_commit_mostly_blind_is_inconclusive_on_the_page_and_its_blind_cases_named():
+    """Issue 54, item 6: a verdict whose case-metrics are mostly blind is not "ok" on the page either."""
+    blind = compare.Row(T, TRITON, "seconds", 1e-4, 1e-4, 1.0, 0.4, compare.BLIND, 1.8,
+                        note="blind: limit 1.80x, beyond the host's margin of 1.5x")
+    v = verdicts.Verdict("h200", "a" * 40, "b" * 40, inconclusive=compare.inconclusive([blind]),
+                         moved=[blind])
+    page = verdicts.page([v])
+    assert '<span class="label label-warning gate">inconclusive</span> 1 blind' in page
+    assert '<tr class="warning" data-status="blind"><td>blind</td>' in page
+    ok = verdicts.page([verdicts.Verdict("h200", "a" * 40, "b" * 40)])
+    assert '<span class="label label-success gate">ok</span>' in ok
