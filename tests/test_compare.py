@@ -90,6 +90,31 @@ def test_slower_within_the_noise_passes(tmp_path, commits, gate):
     assert gate(base, head, "--factor", "1.1")[0] == 0
 
 
+def test_a_comparison_mostly_blind_is_inconclusive_exit_2_never_ok(tmp_path, commits, gate):
+    """Issue 54, item 6: two of three case-metrics held to limits beyond the host's margin (their
+    noise 40 % and 60 %: limits 1.8x and 2.2x) saw nothing; the verdict was "ok"."""
+    base, head = commits
+    times = {EAGER: 1.0e-3, TORCH: 2.0e-4, TRITON: 1.0e-4}
+    noise = {IQR: {EAGER: 4e-4, TORCH: 1.2e-4, TRITON: 1e-6}}
+    write_result(tmp_path, "box", base, {T: times, **noise}, AXES)
+    write_result(tmp_path, "box", head, {T: times, **noise}, AXES)
+    code, out, err = gate(base, head)
+    assert code == 2, out + err
+    assert err.splitlines()[-1].endswith("2 blind, 0 fixed, 0 improvement, 0 not on both sides, "
+                                         "0 launch path, 1 same -> inconclusive")
+    why = next(ln for ln in err.splitlines() if ln.startswith("compare: inconclusive: "))
+    assert "2 of 3 case-metrics judged are blind (limit 1.80x-2.20x, beyond the host's margin)" in why
+    assert why.endswith(f"with more pairs: {sys.executable} -m fusebench ab --base {base[:12]} "
+                        f"--head {head[:12]}")
+    assert "? " in out and "first column: ? blind" in out
+    code, out, _ = gate(base, head, "--format", "markdown")
+    assert code == 2 and "**Inconclusive**: 2 of 3" in out
+    # a noise that leaves the limits within the margin: ok
+    write_result(tmp_path, "box", head, {T: times, IQR: {EAGER: 1e-5, TORCH: 2e-6, TRITON: 1e-6}}, AXES)
+    write_result(tmp_path, "box", base, {T: times, IQR: {EAGER: 1e-5, TORCH: 2e-6, TRITON: 1e-6}}, AXES)
+    assert gate(base, head)[0] == 0
+
+
 def test_bandwidth_never_gates(tmp_path, commits, gate):
     """Bandwidth inherits the device time and the run's ceiling: shown, never judged."""
     base, head = commits
