@@ -260,7 +260,7 @@ def judge(metric: metrictable.Metric, rounds: CaseRounds, factor: float = FACTOR
             notes.insert(0 if status != compare.CONTAMINATED else len(notes), why)
         elif kernel_changed and (b_info.kernel_by_timing or h_info.kernel_by_timing):
             status = compare.DIFFERENT_KERNEL
-    status, why_blind = compare.blind(status, limit, metric)
+    status, why_blind = compare.blind_verdict(status, limit, metric)
     notes += [why_blind] if why_blind else []
     base_values = tuple(b * metric.scale for b, _ in pairs)
     head_values = tuple(h * metric.scale for _, h in pairs)

@@ -119,7 +119,7 @@ def host_margin(metric: metrictable.Metric) -> float:
     return HOST_MARGIN_WALL if metric.field == "wall_time_ms" else HOST_MARGIN_GPU
 
 
-def blind(status: str, limit: float, metric: metrictable.Metric) -> tuple[str, str]:
+def blind_verdict(status: str, limit: float, metric: metrictable.Metric) -> tuple[str, str]:
     """``status`` and a note: ``same`` or ``within noise`` with a limit beyond the host's margin
     is :data:`BLIND` (the note says the limit and the margin); any other status is kept."""
     margin = host_margin(metric)
@@ -348,7 +348,7 @@ def judge(metric: metrictable.Metric, base: Case, head: Case, factor: float,
             notes.append("; ".join(dict.fromkeys(base.contamination + head.contamination)))
         elif kernel_changed and (base.kernel_by_timing or head.kernel_by_timing):
             status = DIFFERENT_KERNEL
-    status, why_blind = blind(status, limit, metric)
+    status, why_blind = blind_verdict(status, limit, metric)
     notes += [why_blind] if why_blind else []
     if why := launch_path(metric, base, head):
         status = LAUNCH_PATH
@@ -595,8 +595,9 @@ def inconclusive(rows: list[Row]) -> bool:
 
 def inconclusive_text(rows: list[Row], rerun: str) -> str:
     """Why :func:`inconclusive`, and ``rerun`` (what to run: a command that runs as printed):
-    ``12 of 14 case-metrics judged are blind (limits 2.31x-5.90x, beyond the host's margin): a
-    slowdown smaller than that could not be seen; on a quieter host, or with more pairs: <rerun>``."""
+    ``inconclusive: 12 of 14 case-metrics judged are blind (limit 2.31x-5.90x, beyond the host's
+    margin): a slowdown smaller than that could not be seen here; run it on a quieter host, or
+    with more pairs: <rerun>``."""
     judged = [r for r in rows if r.status in VERDICTS]
     limits = sorted(r.limit for r in judged if r.status == BLIND)
     span = f"{limits[0]:.2f}x" + (f"-{limits[-1]:.2f}x" if limits[-1] > limits[0] else "")
