@@ -275,6 +275,7 @@ def test_nsys_capture_runs_the_check_first_and_stops_there_without_nsys():
     assert out.stderr.count("\n") == 1 and "profile" not in out.stderr
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="the CPU's default shapes")
 def test_trace_says_the_grid_it_traces_and_its_help_says_the_same(tmp_path):
     """Issue 54, item 8: `make trace` on a CPU traced shapes other than the nsys grid its help named."""
