@@ -3,6 +3,7 @@ the plots (the fusebench checkout, found once at import)."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 
@@ -24,3 +25,41 @@ PROJECT_ROOT = project_root()
 #: Where ``make bench DIRTY=1`` stores a run of a tree whose measured files differ from HEAD
 #: (``fusebench.measure.provenance``); here, torch-free, for ``fusebench bench --help`` to name it.
 DIRTY_RESULTS = ".asv/dirty-results"
+
+
+def real_folder(path: Path, top: Path | None = None) -> Path:
+    """``path``, a folder fusebench writes into or deletes, checked to be a real folder: neither
+    it nor a folder above it, up to ``top`` (not checked itself), is a symbolic link. ``top``
+    defaults to the checkout when ``path`` is in it (a commit may carry a link, ``plots/h200 ->
+    /elsewhere``, and ``git pull`` makes it: issue 56); a folder given outside the checkout is
+    the user's own choice, not checked. A path that does not exist yet is fine: what makes it
+    makes real folders.
+
+    Raises:
+        UsageError: one line naming the link and what to do.
+    """
+    from fusebench.errors import UsageError
+
+    path = Path(os.path.abspath(path))
+    if top is None:
+        top = PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else path
+    for folder in (path, *path.parents):
+        if folder == top or not folder.is_relative_to(top):
+            break
+        if folder.is_symlink():
+            raise UsageError(f"{folder} is a symbolic link (fusebench writes and deletes only in real "
+                             f"folders; a commit can carry a link): refused, nothing done to {path}: "
+                             "remove the link and run again")
+    return path
+
+
+def cache_dir() -> Path:
+    """Where ``fusebench ab`` and ``bisect`` keep worktrees and extension builds of other commits:
+    ``$XDG_CACHE_HOME/fusebench/bisect``, else ``$HOME/.cache/fusebench/bisect``, else (no
+    ``HOME``, or ``HOME`` the root folder, as a container's user may have) the checkout's
+    ``.asv/cache``, never ``/.cache``."""
+    for var, below in (("XDG_CACHE_HOME", ()), ("HOME", (".cache",))):
+        base = os.environ.get(var, "")
+        if os.path.isabs(base) and Path(base) != Path("/"):
+            return Path(base, *below, "fusebench", "bisect")
+    return PROJECT_ROOT / ".asv" / "cache"

@@ -69,7 +69,7 @@ def _attack(checkout: Path, how: str) -> None:
     staging = checkout / "results" / transaction.STAGING
     staging.mkdir()
     (staging / "1-1.part").write_text("attacker's text")
-    journal = {"moves": [], "deletes": []}
+    journal = {"moves": [], "deletes": [], "folder": os.lstat(staging).st_ino}  # as if this host's own
     if how == "delete outside":
         journal["deletes"] = ["../victim/precious.txt"]
     elif how == "delete through dots":
@@ -133,8 +133,7 @@ def test_a_journal_of_this_hosts_own_store_is_still_finished(checkout):
     txn.add_bytes(records / "h200" / "deadbeef.json", b"{}")
     txn.delete(results / "benchmarks.json")
     txn.committed = True  # killed after the commit point, before the renames
-    atomic.write_atomic(results / transaction.STAGING / transaction.JOURNAL,
-                             json.dumps({"moves": txn.moves, "deletes": txn.deletes}))
+    atomic.write_atomic(results / transaction.STAGING / transaction.JOURNAL, json.dumps(txn.journal()))
     with transaction.locked(results, "store", (records,)):
         pass
     assert (results / "h200" / "machine.json").read_bytes() == b'{"new": 1}'
@@ -346,6 +345,11 @@ def test_a_store_killed_at_each_rename_is_finished_or_refused_by_readers_and_wri
         for who in ("compare", "store"):  # a reader, then (on a copy) the next writer
             folder = where / who
             shutil.copytree(where, folder, symlinks=True, ignore=shutil.ignore_patterns("compare", "store"))
+            if committed:  # the copy as the killed store's own folder (a copied journal is refused)
+                copied = folder / "results" / transaction.STAGING
+                journal = json.loads((copied / transaction.JOURNAL).read_text())
+                journal["folder"] = os.lstat(copied).st_ino
+                (copied / transaction.JOURNAL).write_text(json.dumps(journal))
             if who == "compare":
                 code, err = _run(capsys, "compare", "--machine", "h200", "--base", STORED, "--head", STORED,
                                  "--results", folder / "results")
@@ -365,7 +369,8 @@ def test_a_reader_refuses_while_a_writer_holding_the_lock_has_a_journal(tmp_path
     results = _stored_run(tmp_path)
     staging = results / transaction.STAGING
     staging.mkdir()
-    (staging / transaction.JOURNAL).write_text(json.dumps({"moves": [], "deletes": []}))
+    (staging / transaction.JOURNAL).write_text(json.dumps({"moves": [], "deletes": [],
+                                                           "folder": os.lstat(staging).st_ino}))
     monkeypatch.setattr(transaction, "SETTLE_WAIT_S", 0.2)
     fd = os.open(results, os.O_RDONLY | os.O_DIRECTORY)
     try:

@@ -8,7 +8,13 @@ the same filesystem, so a rename moves it; asv reads only ``*.json`` and the sta
 :data:`JOURNAL` in the results folder's staging folder with one atomic rename: that is the commit point.
 The renames follow; a process killed before the journal leaves the stored files as they were
 (the staging folder is removed by the next writer), one killed after it leaves them as they will
-be (the next writer finishes the renames, :func:`recover`).
+be (the next writer finishes the renames, :func:`recover`). The journal names the staging folder
+it was written in (its inode): a journal that ``git pull`` or a copy brought is refused, never
+followed (issue 56), as is one git tracks.
+
+Every folder a transaction writes into is a real folder (:func:`fusebench.paths.real_folder`): a
+symlinked ``records/.fusebench-staging`` or ``results/<machine>`` is refused before anything is
+written, not followed out of the checkout.
 
 :func:`locked` takes an exclusive ``flock`` on the results folder itself (no lock file to leave
 behind; released by the kernel when the process dies) and recovers first. A second writer is
@@ -28,6 +34,7 @@ from pathlib import Path
 
 from fusebench.atomic import _mode, _umask, fsync_dir, write_atomic  # noqa: F401  (runrecord's writer)
 from fusebench.errors import UsageError
+from fusebench.paths import PROJECT_ROOT, real_folder
 
 #: The hidden staging folder inside each folder tree a transaction writes into.
 STAGING = ".fusebench-staging"
@@ -68,8 +75,16 @@ class Transaction:
                 return root
         raise ValueError(f"{target} is outside {', '.join(map(str, self.roots))}")
 
+    def _real(self, target: Path) -> Path:
+        """The folder of ``target``'s root, after checking it and ``target``'s folders are real."""
+        root = self._root(target)
+        top = PROJECT_ROOT if root.is_relative_to(PROJECT_ROOT) else root
+        real_folder(target.parent, top)
+        real_folder(root / STAGING, top)
+        return root
+
     def _staged(self, target: Path) -> Path:
-        folder = self._root(target) / STAGING
+        folder = self._real(target) / STAGING
         folder.mkdir(parents=True, exist_ok=True)
         self._n += 1
         return folder / f"{os.getpid()}-{self._n}.part"
@@ -127,7 +142,7 @@ class Transaction:
 
     def delete(self, target: Path) -> None:
         """Remove ``target`` at the commit."""
-        self._root(target)
+        self._real(target)
         self.deletes.append(self._rel(target))
 
     def commit(self) -> None:
@@ -138,10 +153,19 @@ class Transaction:
         for root in self.roots:
             if (root / STAGING).is_dir():
                 fsync_dir(root / STAGING)
-        journal = {"moves": self.moves, "deletes": self.deletes}
+        journal = self.journal()
         write_atomic(self.results_dir / STAGING / JOURNAL, json.dumps(journal))
         self.committed = True
         roll_forward(self.results_dir, self.roots)
+
+    def journal(self) -> dict:
+        """The journal :meth:`commit` writes: the renames, the deletions, and the inode of the
+        staging folder it is written in (made now if missing), which :func:`read_journal` wants
+        to find again."""
+        folder = self.results_dir / STAGING
+        real_folder(folder, PROJECT_ROOT if folder.is_relative_to(PROJECT_ROOT) else self.results_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        return {"moves": self.moves, "deletes": self.deletes, "folder": os.lstat(folder).st_ino}
 
     def abort(self) -> None:
         """Store nothing: remove the staging folders (once committed, nothing: the next writer
@@ -204,9 +228,12 @@ def _inside(base: Path, rel: object, roots: tuple[Path, ...], journal: Path, sta
 
 def read_journal(results_dir: Path, roots: tuple[Path, ...]) -> dict | None:
     """The journal of ``results_dir``, checked as untrusted input (``docs/untrusted-input.md``):
-    a regular file under :data:`MAX_JOURNAL` in a real staging folder, ``{"moves": [[staged,
-    target], ...], "deletes": [target, ...]}`` and nothing else, every path inside one of
-    ``roots`` (:func:`_inside`). None when there is none.
+    a regular file under :data:`MAX_JOURNAL` in a real staging folder, not tracked by git,
+    ``{"moves": [[staged, target], ...], "deletes": [target, ...], "folder": <inode>}`` and
+    nothing else, whose inode is its staging folder's (a journal written by this host's own
+    :meth:`Transaction.commit` into this folder: one that git, a copy or an archive brought sits
+    in a folder made after it was written), every path inside one of ``roots``
+    (:func:`_inside`). None when there is none.
 
     Raises:
         UsageError: the journal is refused (one line naming it and why); nothing was done.
@@ -225,12 +252,24 @@ def read_journal(results_dir: Path, roots: tuple[Path, ...]) -> dict | None:
     except untrusted.Refused as exc:
         raise UsageError(f"{exc.path}: refused, not followed: {exc.why} (remove {folder}/ and run "
                          "again)") from None
+    from fusebench import git
+
+    def refuse(why: str) -> UsageError:
+        return UsageError(f"{path}: refused, not followed: {why}; a journal is this host's own state: "
+                          f"remove {folder}/ (git rm -r --cached it if tracked) and run again")
+
+    tracked = git.answer(results_dir.parent, "ls-files", "--", os.path.relpath(path, results_dir.parent))
+    if tracked and tracked.strip():
+        raise refuse("tracked by git (a commit brought it)")
     roots = (results_dir, *roots)
-    if not (isinstance(data, dict) and set(data) == {"moves", "deletes"}
+    if not (isinstance(data, dict) and set(data) == {"moves", "deletes", "folder"}
             and isinstance(data["moves"], list) and isinstance(data["deletes"], list)
             and all(isinstance(m, list) and len(m) == 2 for m in data["moves"])):
-        raise UsageError(f"{path}: refused, not followed: not a journal of moves and deletes "
-                         f"(remove {folder}/ and run again)")
+        raise refuse("not a journal of moves and deletes")
+    if data["folder"] != os.lstat(folder).st_ino:
+        raise refuse("not written in this staging folder (a pull, a copy or an archive brought it)")
+    for root in roots:
+        real_folder(root)
     base = results_dir.parent
     moves = [(_inside(base, s, roots, path, True), _inside(base, t, roots, path, False))
              for s, t in data["moves"]]
@@ -307,6 +346,8 @@ def locked(results_dir: Path, who: str, roots: tuple[Path, ...] = ()):
     Raises:
         UsageError: another process holds it (one line: who should wait).
     """
+    for folder in (results_dir, *roots):
+        real_folder(folder)
     created = not results_dir.exists()
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
@@ -388,12 +429,16 @@ def _exchange(a: Path, b: Path) -> bool:
 
 
 def staging_folder(target: Path) -> Path:
-    """A new empty folder to build ``target`` in, on the same filesystem: beside it
-    (``.<name>.staging-<pid>``), or inside it when ``target`` is a mount point (the image mounts
-    ``html/``). Stale ones of dead processes are removed first."""
+    """A new empty folder to build ``target`` in, on the same filesystem
+    (``fusebench-staging-<pid>-*``): beside it, in the checkout's ``.asv/`` when ``target`` is a
+    folder of the checkout's top (never a scratch folder in the checkout's root), or inside it
+    when ``target`` is a mount point (the image mounts ``html/``). Stale ones of dead processes
+    are removed first."""
     from fusebench import tmpdirs
 
     where = target if os.path.ismount(target) else target.parent
+    if where == PROJECT_ROOT:
+        where = real_folder(PROJECT_ROOT / ".asv")
     where.mkdir(parents=True, exist_ok=True)
     tmpdirs.remove_stale(where)
     import tempfile
