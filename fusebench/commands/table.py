@@ -19,7 +19,7 @@ from pathlib import Path
 
 from fusebench.errors import UsageError
 from fusebench.machine import is_cpu as machine_is_cpu
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, real_folder
 from fusebench.report import resultsdoc, summary
 from fusebench.storage import runrecord
 
@@ -35,6 +35,11 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Print the tables (or write the ``--doc`` page); returns 0."""
+    from fusebench.storage import transaction
+
+    # an interrupted store is finished (or refused) first, as every reader does: never a record
+    # read while a journal is about to replace it
+    transaction.settle(PROJECT_ROOT / "results", (PROJECT_ROOT / "records",), "table")
     if args.doc is not None:
         return _doc(args)
     if len(args.record) > 1:
@@ -80,6 +85,7 @@ def _doc(args: argparse.Namespace) -> int:
     target = resultsdoc.doc_path(machine)
     if target.is_symlink():
         raise UsageError(f"{target} is a symbolic link: refusing to write through it")
+    real_folder(target.parent)
     resultsdoc.write(target, resultsdoc.render(machine, paths))
     shown = target.relative_to(PROJECT_ROOT) if target.is_relative_to(PROJECT_ROOT) else target
     # a CPU machine's page is ignored by git as its results are (.gitignore, README.md)

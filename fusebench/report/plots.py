@@ -30,6 +30,7 @@ Nothing here touches a GPU; ``matplotlib.figure.Figure`` renders with Agg withou
 
 from __future__ import annotations
 
+import io
 import math
 import multiprocessing
 import statistics
@@ -516,6 +517,8 @@ def copy_drawn(drawn_root: Path, out_root: Path, machine: str, op: Op) -> list[P
 def draw_group(results_dir: Path, out_root: Path, machine: str, op: Op, dpi: int,
                reader: results.Reader) -> list[Path]:
     """Draw and save the plots of one ``machine`` and ``op`` (:func:`write_plots`' unit of work)."""
+    from fusebench.atomic import write_atomic
+
     runs = newest_first(reader, machine, op)
     run = next(runs, None)
     if run is None:
@@ -532,8 +535,9 @@ def draw_group(results_dir: Path, out_root: Path, machine: str, op: Op, dpi: int
         if fig is None:
             continue
         path = out_root / machine / f"{op.name}-{kind}.png"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=dpi, metadata=PNG_METADATA)
+        png = io.BytesIO()
+        fig.savefig(png, format="png", dpi=dpi, metadata=PNG_METADATA)
+        write_atomic(path, png.getvalue())  # a committed link in its place is replaced, not followed
         written.append(path)
     return written
 
@@ -601,11 +605,16 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
 
     Raises:
         UsageError: (only without ``reader``) some result files could not be read; the message
-            names them, and the plots of the rest are written.
+            names them, and the plots of the rest are written. A machine's folder of ``out_root``
+            or a folder above it in the checkout is a symbolic link: nothing written.
     """
+    from fusebench.paths import real_folder
+
     strict = reader is None
     reader = reader or results.Reader(results_dir)
     machines = machines if machines is not None else results.machines(results_dir)
+    for machine in machines:  # a committed plots/h200 -> /elsewhere is refused, not written through
+        real_folder(out_root / machine)
     groups = [(machine, op) for machine in machines for op in ops]
     done: dict[int, list[Path]] = {}
     for i, (machine, op) in enumerate(groups):

@@ -40,7 +40,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, real_folder
 
 #: The npm project whose dependencies the site loads.
 SITE_DIR = PROJECT_ROOT / "site"
@@ -506,7 +506,9 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
                 print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures "
                       "would join the GPU machines' history on its tiles (their runs are in the Runs tab, "
                       "their plots in plots/)", file=sys.stderr)
-            real_html = html_dir.resolve()  # html/ a link to a served folder: the folder is replaced
+            # html/ of the checkout a link (a commit may carry one): refused; given elsewhere, a link
+            # to a served folder: the folder is replaced
+            real_html = real_folder(html_dir).resolve()
             stage = transaction.staging_folder(real_html)
             try:
                 status = _build(shown, results_dir, stage, ops, cdn, python, site_dir)
