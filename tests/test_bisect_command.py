@@ -55,7 +55,7 @@ def test_worktree_per_commit_made_once_and_remade_when_edited(repo, tmp_path):
     bisect_git.worktree(repo, root, shas[1])
     assert (tree / "notes.txt").read_text() == "one\n" and not (tree / "marker").exists()
     (tree.parent / "link").symlink_to(tree)
-    with pytest.raises(ProbeFailed, match="symbolic link"):
+    with pytest.raises(UsageError, match="symbolic link"):
         bisect_git.worktree(repo, root, "link")
 
 
@@ -73,12 +73,13 @@ def test_two_clones_never_share_a_worktree_in_one_cache(repo, tmp_path):
     assert f"worktree {mine}" in git(repo, "worktree", "list", "--porcelain")
     assert f"worktree {theirs}" in git(clone, "worktree", "list", "--porcelain")
     assert str(mine) not in git(clone, "worktree", "list", "--porcelain")
-    # a worktree of another repository found where this one's belongs is not taken: made again
+    # a worktree of another repository found where this one's belongs is not taken, nor removed
     shutil.rmtree(theirs)
     git(clone, "worktree", "prune")
     git(repo, "worktree", "add", "-q", "--detach", "--force", str(theirs), shas[1])
-    assert bisect_git.worktree(clone, root, shas[1]) == theirs
-    assert f"worktree {theirs}" in git(clone, "worktree", "list", "--porcelain")
+    with pytest.raises(UsageError, match="is not a worktree fusebench made of"):
+        bisect_git.worktree(clone, root, shas[1])
+    assert f"worktree {theirs}" in git(repo, "worktree", "list", "--porcelain")
 
 
 def test_the_child_runs_the_worktree_s_code_with_its_own_extension_folder(tmp_path, monkeypatch):

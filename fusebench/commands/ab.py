@@ -59,9 +59,9 @@ from pathlib import Path
 from fusebench.atomic import json_ready, write_atomic
 from fusebench.cli import command, number, positive_int, whole_number
 from fusebench.errors import UsageError
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, cache_dir, real_folder
 
-DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
+DEFAULT_CACHE = cache_dir()
 DEFAULT_SCRATCH = PROJECT_ROOT / ".asv" / "ab"
 #: The largest stored session ``--from`` reads (a full grid of 16 pairs is about 10 MB).
 MAX_SESSION_BYTES = 256 * 1024 * 1024
@@ -299,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
     root = args.scratch
     if root.is_symlink():
         raise UsageError(f"{root}: a symbolic link: give another --scratch")
+    real_folder(root)
     session = root / f"{base_sha[:8]}-{head_sha[:8]}{'-dirty' if dirty else ''}-{stamp}"
     if session.exists():
         raise UsageError(f"{session} exists: wait a second, or give another --scratch")

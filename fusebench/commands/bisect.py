@@ -44,14 +44,14 @@ from fusebench.errors import UsageError
 from fusebench.gate import bisect, bisect_git, compare, noise
 from fusebench.gate.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, cache_dir, real_folder
 from fusebench.storage import runrecord
 
 #: ``--metric`` values: the times a round measures (the gate judges the two device times).
 METRICS = {"device_time": "track_device_time", "device_time_cold": "track_device_time_cold",
            "device_time_graph": "track_device_time_graph", "wall_time": "track_wall_time"}
 _CASE = re.compile(r"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*/[0-9]+(x[0-9]+)*/[a-z0-9]+")
-DEFAULT_CACHE = Path.home() / ".cache" / "fusebench" / "bisect"
+DEFAULT_CACHE = cache_dir()
 
 
 def parse_case(text: str) -> str:
@@ -269,6 +269,7 @@ def run(args: argparse.Namespace) -> int:
     if root.is_symlink() or records.exists():
         raise UsageError(f"{records}: {'a symbolic link' if root.is_symlink() else 'exists'}: "
                          "give another --records")
+    real_folder(root)
 
     def log(line: str) -> None:
         print(f"bisect: {line}", file=sys.stderr, flush=True)

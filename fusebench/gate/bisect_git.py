@@ -10,6 +10,7 @@ git data is written there). ``git worktree prune`` forgets those whose folder wa
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.gate.bisect import Commit, ProbeFailed
+from fusebench.paths import real_folder
 
 
 def _git(repo: Path, *args: str) -> subprocess.CompletedProcess:
@@ -91,23 +93,40 @@ def repo_key(repo: Path) -> str:
     return f"{name}-{hashlib.sha256(str(where).encode()).hexdigest()[:8]}"
 
 
+def _worktrees(repo: Path) -> set[Path]:
+    """The resolved folders of ``repo``'s worktrees, as its git lists them."""
+    out = git.answer(repo, "worktree", "list", "--porcelain") or ""
+    return {Path(line.removeprefix("worktree ")).resolve() for line in out.splitlines()
+            if line.startswith("worktree ")}
+
+
 def worktree(repo: Path, root: Path, sha: str) -> Path:
     """The worktree of commit ``sha`` of ``repo`` under ``root`` (``root/<repo_key>/<sha>``),
-    made when missing.
+    made when missing. One there that ``repo``'s git lists as its worktree and that is at
+    ``sha`` and clean is used as it is; one of its worktrees that is not (edited, broken) is
+    removed and made again. Anything else there (a clone, a user's folder, a file) is not ours:
+    it is refused and left as it is, never removed.
 
     Raises:
-        ProbeFailed: git could not make it, or ``root/<repo_key>/<sha>`` is a link.
+        ProbeFailed: git could not make it.
+        UsageError: something else than a worktree of ``repo`` is there, or a folder on the way
+            is a symbolic link.
     """
     path = root / repo_key(repo) / sha
-    if path.is_symlink() or path.parent.is_symlink():
-        raise ProbeFailed(f"{path} is a symbolic link: refused")
-    if path.exists():
+    real_folder(path, root.parent)
+    if os.path.lexists(path):
+        if not path.is_dir() or path.resolve() not in _worktrees(repo):
+            raise UsageError(f"{path} is there and is not a worktree fusebench made of {repo} "
+                             f"({'a folder' if path.is_dir() else 'a file'}): refused, left as it is; "
+                             "move it away or give another --cache")
         head = _git(path, "rev-parse", "HEAD")
         status = _git(path, "status", "--porcelain", "--untracked-files=no")
         if head.returncode == 0 and head.stdout.strip() == sha and status.returncode == 0 \
                 and not status.stdout.strip() and _common_dir(path) == _common_dir(repo):
             return path
-        shutil.rmtree(path)  # our cache's, broken or edited: made again
+        # our own, broken or edited: made again
+        if _git(repo, "worktree", "remove", "--force", str(path)).returncode != 0:
+            shutil.rmtree(path)
     _git(repo, "worktree", "prune")
     path.parent.mkdir(parents=True, exist_ok=True)
     out = _git(repo, "worktree", "add", "--detach", "--force", str(path), sha)
