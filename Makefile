@@ -6,6 +6,24 @@
 # virtual environment is created in $(VENV) from the hash-pinned requirements.lock and
 # requirements-dev.lock (the tools of development: make test and make lint need them; the image
 # has none of them).
+#
+# Values reach a command as arguments, never as shell code: a recipe passes each variable as
+# $(call q,$(VAR)), one shell word (in single quotes when it holds anything a shell would read:
+# a space, ' " ` $ \ ; & | < > ( ) { } [ ] * ? ~ ! # ^), so `make ab BASE='x;touch /tmp/p'` asks
+# for the revision x;touch /tmp/p (a git branch may hold ; $ ( ) and backquotes, and CI passes
+# branch names). A list (FROM, CMD, BUILD_OPTS, PYTEST_ARGS) is split at spaces by make, each word
+# one argument ($(call words_q,...); FROM's globs are expanded by make). PYTHON, SYSTEM_PYTHON and
+# VENV name the interpreter (make's own targets name them) and are used as given.
+comma         := ,
+lparen        := (
+rparen        := )
+hash          := \#
+dollar        := $$
+backslash     := $(strip \ )
+SHELL_SPECIAL := ' " ` $(dollar) $(backslash) ; & | < > $(lparen) $(rparen) { } [ ] * ? ~ ! $(hash) ^
+sq             = '$(subst ','\'',$(1))'
+q              = $(if $(or $(filter-out 1,$(words $(1))),$(strip $(foreach c,$(SHELL_SPECIAL),$(findstring $(c),$(1))))),$(call sq,$(1)),$(1))
+words_q        = $(foreach w,$(1),$(call q,$(w)))
 
 SYSTEM_PYTHON ?= python3
 VENV          ?= .venv
@@ -36,11 +54,11 @@ TEST_JOBS     ?= $(if $(shell nvidia-smi -L 2>/dev/null),0,$(if $(shell $(PYTHON
 # the optional group requirements-reference.lock, with --no-deps over requirements.lock.
 REFERENCE     ?=
 
-SELECT_ARGS   := $(strip $(if $(OP),--ops $(OP)) $(if $(BACKENDS),--backends $(BACKENDS)) \
-                 $(if $(DTYPES),--dtypes $(DTYPES)) $(if $(SHAPES),--shapes $(SHAPES)) \
-                 $(if $(CONFIG),--config $(CONFIG)) $(if $(QUICK),--quick))
-BENCH_ARGS    := $(strip $(SELECT_ARGS) $(if $(ROUNDS),--rounds $(ROUNDS)) $(if $(DIRTY),--dirty) \
-                 $(if $(ENERGY),--energy $(ENERGY)))
+SELECT_ARGS   := $(strip $(if $(OP),--ops $(call q,$(OP))) $(if $(BACKENDS),--backends $(call q,$(BACKENDS))) \
+                 $(if $(DTYPES),--dtypes $(call q,$(DTYPES))) $(if $(SHAPES),--shapes $(call q,$(SHAPES))) \
+                 $(if $(CONFIG),--config $(call q,$(CONFIG))) $(if $(QUICK),--quick))
+BENCH_ARGS    := $(strip $(SELECT_ARGS) $(if $(ROUNDS),--rounds $(call q,$(ROUNDS))) $(if $(DIRTY),--dirty) \
+                 $(if $(ENERGY),--energy $(call q,$(ENERGY))))
 
 # --- the pinned image (Dockerfile), with docker, podman or buildah --------------------------------
 # CONTAINER: the engine, docker, podman or buildah (or a path to one); by default the first of them
@@ -74,9 +92,9 @@ RUN_AS        ?= $(shell id -u):$(shell id -g)
 ROOTLESS      ?= $(filter-out 0,$(shell id -u))
 ARCHIVE       ?= fusebench-$(IMAGE_TAG).oci.tar
 LOCAL         ?= $(FUSEBENCH_IN_IMAGE)
-ENGINE_WHY     = $(eval ENGINE_WHY := $(if $(LOCAL),LOCAL=1,$(shell scripts/engine_check.sh $(ENGINE))))$(ENGINE_WHY)
+ENGINE_WHY     = $(eval ENGINE_WHY := $(if $(LOCAL),LOCAL=1,$(shell scripts/engine_check.sh $(call q,$(ENGINE)))))$(ENGINE_WHY)
 ENGINE_OK     ?= $(if $(ENGINE_WHY),,1)
-BUILD_WHY      = $(eval BUILD_WHY := $(if $(ENGINE_OK),,$(shell scripts/engine_check.sh --build $(ENGINE))))$(BUILD_WHY)
+BUILD_WHY      = $(eval BUILD_WHY := $(if $(ENGINE_OK),,$(shell scripts/engine_check.sh --build $(call q,$(ENGINE)))))$(BUILD_WHY)
 
 # podman and buildah build OCI images by default, which have no SHELL: the Dockerfile's RUN lines
 # would run in /bin/sh, not bash. --format docker keeps it (docker's own format; podman, Apptainer
@@ -86,18 +104,17 @@ BUILD_FORMAT   = $(if $(filter podman buildah,$(ENGINE_KIND)), --format docker)
 # The GPUs: docker's NVIDIA runtime (--gpus) or podman's CDI devices. Rootless podman maps the
 # caller's uid to itself (--userns=keep-id), so the files it writes are the caller's.
 GPU_LIST       = $(filter-out all,$(subst $(comma), ,$(GPUS)))
-comma         := ,
-GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),$(if $(GPU_LIST),$(foreach g,$(GPU_LIST),--device nvidia.com/gpu=$(g)),--device nvidia.com/gpu=all)$(if $(ROOTLESS), --userns=keep-id),--gpus $(if $(GPU_LIST),'"device=$(GPUS)"',all))
+GPU_FLAGS      = $(if $(filter podman,$(ENGINE_KIND)),$(if $(GPU_LIST),$(foreach g,$(GPU_LIST),--device $(call q,nvidia.com/gpu=$(g))),--device nvidia.com/gpu=all)$(if $(ROOTLESS), --userns=keep-id),--gpus $(if $(GPU_LIST),$(call sq,"device=$(GPUS)"),all))
 # The suite's own --gpus: here GPUS as given; in the image every GPU the engine gave it.
 # Paths are quoted and compared as whole strings (no word functions): a checkout path may hold spaces.
-RESULTS_ARG    = $(if $(filter file,$(origin RESULTS)),,$(if $(subst $(CURDIR)/results,,$(RESULTS)),--results '$(RESULTS)'))
-LOCAL_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus $(GPUS)) $(RESULTS_ARG))
+RESULTS_ARG    = $(if $(filter file,$(origin RESULTS)),,$(if $(subst $(CURDIR)/results,,$(RESULTS)),--results $(call sq,$(RESULTS))))
+LOCAL_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus $(call q,$(GPUS))) $(RESULTS_ARG))
 IMAGE_ARGS     = $(strip $(BENCH_ARGS) $(if $(GPUS),--gpus all))
-ENGINE_RUN     = $(ENGINE) run --rm $(GPU_FLAGS) --user $(RUN_AS) \
-                 --volume '$(CURDIR)':/workspace --volume '$(RESULTS)':/workspace/results \
-                 --volume '$(HTML)':/workspace/html --volume $(CACHE_VOLUME):/cache \
-                 --env FUSEBENCH_IMAGE_DIGEST=$$($(ENGINE) image inspect --format '{{.Id}}' $(IMAGE))
-IN_IMAGE       = mkdir -p '$(RESULTS)' '$(HTML)' && $(ENGINE_RUN)
+ENGINE_RUN     = $(call q,$(ENGINE)) run --rm $(GPU_FLAGS) --user $(call q,$(RUN_AS)) \
+                 --volume $(call sq,$(CURDIR)):/workspace --volume $(call sq,$(RESULTS)):/workspace/results \
+                 --volume $(call sq,$(HTML)):/workspace/html --volume $(call q,$(CACHE_VOLUME)):/cache \
+                 --env FUSEBENCH_IMAGE_DIGEST=$$($(call q,$(ENGINE)) image inspect --format '{{.Id}}' $(call q,$(IMAGE)))
+IN_IMAGE       = mkdir -p $(call sq,$(RESULTS)) $(call sq,$(HTML)) && $(ENGINE_RUN)
 RUNS_IMAGE     = @$(if $(filter buildah,$(ENGINE_KIND)),echo "$@: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; exit 2,true)
 # $(call WAY,bench): bench-image or bench-local, as a prerequisite chosen when the Makefile is read,
 # and only when the target is asked for (the engine check is not run for `make test`). No
@@ -122,7 +139,7 @@ help: ## list the targets
 bench: bench-where $(call WAY,bench) ## run the suite (in the image with the GPUs when an engine can, else here), store, publish html/
 
 bench-where:
-	$(if $(ENGINE_OK)$(LOCAL),,@echo "bench: $(ENGINE_WHY): running here, not in the image" >&2)
+	$(if $(ENGINE_OK)$(LOCAL),,@echo $(call sq,bench: $(ENGINE_WHY): running here$(comma) not in the image) >&2)
 
 bench-local: $(DEPS) ## run the suite here, with the Python make picked (not in the image)
 	$(strip $(FUSEBENCH) bench $(LOCAL_ARGS))
@@ -131,25 +148,25 @@ list: $(DEPS) ## print the cases make bench would measure here (same variables)
 	$(strip $(FUSEBENCH) list $(SELECT_ARGS))
 
 bench-image: image ## run the suite in the image (docker or podman, with the NVIDIA runtime or CDI)
-	$(IN_IMAGE) $(IMAGE) $(IMAGE_ARGS)
+	$(IN_IMAGE) $(call q,$(IMAGE)) $(IMAGE_ARGS)
 
 image: ## build the pinned image (docker, podman or buildah), tagged fusebench:<git short sha>
-	@$(if $(BUILD_WHY),echo "image: $(BUILD_WHY)" >&2; exit 2,true)
-	$(ENGINE) build$(BUILD_FORMAT) --build-arg LOCK_HASH=$(LOCK_HASH) --tag $(IMAGE)$(if $(BUILD_OPTS), $(BUILD_OPTS)) .
+	@$(if $(BUILD_WHY),echo $(call sq,image: $(BUILD_WHY)) >&2; exit 2,true)
+	$(call q,$(ENGINE)) build$(BUILD_FORMAT) --build-arg $(call q,LOCK_HASH=$(LOCK_HASH)) --tag $(call q,$(IMAGE))$(if $(BUILD_OPTS), $(call words_q,$(BUILD_OPTS))) .
 
 in-image: image ## run CMD='...' in the image, in the mounted checkout
 	$(RUNS_IMAGE)
-	$(IN_IMAGE) $(IMAGE) $(CMD)
+	$(IN_IMAGE) $(call q,$(IMAGE)) $(call words_q,$(CMD))
 
 shell: image ## open a shell in the image, in the mounted checkout
 	$(RUNS_IMAGE)
-	$(IN_IMAGE) --interactive --tty $(IMAGE) bash
+	$(IN_IMAGE) --interactive --tty $(call q,$(IMAGE)) bash
 
 engine: ## say in one line which container engine is used here and what it is missing
-	@scripts/engine_check.sh -v $(ENGINE) || true
+	@scripts/engine_check.sh -v $(call q,$(ENGINE)) || true
 
 image-archive: image ## the image as an OCI archive, fusebench-<sha>.oci.tar (for Apptainer: docs/container.md)
-	$(if $(filter docker,$(ENGINE_KIND)),$(ENGINE) save --output $(ARCHIVE) $(IMAGE),$(if $(filter podman,$(ENGINE_KIND)),$(ENGINE) save --format oci-archive --output $(ARCHIVE) $(IMAGE),$(ENGINE) push $(IMAGE) oci-archive:$(ARCHIVE)))
+	$(if $(filter docker,$(ENGINE_KIND)),$(call q,$(ENGINE)) save --output $(call q,$(ARCHIVE)) $(call q,$(IMAGE)),$(if $(filter podman,$(ENGINE_KIND)),$(call q,$(ENGINE)) save --format oci-archive --output $(call q,$(ARCHIVE)) $(call q,$(IMAGE)),$(call q,$(ENGINE)) push $(call q,$(IMAGE)) $(call q,oci-archive:$(ARCHIVE))))
 
 image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with buildah and run it (root; CI)
 	$(PYTHON) -m scripts.image_test
@@ -158,10 +175,10 @@ image-test: $(DEPS) ## build the Dockerfile on the CPU stand-in base with builda
 # integration tests marked slow, one at a time, each named as it starts (-v) and the slowest listed
 # at the end. CI runs both.
 test: $(DEPS) ## run the fast tests (CPU; tests marked gpu run where a GPU is; not those marked slow)
-	$(PYTHON) -m pytest -m "not slow" $(foreach j,$(TEST_JOBS),$(if $(filter-out 0,$(j)),-n $(j) --dist loadfile)) $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m "not slow" $(foreach j,$(TEST_JOBS),$(if $(filter-out 0,$(j)),-n $(j) --dist loadfile)) $(call words_q,$(PYTEST_ARGS))
 
 test-slow: $(DEPS) ## run the slow integration tests (real asv runs, pip, end to end, the browser)
-	$(PYTHON) -m pytest -m slow -v --durations=15 $(PYTEST_ARGS)
+	$(PYTHON) -m pytest -m slow -v --durations=15 $(call words_q,$(PYTEST_ARGS))
 
 lint: $(DEPS) ## check style (changes no file)
 	$(PYTHON) -m ruff check .
@@ -192,15 +209,12 @@ lock: ## regenerate requirements.lock, requirements-reference.lock and requireme
 	$(PYTHON) -m scripts.lock dev
 	$(PYTHON) -m scripts.lock dev --check
 
-# clean: also the worktrees `make bisect` made of this repository (those git lists under
-# $(BISECT_CACHE)/worktrees/; the extension builds beside them stay: minutes of work per commit).
+# clean: also the worktrees `make bisect` and `make ab` made of this repository (those git lists under
+# the cache's worktrees/; the extension builds beside them stay: minutes of work per commit). Only
+# real folders inside the checkout are removed: a symbolic link (.asv -> elsewhere, which a commit
+# can carry) is named and left as it is (fusebench/clean.py).
 clean: ## remove caches, the unpublished quick results, make ab's sessions, make bisect's sessions and worktrees (never results/)
-	rm -rf .asv/quick-results .asv/partial-results .asv/partial-quick-results .asv/dirty-results \
-	    .asv/quick-records .asv/partial-records .asv/partial-quick-records .asv/dirty-records \
-	    .asv/sweeps .asv/ab bisect .pytest_cache
-	@git worktree list --porcelain 2>/dev/null | sed -n 's/^worktree //p' | while IFS= read -r tree; do \
-	    case "$$tree" in '$(BISECT_TREES)'/*) git worktree remove --force "$$tree" && \
-	        echo "clean: removed the bisect worktree $$tree";; esac; done; git worktree prune 2>/dev/null || true
+	@$(SYSTEM_PYTHON) -m fusebench.clean$(if $(BISECT_CACHE), --cache $(call q,$(BISECT_CACHE)))
 
 # --- Profiling: make nsys / make trace (fusebench nsys capture, fusebench trace; nsys/README.md) -
 # One pipeline: `fusebench nsys capture` checks nsys and the GPU, runs `nsys profile` of the
@@ -211,20 +225,20 @@ clean: ## remove caches, the unpublished quick results, make ab's sessions, make
 
 NSYS          ?= nsys
 CALLS         ?=
-PROFILE_ARGS   = --op=$(OP)$(if $(BACKENDS), --backends $(BACKENDS))$(if $(SHAPES), --shapes $(SHAPES))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(CALLS), --calls $(CALLS))$(if $(CONFIG), --config $(CONFIG))
+PROFILE_ARGS   = $(call q,--op=$(OP))$(if $(BACKENDS), --backends $(call q,$(BACKENDS)))$(if $(SHAPES), --shapes $(call q,$(SHAPES)))$(if $(DTYPES), --dtypes $(call q,$(DTYPES)))$(if $(CALLS), --calls $(call q,$(CALLS)))$(if $(CONFIG), --config $(call q,$(CONFIG)))
 
 .PHONY: nsys nsys-where nsys-local nsys-image trace
 
 nsys: nsys-where $(call WAY,nsys) ## Nsight Systems timeline of one op (OP=gelu): in the image when an engine can, else here
 
 nsys-where:
-	$(if $(ENGINE_OK)$(LOCAL),,@echo "nsys: $(ENGINE_WHY): running here, not in the image" >&2)
+	$(if $(ENGINE_OK)$(LOCAL),,@echo $(call sq,nsys: $(ENGINE_WHY): running here$(comma) not in the image) >&2)
 
 nsys-image: image ## make nsys in the image (the image's pinned Nsight Systems), nsys/ in the checkout
-	$(IN_IMAGE) $(IMAGE) make nsys-local LOCAL=1 OP=$(OP) BACKENDS=$(BACKENDS) SHAPES=$(SHAPES) DTYPES=$(DTYPES) CALLS=$(CALLS) CONFIG=$(CONFIG)
+	$(IN_IMAGE) $(call q,$(IMAGE)) make nsys-local LOCAL=1 $(foreach v,OP BACKENDS SHAPES DTYPES CALLS CONFIG,$(call q,$(v)=$($(v))))
 
 nsys-local: $(DEPS) ## make nsys here: a range per case, summary .md/.csv in nsys/
-	$(FUSEBENCH) nsys capture $(PROFILE_ARGS) --nsys $(NSYS)
+	$(FUSEBENCH) nsys capture $(PROFILE_ARGS) --nsys $(call q,$(NSYS))
 
 trace: $(DEPS) ## torch.profiler Chrome trace of one op (OP=gelu), same range names, in nsys/ (no nsys needed)
 	$(strip $(FUSEBENCH) trace $(PROFILE_ARGS))
@@ -237,7 +251,7 @@ NCU           ?= ncu
 
 .PHONY: ncu
 ncu: $(DEPS) ## Nsight Compute counters of one op (OP=gelu): DRAM bytes/call vs declared, L2 hit rate, in nsys/
-	$(FUSEBENCH) ncu capture $(PROFILE_ARGS) --ncu $(NCU)
+	$(FUSEBENCH) ncu capture $(PROFILE_ARGS) --ncu $(call q,$(NCU))
 
 # --- The site, the plots and the regression gate -------------------------------------------------
 # publish: asv publish + jQuery/flot/bootstrap from html/vendor/ (npm ci of site/package-lock.json
@@ -269,11 +283,11 @@ publish: $(DEPS) ## build html/ from every stored result (works offline; CDN=1 i
 	$(strip $(FUSEBENCH) publish $(if $(CDN),--cdn) $(if $(STRICT),--strict))
 
 preview: $(DEPS) ## serve html/ on http://localhost:PORT (PORT=8080; run make publish first)
-	$(FUSEBENCH) preview --port $(PORT)
+	$(FUSEBENCH) preview --port $(call q,$(PORT))
 
 compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTOR=1.04] [MACHINE=<name>, default this host] [HEAD_RESULTS=dir] [FORMAT=json|markdown]
-	@test -n "$(BASE)" || { $(PYTHON) -c "from fusebench.storage.results import print_compare_hint as h; h('$(MACHINE)')"; exit 2; }
-	$(if $(FORMAT),@)$(FUSEBENCH) compare --base=$(BASE) --head=$(HEAD)$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG))$(if $(BASE_RESULTS), --base-results $(BASE_RESULTS))$(if $(HEAD_RESULTS), --head-results $(HEAD_RESULTS))$(if $(FORMAT), --format $(FORMAT))
+	@test -n $(call q,$(BASE)) || { $(PYTHON) -c 'import sys; from fusebench.storage.results import print_compare_hint as h; h(sys.argv[1])' $(call q,$(MACHINE)); exit 2; }
+	$(if $(FORMAT),@)$(FUSEBENCH) compare $(call q,--base=$(BASE)) $(call q,--head=$(HEAD))$(if $(FACTOR), --factor $(call q,$(FACTOR)))$(if $(MACHINE), --machine $(call q,$(MACHINE)))$(if $(CONFIG), --config $(call q,$(CONFIG)))$(if $(BASE_RESULTS), --base-results $(call q,$(BASE_RESULTS)))$(if $(HEAD_RESULTS), --head-results $(call q,$(HEAD_RESULTS)))$(if $(FORMAT), --format $(call q,$(FORMAT)))
 
 # ab: did a change make it slower? BASE and HEAD (default: the checkout, with its uncommitted
 # changes) measured side by side on this GPU, each by its own code in its own worktree and
@@ -285,13 +299,14 @@ compare: $(DEPS) ## regression gate: make compare BASE=<rev> [HEAD=<rev>] [FACTO
 ALL           ?=
 AB_OUT        ?=
 NO_COUNTERS   ?=
-AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), --head=$(HEAD))$(if $(ALL), --all)$(if $(OP), --ops $(OP))$(if $(BACKENDS), --backends $(BACKENDS))$(if $(DTYPES), --dtypes $(DTYPES))$(if $(SHAPES), --shapes $(SHAPES))$(if $(FORMAT), --format $(FORMAT))$(if $(AB_OUT), --output $(AB_OUT))$(if $(NO_COUNTERS), --no-counters)
+AB_ARGS        = $(if $(filter-out file default,$(origin HEAD)), $(call q,--head=$(HEAD)))$(if $(ALL), --all)$(if $(OP), --ops $(call q,$(OP)))$(if $(BACKENDS), --backends $(call q,$(BACKENDS)))$(if $(DTYPES), --dtypes $(call q,$(DTYPES)))$(if $(SHAPES), --shapes $(call q,$(SHAPES)))$(if $(FORMAT), --format $(call q,$(FORMAT)))$(if $(AB_OUT), --output $(call q,$(AB_OUT)))$(if $(NO_COUNTERS), --no-counters)
+CACHE_ARG      = $(if $(BISECT_CACHE), --cache $(call q,$(BISECT_CACHE)))
 
 .PHONY: ab
 
 ab: $(DEPS) ## did my change make it slower? make ab BASE=<rev> [HEAD=<rev>] [ALL=1]: both measured side by side on this GPU
-	@test -n "$(BASE)" || { echo "ab: give BASE=<rev> (e.g. make ab BASE=origin/main; HEAD= defaults to the checkout)" >&2; exit 2; }
-	$(FUSEBENCH) ab --base=$(BASE) --cache '$(BISECT_CACHE)'$(AB_ARGS)
+	@test -n $(call q,$(BASE)) || { echo "ab: give BASE=<rev> (e.g. make ab BASE=origin/main; HEAD= defaults to the checkout)" >&2; exit 2; }
+	$(FUSEBENCH) ab $(call q,--base=$(BASE))$(CACHE_ARG)$(AB_ARGS)
 
 # bisect: the first commit on BAD's first-parent line after GOOD that made the cases CASE
 # (op/backend/shape/dtype, comma-separated) slower, each commit measured by its own code in its
@@ -301,19 +316,19 @@ GOOD          ?=
 BAD           ?=
 CASE          ?=
 METRIC        ?=
-# BISECT_CACHE: the worktrees and extension builds per commit (fusebench bisect --cache); make clean
-# removes the worktrees (git prints them by their resolved path).
-BISECT_CACHE  ?= $(HOME)/.cache/fusebench/bisect
-BISECT_TREES   = $(or $(realpath $(BISECT_CACHE)),$(abspath $(BISECT_CACHE)))/worktrees
+# BISECT_CACHE: the worktrees and extension builds per commit (fusebench bisect --cache; default
+# theirs: $XDG_CACHE_HOME or ~/.cache /fusebench/bisect, the checkout's .asv/cache without HOME);
+# make clean removes the worktrees.
+BISECT_CACHE  ?=
 
 .PHONY: bisect
 
 bisect: $(DEPS) ## which commit made a case slower: make bisect GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype[,...]
-	@test -n "$(GOOD)" -a -n "$(BAD)" -a -n "$(CASE)" || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32; on a host without a GPU: make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32 METRIC=wall_time)" >&2; exit 2; }
-	$(FUSEBENCH) bisect $(foreach c,$(subst $(comma), ,$(CASE)),--case=$(c))$(if $(METRIC), --metric $(METRIC)) --cache '$(BISECT_CACHE)'$(if $(FACTOR), --factor $(FACTOR))$(if $(MACHINE), --machine $(MACHINE))$(if $(CONFIG), --config $(CONFIG)) -- $(GOOD) $(BAD)
+	@test -n $(call q,$(GOOD)) -a -n $(call q,$(BAD)) -a -n $(call q,$(CASE)) || { echo "bisect: give GOOD=<rev> BAD=<rev> CASE=op/backend/shape/dtype (e.g. make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32; on a host without a GPU: make bisect GOOD=HEAD~8 BAD=HEAD CASE=gelu/torch/1048576/float32 METRIC=wall_time)" >&2; exit 2; }
+	$(FUSEBENCH) bisect $(foreach c,$(subst $(comma), ,$(CASE)),$(call q,--case=$(c)))$(if $(METRIC), --metric $(call q,$(METRIC)))$(CACHE_ARG)$(if $(FACTOR), --factor $(call q,$(FACTOR)))$(if $(MACHINE), --machine $(call q,$(MACHINE)))$(if $(CONFIG), --config $(call q,$(CONFIG))) -- $(call q,$(GOOD)) $(call q,$(BAD))
 
 plots: $(DEPS) ## bandwidth and speedup plots of each machine's latest results into plots/<machine>/ [MACHINE=<name>[,...]]
-	$(FUSEBENCH) plots$(if $(MACHINE), --machines $(MACHINE))
+	$(FUSEBENCH) plots$(if $(MACHINE), --machines $(call q,$(MACHINE)))
 
 # ---- reports: the lecture's experiments, stored with their environment in reports/<machine>/ ----
 # (pitfalls: the two timing mistakes; profile: torch.profiler per backend; mlp: training-step scaling.
@@ -325,8 +340,8 @@ pitfalls: $(DEPS) ## timing pitfalls: first call vs warmed up, host clock withou
 	$(FUSEBENCH) pitfalls
 
 profile: $(DEPS) ## torch.profiler table per backend of OP (default gelu): kernels, launches, time
-	$(FUSEBENCH) profile --op $(or $(OP),gelu) $(if $(BACKENDS),--backends $(BACKENDS)) \
-	    $(if $(DTYPES),--dtype $(DTYPES))
+	$(FUSEBENCH) profile --op $(call q,$(or $(OP),gelu)) $(if $(BACKENDS),--backends $(call q,$(BACKENDS))) \
+	    $(if $(DTYPES),--dtype $(call q,$(DTYPES)))
 
 mlp: $(DEPS) ## MLP training-step time over steps, layers and batch size (linear growth)
 	$(FUSEBENCH) mlp
@@ -346,8 +361,8 @@ INTO          ?=
 .PHONY: collect slurm-test
 
 collect: $(DEPS) ## merge results folders of other hosts into results/: make collect FROM='dir1 dir2' [INTO=dir]
-	@test -n "$(FROM)" || { echo "collect: give FROM=<folder>...: other hosts' results folders, or folders holding results/ and records/; globs allowed" >&2; exit 2; }
-	$(FUSEBENCH) collect $(FROM)$(if $(INTO), --into $(INTO))
+	@test -n $(call q,$(strip $(FROM))) || { echo "collect: give FROM=<folder>...: other hosts' results folders, or folders holding results/ and records/; globs allowed" >&2; exit 2; }
+	$(FUSEBENCH) collect $(call words_q,$(foreach f,$(FROM),$(or $(wildcard $(f)),$(f))))$(if $(INTO), --into $(call q,$(INTO)))
 
 slurm-test: $(DEPS) ## the Slurm array job on a real one-node Slurm here, then collect and compare (CI)
-	PYTHON=$(PYTHON) scripts/slurm_test.sh
+	PYTHON=$(call q,$(PYTHON)) scripts/slurm_test.sh

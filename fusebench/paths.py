@@ -27,6 +27,20 @@ PROJECT_ROOT = project_root()
 DIRTY_RESULTS = ".asv/dirty-results"
 
 
+def link_above(path: Path, top: Path | None = None) -> Path | None:
+    """The first symbolic link among ``path`` and its folders up to ``top`` (not ``top`` itself),
+    or None; ``top`` as :func:`real_folder` takes it."""
+    path = Path(os.path.abspath(path))
+    if top is None:
+        top = PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else path
+    for folder in (path, *path.parents):
+        if folder == top or not folder.is_relative_to(top):
+            return None
+        if folder.is_symlink():
+            return folder
+    return None
+
+
 def real_folder(path: Path, top: Path | None = None) -> Path:
     """``path``, a folder fusebench writes into or deletes, checked to be a real folder: neither
     it nor a folder above it, up to ``top`` (not checked itself), is a symbolic link. ``top``
@@ -41,15 +55,11 @@ def real_folder(path: Path, top: Path | None = None) -> Path:
     from fusebench.errors import UsageError
 
     path = Path(os.path.abspath(path))
-    if top is None:
-        top = PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else path
-    for folder in (path, *path.parents):
-        if folder == top or not folder.is_relative_to(top):
-            break
-        if folder.is_symlink():
-            raise UsageError(f"{folder} is a symbolic link (fusebench writes and deletes only in real "
-                             f"folders; a commit can carry a link): refused, nothing done to {path}: "
-                             "remove the link and run again")
+    link = link_above(path, top)
+    if link is not None:
+        raise UsageError(f"{link} is a symbolic link (fusebench writes and deletes only in real "
+                         f"folders; a commit can carry a link): refused, nothing done to {path}: "
+                         "remove the link and run again")
     return path
 
 

@@ -301,8 +301,8 @@ def test_buildah_builds_the_image_but_bench_runs_here_saying_why(tmp_path):
     assert lines[-1] == (f"{buildah} build --format docker --build-arg LOCK_HASH={LOCK_HASH} "
                          "--tag fusebench:t .")
     lines = _make_n("bench", f"CONTAINER={buildah}", "OP=gelu", env=env)
-    assert lines == ['echo "bench: buildah found; missing: an engine that runs the image (docker or podman): '
-                     'buildah only builds: running here, not in the image" >&2',
+    assert lines == ["echo 'bench: buildah found; missing: an engine that runs the image (docker or podman): "
+                     "buildah only builds: running here, not in the image' >&2",
                      "py -m fusebench bench --ops gelu"]
     lines = _make_n("shell", f"CONTAINER={buildah}", "ENGINE_OK=1", env=env)
     assert ('echo "shell: buildah builds the image but does not run it: CONTAINER=docker or podman" >&2; '
@@ -352,8 +352,8 @@ def test_make_image_archive_per_engine():
 
 def test_make_bench_says_why_and_runs_here_without_docker():
     lines = _make_n("bench", "CONTAINER=/nonexistent/docker", "OP=gelu")
-    assert lines[0] == ('echo "bench: docker not found (/nonexistent/docker is not on PATH; docker, podman '
-                        'or buildah: CONTAINER=...): running here, not in the image" >&2')
+    assert lines[0] == ("echo 'bench: docker not found (/nonexistent/docker is not on PATH; docker, podman "
+                        "or buildah: CONTAINER=...): running here, not in the image' >&2")
     assert lines[1:] == ["py -m fusebench bench --ops gelu"]
     assert not [ln for ln in lines if "docker run" in ln or "docker build" in ln]
     # DOCKER= (the old name) still chooses the engine
@@ -488,6 +488,6 @@ def test_make_nsys_runs_in_the_image_or_says_why_and_runs_here():
                         "CALLS= CONFIG=")
     lines = _make_n("nsys", "CONTAINER=/nonexistent/docker", "OP=gelu", "NSYS=/x/nsys",
                     env={**os.environ, "FUSEBENCH_MACHINE": "h200"})
-    assert lines[0].startswith('echo "nsys: docker not found')
+    assert lines[0].startswith("echo 'nsys: docker not found")
     assert lines[-1].endswith(" -m fusebench nsys capture --op=gelu --nsys /x/nsys")
     assert not [ln for ln in lines if "docker run" in ln]
