@@ -15,7 +15,7 @@ from throwaway import git
 
 from fusebench.errors import UsageError
 from fusebench.gate import bisect_git
-from fusebench.paths import PROJECT_ROOT, real_folder
+from fusebench.paths import PROJECT_ROOT
 from fusebench.storage import transaction
 
 BASE8, HEAD8 = "178ab4e8", "0395b139"
@@ -33,6 +33,7 @@ def clones(tmp_path) -> tuple[Path, Path]:
     and ``outside``, a folder beside them that nothing may touch."""
     upstream, mine = tmp_path / "upstream", tmp_path / "mine"
     git(tmp_path, "clone", "-q", str(PROJECT_ROOT), str(upstream))
+    git(upstream, "checkout", "-q", "-B", "main")  # a branch to pull, wherever this checkout's HEAD is
     shutil.rmtree(upstream / "fusebench")
     shutil.copytree(PROJECT_ROOT / "fusebench", upstream / "fusebench",
                     ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
@@ -110,7 +111,7 @@ def test_a_committed_journal_is_refused_and_nothing_is_moved_or_deleted(clones, 
             values[0] = [v * 10 if isinstance(v, float) else v for v in values[0]]
     (staging / "1-1.part").write_text(json.dumps(doctored))
     journal = {"moves": [[f"results/{transaction.STAGING}/1-1.part", RESULT]],
-               "deletes": [RECORD, CPU_RESULT, CPU_RECORD], "folder": 1}
+               "deletes": [RECORD, CPU_RESULT, CPU_RECORD]}  # what e930cac followed
     (staging / transaction.JOURNAL).write_text(json.dumps(journal))
     pull(upstream, mine, "a journal")
     before = tree(mine / "results") | tree(mine / "records")
@@ -266,6 +267,8 @@ def test_a_foreign_folder_at_a_worktree_path_is_refused_and_left(tmp_path, what)
 
 
 def test_real_folder_refuses_a_link_above_inside_the_checkout(tmp_path):
+    from fusebench.paths import real_folder
+
     (tmp_path / "real").mkdir()
     (tmp_path / "link").symlink_to(tmp_path / "real")
     assert real_folder(tmp_path / "real" / "a" / "b", tmp_path) == tmp_path / "real" / "a" / "b"

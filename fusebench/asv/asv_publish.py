@@ -15,6 +15,8 @@ version runs unchanged (the patch is for the code it was read against).
 from __future__ import annotations
 
 import multiprocessing
+import os
+import signal
 import sys
 
 #: Graphs in flight per worker of the pool.
@@ -39,11 +41,32 @@ def detect_steps(self, pool=None, dots=None) -> None:
                 dots()
 
 
+def _end_the_group(signum, frame) -> None:
+    """SIGTERM (:func:`fusebench.asv.store.publish` starts this process in a process group of its
+    own and arms the signal for its parent's death): end asv's pool workers with it. Killed
+    alone, the workers were left blocked on their task pipe for good (issue 56). A worker inherits
+    this handler: there, SIGTERM (the pool's own terminate) ends the worker alone, as by default."""
+    if os.getpid() != os.getpgid(0):
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        return
+    os.killpg(0, signal.SIGKILL)
+
+
+def arm() -> None:
+    """In a process group of its own (the workers asv forks join it), SIGTERM ends the group
+    (:func:`_end_the_group`)."""
+    if os.getpgid(0) == os.getpid():
+        signal.signal(signal.SIGTERM, _end_the_group)
+
+
 def main() -> int:
     from importlib.metadata import version
 
     import asv.graph
     from asv.main import main as asv_main
+
+    arm()
 
     if version("asv") == ASV_VERSION:
         asv.graph.GraphSet.detect_steps = detect_steps

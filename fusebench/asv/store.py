@@ -327,8 +327,10 @@ def publish(results_dir: Path, html_dir: Path, python: str = sys.executable) -> 
         path.write_text(json.dumps(conf, indent=4))
         from fusebench.children import ending_with_parent
 
+        # a group of its own: its SIGTERM (from stop_publishing, or this process's death) ends
+        # asv's pool workers too (fusebench.asv.asv_publish)
         proc = subprocess.Popen([python, "-m", "fusebench.asv.asv_publish", "--config", str(path)],
-                                cwd=PROJECT_ROOT, preexec_fn=ending_with_parent())
+                                cwd=PROJECT_ROOT, preexec_fn=ending_with_parent(), start_new_session=True)
         RUNNING.add(proc)
         try:
             return proc.wait()

@@ -631,10 +631,14 @@ def write_plots(results_dir: Path, out_root: Path, ops: list[Op], machines: list
         global _JOB
         _JOB = (results_dir, out_root, groups, dpi, reader)
         try:
+            import signal
+
             from fusebench.children import ending_with_parent
 
+            # a killed publish ends them: SIGKILL, which no handler inherited from the fork (run_main's
+            # SIGTERM) turns into an exit that waits on a pipe a sibling holds (issue 56)
             with ProcessPoolExecutor(n, mp_context=multiprocessing.get_context("fork"),
-                                     initializer=ending_with_parent()) as pool:  # a killed publish ends them
+                                     initializer=ending_with_parent(signal.SIGKILL)) as pool:
                 done.update(zip(todo, pool.map(_draw_job, todo)))
         finally:
             _JOB = None
