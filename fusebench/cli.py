@@ -14,8 +14,10 @@ from fusebench.storage.results import report_unreadable  # noqa: F401  (the comm
 
 
 def run_main(main: Callable[[], int | None], prog: str) -> None:
-    """Run ``main`` and exit: 0 on success, 2 on :class:`UsageError`, 130 on Ctrl-C, 141 when the
-    output's reader closed it early (``| head``), 1 otherwise.
+    """Run ``main`` and exit with its status (1 only for a verdict: a regression, a collect
+    conflict), 2 on :class:`UsageError`, a fault of the environment (a full disk, a read-only
+    folder: one line naming the path and what to do, :func:`fusebench.errors.environment_error`)
+    or any other error, 130 on Ctrl-C, 141 when the output's reader closed it early (``| head``).
 
     Errors print as ``<prog>: error: <one line>`` on stderr. SIGTERM and SIGHUP end the command
     as Ctrl-C does, so that scratch and staging folders are removed on the way out.
@@ -48,10 +50,13 @@ def run_main(main: Callable[[], int | None], prog: str) -> None:
 
         if os.environ.get("FUSEBENCH_DEBUG"):
             raise
-        from fusebench.errors import first_line
+        from fusebench.errors import environment_error, first_line
 
-        print(f"{prog}: error: {first_line(exc)}", file=sys.stderr)
-        sys.exit(1)
+        # a full disk, a read-only folder: the line says where and what to do; anything else
+        # unexpected: its first line. Exit 2 either way: 1 is a verdict (a regression, a conflict)
+        line = environment_error(exc)
+        print(f"{prog}: error: {line or first_line(exc)}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(code or 0)
 
 

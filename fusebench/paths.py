@@ -73,3 +73,14 @@ def cache_dir() -> Path:
         if os.path.isabs(base) and Path(base) != Path("/"):
             return Path(base, *below, "fusebench", "bisect")
     return PROJECT_ROOT / ".asv" / "cache"
+
+
+def other_checkout() -> Path | None:
+    """The fusebench checkout the working folder is in when it is not :data:`PROJECT_ROOT` (a
+    fusebench installed from one checkout, ``pip install -e``, run in another would store into
+    the first), else None."""
+    cwd = Path.cwd().resolve()
+    here = next((d for d in (cwd, *cwd.parents) if (d / "asv.conf.json").is_file()), None)
+    if here is None or here == PROJECT_ROOT or not (here / "fusebench" / "__init__.py").is_file():
+        return None
+    return here

@@ -71,7 +71,16 @@ def main() -> int:
     if version("asv") == ASV_VERSION:
         asv.graph.GraphSet.detect_steps = detect_steps
     sys.argv = ["asv", "publish", *sys.argv[1:]]
-    return asv_main()
+    try:
+        return asv_main()
+    except Exception as exc:  # a full disk: one line, not asv's chained traceback
+        from fusebench.errors import environment_error
+
+        line = environment_error(exc)
+        if line is None:
+            raise
+        print(f"publish: error: {line}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -108,6 +108,24 @@ def parser(command: str | None = None) -> Parser:
     return ap
 
 
+def _refuse_another_checkout(argv: list[str]) -> None:
+    """Refuse to run in a checkout other than the one this fusebench is (and stores into).
+
+    Raises:
+        UsageError: the working folder is in another fusebench checkout.
+    """
+    import shlex
+
+    from fusebench.paths import PROJECT_ROOT, other_checkout
+
+    other = other_checkout()
+    if other is not None:
+        again = shlex.join([sys.executable, "-m", "fusebench", *argv])
+        raise UsageError(f"this fusebench is {PROJECT_ROOT}'s and stores there, but the working folder "
+                         f"is in the checkout {other}: run that one's own: "
+                         f"cd {shlex.quote(str(other))} && {again}")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Parse ``argv`` (default ``sys.argv[1:]``), run the command, exit with its status."""
     argv = sys.argv[1:] if argv is None else argv
@@ -119,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.command is None:
             parser().print_help()
             return 2
+        _refuse_another_checkout(argv)
         try:
             return args.run(args)
         except ModuleNotFoundError as exc:
