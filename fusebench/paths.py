@@ -31,8 +31,7 @@ def link_above(path: Path, top: Path | None = None) -> Path | None:
     """The first symbolic link among ``path`` and its folders up to ``top`` (not ``top`` itself),
     or None; ``top`` as :func:`real_folder` takes it."""
     path = Path(os.path.abspath(path))
-    if top is None:
-        top = PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else path
+    top = PROJECT_ROOT if path.is_relative_to(PROJECT_ROOT) else top or path
     for folder in (path, *path.parents):
         if folder == top or not folder.is_relative_to(top):
             return None
@@ -43,11 +42,11 @@ def link_above(path: Path, top: Path | None = None) -> Path | None:
 
 def real_folder(path: Path, top: Path | None = None) -> Path:
     """``path``, a folder fusebench writes into or deletes, checked to be a real folder: neither
-    it nor a folder above it, up to ``top`` (not checked itself), is a symbolic link. ``top``
-    defaults to the checkout when ``path`` is in it (a commit may carry a link, ``plots/h200 ->
-    /elsewhere``, and ``git pull`` makes it: issue 56); a folder given outside the checkout is
-    the user's own choice, not checked. A path that does not exist yet is fine: what makes it
-    makes real folders.
+    it nor a folder above it, up to ``top`` (not checked itself), is a symbolic link. Inside the
+    checkout, ``top`` is the checkout (a commit may carry a link, ``plots/h200 -> /elsewhere``,
+    and ``git pull`` makes it: issue 56); outside, the folder given (default ``path``: a folder
+    given outside the checkout is the user's own choice, not checked). A path that does not
+    exist yet is fine: what makes it makes real folders.
 
     Raises:
         UsageError: one line naming the link and what to do.

@@ -275,3 +275,22 @@ def test_real_folder_refuses_a_link_above_inside_the_checkout(tmp_path):
     with pytest.raises(UsageError, match=f"{tmp_path / 'link'} is a symbolic link"):
         real_folder(tmp_path / "link" / "a", tmp_path)
     assert real_folder(tmp_path / "link") == tmp_path / "link"  # outside the checkout: the user's choice
+
+
+# -- item 14: table settles the journal first, as every reader does --------------------------------
+
+def test_table_finishes_an_interrupted_store_before_reading(clones):
+    """Item 14: table read a record while a journal was about to replace it."""
+    _, mine = clones
+    staging, records_staging = mine / "results" / transaction.STAGING, mine / "records" / transaction.STAGING
+    staging.mkdir()
+    records_staging.mkdir()
+    shutil.copyfile(mine / RECORD, records_staging / "1-1.part")
+    journal = {"moves": [[f"records/{transaction.STAGING}/1-1.part", RECORD]], "deletes": [],
+               "folder": os.lstat(staging).st_ino}  # this host's own killed store
+    (staging / transaction.JOURNAL).write_text(json.dumps(journal))
+    out = fusebench(mine, "table", mine / RECORD)
+    assert out.returncode == 0, out.stderr
+    assert out.stderr.splitlines() == [f"table: finished storing 1 file(s) an interrupted run had committed "
+                                       f"in {mine / 'results'}/"]
+    assert not staging.exists() and not records_staging.exists()

@@ -41,7 +41,7 @@ from fusebench.errors import UsageError
 from fusebench.nsys import stats_csv, tool
 from fusebench.nsys.plan import CALLS, DEFAULT_GRID, select
 from fusebench.ops import configured, get_op
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, real_folder
 
 PROG = "nsys"
 
@@ -156,7 +156,7 @@ def cmd_run(args) -> int:
             capture.run_window(ready, dev, enter)
         print(f"{PROG}: capture window closed", file=sys.stderr, flush=True)
     side = capture.side_file(op, prepared, env)
-    args.json.parent.mkdir(parents=True, exist_ok=True)
+    real_folder(args.json.parent).mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(side, indent=1))
     print(f"{PROG}: side file {args.json}", file=sys.stderr)
     not_run = [p for p in prepared if p.status != "ok"]
@@ -203,7 +203,7 @@ def cmd_trace(args) -> int:
         raise CannotRun(f"no case of {op.name} could run (all {len(prepared)} skipped or failed)")
     with capture.torch_window(dev) as (enter, prof):
         capture.run_window(ready, dev, enter)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
+    real_folder(args.out.parent).mkdir(parents=True, exist_ok=True)
     prof.export_chrome_trace(str(args.out))
     where = "CPU and GPU" if dev.type == "cuda" else "CPU ops only (no GPU here)"
     shapes = ", ".join(dict.fromkeys(c.shape_label for c in cases))

@@ -113,7 +113,7 @@ def worktree(repo: Path, root: Path, sha: str) -> Path:
             is a symbolic link.
     """
     path = root / repo_key(repo) / sha
-    real_folder(path, root.parent)
+    real_folder(path, root.parent)  # inside the checkout (.asv/cache): up to its top
     if os.path.lexists(path):
         if not path.is_dir() or path.resolve() not in _worktrees(repo):
             raise UsageError(f"{path} is there and is not a worktree fusebench made of {repo} "

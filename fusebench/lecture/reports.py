@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from fusebench.atomic import write_atomic
-from fusebench.paths import PROJECT_ROOT
+from fusebench.paths import PROJECT_ROOT, real_folder
 
 #: Where reports are kept (committed, like results/).
 REPORTS_DIR = PROJECT_ROOT / "reports"
@@ -43,6 +43,7 @@ def save(name: str, data: dict, markdown: str, env: dict, root: Path = REPORTS_D
 
         machine = environment.machine_name()
     json_path, md_path = report_paths(name, machine, env.get("git_commit"), root)
+    real_folder(json_path.parent)  # a committed reports/<machine> link is refused
     json_path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"report": name, "format_version": FORMAT_VERSION, "environment": env, **data}
     for path, text in ((json_path, json.dumps(payload, indent=1)), (md_path, markdown.rstrip() + "\n")):

@@ -78,9 +78,8 @@ class Transaction:
     def _real(self, target: Path) -> Path:
         """The folder of ``target``'s root, after checking it and ``target``'s folders are real."""
         root = self._root(target)
-        top = PROJECT_ROOT if root.is_relative_to(PROJECT_ROOT) else root
-        real_folder(target.parent, top)
-        real_folder(root / STAGING, top)
+        real_folder(target.parent, root)
+        real_folder(root / STAGING, root)
         return root
 
     def _staged(self, target: Path) -> Path:
@@ -163,7 +162,7 @@ class Transaction:
         staging folder it is written in (made now if missing), which :func:`read_journal` wants
         to find again."""
         folder = self.results_dir / STAGING
-        real_folder(folder, PROJECT_ROOT if folder.is_relative_to(PROJECT_ROOT) else self.results_dir)
+        real_folder(folder, self.results_dir)
         folder.mkdir(parents=True, exist_ok=True)
         return {"moves": self.moves, "deletes": self.deletes, "folder": os.lstat(folder).st_ino}
 
