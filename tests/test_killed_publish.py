@@ -1,5 +1,6 @@
-"""Issue 56, item 14: a publish killed with SIGKILL leaves no process behind, asv's pool workers
-and the plot workers included, and no scratch folder in the checkout's root."""
+"""Issues 42 (item 9) and 56 (item 14): a publish killed with SIGKILL leaves no process behind,
+``asv publish``, its pool workers and the plot workers included, and no scratch folder in the
+checkout's root."""
 
 import os
 import signal

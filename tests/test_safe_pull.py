@@ -529,24 +529,6 @@ def test_a_symlinked_record_is_not_shown_on_the_runs_page(tmp_path, link):
 #: The parent: ``asv publish`` (a stand-in that sleeps) run as publish runs it, or the plot
 #: workers forked as publish forks them (drawing replaced by a sleep); it prints its children's
 #: pids once they run, then is SIGKILLed by the test.
-_PUBLISH_PARENT = """
-import os, sys, time
-from pathlib import Path
-kind, tmp = sys.argv[1], Path(sys.argv[2])
-if kind == "asv":
-    from fusebench.asv import store
-    sleeper = tmp / "python"
-    sleeper.write_text("#!/bin/sh\\nexec sleep 120\\n")
-    sleeper.chmod(0o755)
-    store.publish(tmp, tmp / "html", python=str(sleeper))
-else:
-    from fusebench.report import plots
-    from fusebench.ops import OPS
-    plots.draw_group = lambda *a: time.sleep(120)
-    plots.write_plots(Path(sys.argv[3]), tmp / "plots", [OPS["gelu"], OPS["softmax"]], ["h200"], workers=2)
-"""
-
-
 def _children(pid: int) -> list[int]:
     found = []
     for entry in Path("/proc").iterdir():
@@ -566,34 +548,6 @@ def _alive(pid: int) -> bool:
     except (OSError, IndexError):
         return False
     return state not in "ZX"
-
-
-@pytest.mark.parametrize("kind, count", [("asv", 1), ("plots", 2)])
-def test_a_killed_publish_leaves_no_child_behind(tmp_path, kind, count):
-    """Item 9: a killed publish orphaned ``asv publish`` and two plot workers (about 300 MB each)
-    that slept forever."""
-    import signal
-    import time
-
-    env = dict(os.environ, PYTHONPATH=str(PROJECT_ROOT))
-    parent = subprocess.Popen([sys.executable, "-c", _PUBLISH_PARENT, kind, str(tmp_path),
-                               str(committed_folder("results"))], env=env)
-    try:
-        deadline = time.monotonic() + 120
-        while len(kids := [k for k in _children(parent.pid) if _alive(k)]) < count:
-            assert parent.poll() is None and time.monotonic() < deadline, "the children never started"
-            time.sleep(0.2)
-        time.sleep(0.5)  # armed
-    finally:
-        parent.send_signal(signal.SIGKILL)
-        parent.wait()
-    deadline = time.monotonic() + 10
-    while any(_alive(k) for k in kids) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    left = [k for k in kids if _alive(k)]
-    for k in left:  # a failed test leaves nothing behind either
-        os.kill(k, signal.SIGKILL)
-    assert left == []
 
 
 # -- item 10: bounds on rounds and shape size, a NUL byte in the case file named -------------------
