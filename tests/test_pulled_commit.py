@@ -294,3 +294,18 @@ def test_table_finishes_an_interrupted_store_before_reading(clones):
     assert out.stderr.splitlines() == [f"table: finished storing 1 file(s) an interrupted run had committed "
                                        f"in {mine / 'results'}/"]
     assert not staging.exists() and not records_staging.exists()
+
+
+def test_publish_refuses_a_committed_html_link(clones, tmp_path):
+    """A committed ``html -> /outside`` had publish replace the outside folder with the site."""
+    upstream, mine = clones
+    outside = tmp_path / "outside"
+    link(upstream, "html", outside)
+    pull(upstream, mine, "a link")
+    before = tree(outside)
+    out = fusebench(mine, "publish", "--cdn")
+    assert out.returncode == 2 and out.stderr.splitlines() == [
+        f"publish: error: {mine / 'html'} is a symbolic link (fusebench writes and deletes only in real "
+        f"folders; a commit can carry a link): refused, nothing done to {mine / 'html'}: remove the link and "
+        "run again"], out.stderr
+    assert tree(outside) == before

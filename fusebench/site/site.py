@@ -480,6 +480,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     ops = tuple(ops)
     from fusebench.storage import runrecord
 
+    real_folder(html_dir)  # html/ of the checkout a link (a commit may carry one): refused at once
     transaction.settle(results_dir, (runrecord.records_dir(results_dir),), "publish")  # before any read
     try:
         undrawn = drawable.undrawn(results_dir)
@@ -506,9 +507,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
                 print(f"publish: {', '.join(left_out)} left out of the site: a CPU's host-clock figures "
                       "would join the GPU machines' history on its tiles (their runs are in the Runs tab, "
                       "their plots in plots/)", file=sys.stderr)
-            # html/ of the checkout a link (a commit may carry one): refused; given elsewhere, a link
-            # to a served folder: the folder is replaced
-            real_html = real_folder(html_dir).resolve()
+            real_html = html_dir.resolve()  # given outside the checkout, a link to a served folder
             stage = transaction.staging_folder(real_html)
             try:
                 status = _build(shown, results_dir, stage, ops, cdn, python, site_dir)
