@@ -34,7 +34,7 @@ from pathlib import Path
 
 from fusebench.atomic import _mode, _umask, fsync_dir, write_atomic  # noqa: F401  (runrecord's writer)
 from fusebench.errors import UsageError
-from fusebench.paths import PROJECT_ROOT, real_folder
+from fusebench.paths import PROJECT_ROOT, link_above, real_folder
 
 #: The hidden staging folder inside each folder tree a transaction writes into.
 STAGING = ".fusebench-staging"
@@ -215,11 +215,9 @@ def _inside(base: Path, rel: object, roots: tuple[Path, ...], journal: Path, sta
     if not ok:
         raise bad("is not a " + ("staged file" if staged else "stored file") + " of its folder")
     path = base.joinpath(*parts)
-    for folder in [path.parent, *path.parent.parents]:  # no symlinked folder under the root
-        if folder == names[parts[0]]:
-            break
-        if folder.is_symlink():
-            raise bad(f"passes through the symlink {folder}")
+    link = link_above(path.parent, names[parts[0]])  # no symlinked folder under the root
+    if link is not None:
+        raise bad(f"passes through the symlink {link}")
     if path.is_symlink():
         raise bad("is a symlink")
     return path
