@@ -294,6 +294,48 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     recs = [r for r in sweep.records if r.op == op]
     if not recs or any(r.roofline != "memory" for r in recs) or all(r.status != "ok" for r in recs):
         return None
+    env = sweep.environment
+    clock = "hot device time" if env.get("device") == "cuda" else "host time"
+    title = (f"{op}: % of the copy ceiling ({sweep.ceiling_gbps:.0f} GB/s), {clock}, higher is better; "
+             f"{env.get('gpu') or 'CPU'}, commit {str(env.get('git_commit'))[:12]}")
+    return _backend_table(sweep, op, recs, title, [f"{op} shape, dtype"],
+                          lambda r, eager, kinds: f"{r.pct_of_ceiling:.0f}{marks.symbols(kinds)}")
+
+
+def headline_table(sweep: Sweep, op: str, shape: str) -> CeilingTable | None:
+    """Every backend of ``op`` at one shape (its headline, ``Op.headline``), one row per dtype: the
+    cells of the run's summary (:func:`cell`: GB/s, % of the copy ceiling and speedup over eager;
+    time, TFLOP/s and % of the matrix peak for a compute-bound op), the row's best in bold by %
+    of the ceiling (or of the peak) as :func:`ceiling_table` marks it, doubtful figures with their
+    marks, a case not timed with its reason as a numbered note. None when the run timed nothing
+    of ``op`` at ``shape``."""
+    recs = [r for r in sweep.records if r.op == op and r.shape == shape]
+    if not recs or all(r.status != "ok" for r in recs):
+        return None
+    unstable = marks.peak_unstable(sweep)
+    env = sweep.environment
+    clock = "hot device time" if env.get("device") == "cuda" else "host time"
+    if all(r.roofline == "compute" for r in recs):
+        what = (f"time, TFLOP/s, % of the matrix peak ({sweep.peak_tflops:.3g} TFLOP/s)" if sweep.peak_tflops
+                else "time, TFLOP/s")
+    else:
+        what = (f"effective bandwidth GB/s, % of the copy ceiling ({sweep.ceiling_gbps:.0f} GB/s), "
+                "speedup over eager")
+    title = f"{op} {shape}: {what}; {clock}, best in bold"
+    return _backend_table(sweep, op, recs, title, [f"{op} {shape}, dtype"],
+                          lambda r, eager, kinds: cell(r, eager, unstable), unstable, by_dtype=True)
+
+
+def _figure(r: Record) -> float | None:
+    """What a row's best is judged by: % of the copy ceiling, or of the matrix peak."""
+    return r.pct_of_peak if r.roofline == "compute" else r.pct_of_ceiling
+
+
+def _backend_table(sweep: Sweep, op: str, recs: list[Record], title: str, header: list[str],
+                   text, unstable: bool = False, by_dtype: bool = False) -> CeilingTable:
+    """The table of :func:`ceiling_table` and :func:`headline_table`: ``recs`` (of ``op``) by
+    (shape, dtype), a column per backend the op has; ``text(record, its eager, marks)`` the text of
+    a timed cell; ``by_dtype``: rows labelled by dtype alone (one shape)."""
     cols = [b for b in BACKENDS if any(r.backend == b and r.reason != no_backend_reason(op, b) for r in recs)]
     by_key = {(r.shape, r.dtype, r.backend): r for r in recs}
     shapes, dtypes = dict.fromkeys(r.shape for r in recs), dict.fromkeys(r.dtype for r in recs)
@@ -303,28 +345,24 @@ def ceiling_table(sweep: Sweep, op: str) -> CeilingTable | None:
     rows = []
     for dtype, shape in labels:
         found = [by_key.get((shape, dtype, b)) for b in cols]
-        best = row_best([(r.pct_of_ceiling, bool(marks.doubts(r))) for r in found
-                         if r and r.status == "ok" and r.pct_of_ceiling is not None])
+        best = row_best([(_figure(r), bool(marks.doubts(r, unstable))) for r in found
+                         if r and r.status == "ok" and _figure(r) is not None])
         cells = []
         for r in found:
             if r is None:
                 cells.append(Cell("-"))
-            elif r.status == "ok" and r.pct_of_ceiling is not None:
-                kinds = marks.doubts(r)
-                cells.append(Cell(f"{r.pct_of_ceiling:.0f}{marks.symbols(kinds)}",
-                                  best=not kinds and best is not None and round(r.pct_of_ceiling) == best))
+            elif r.status == "ok" and _figure(r) is not None:
+                kinds = marks.doubts(r, unstable)
+                cells.append(Cell(text(r, by_key.get((shape, dtype, "eager")), kinds),
+                                  best=not kinds and best is not None and round(_figure(r)) == best))
                 seen.update(kinds)
             else:
                 note = plain(r.reason or r.status)  # records stored before first_line removed colours
                 if note not in notes:
                     notes.append(note)
                 cells.append(Cell("error" if r.status == "failed" else "—", note=note))
-        rows.append((f"{shape} {dtype}", cells))
-    env = sweep.environment
-    clock = "hot device time" if env.get("device") == "cuda" else "host time"
-    title = (f"{op}: % of the copy ceiling ({sweep.ceiling_gbps:.0f} GB/s), {clock}, higher is better; "
-             f"{env.get('gpu') or 'CPU'}, commit {str(env.get('git_commit'))[:12]}")
-    return CeilingTable(title, [f"{op} shape, dtype", *cols], rows, notes, marks.legend(seen))
+        rows.append((dtype if by_dtype else f"{shape} {dtype}", cells))
+    return CeilingTable(title, [*header, *cols], rows, notes, marks.legend(seen))
 
 
 #: Rounds 2.. that agree within this (max - min over their median) while round 1 stands apart
