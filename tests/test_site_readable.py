@@ -62,15 +62,16 @@ def test_a_page_opened_from_the_file_system_says_how_to_open_it(tmp_path):
     assert not site_readable.explain_file_urls(html)  # once
 
 
-def test_a_graph_opens_with_its_legend_hidden_and_shows_it_beside_the_plot(tmp_path):
-    """Issue 41, item 4: the first click of the legend button did nothing (the handler wrote
-    show-legend only to turn it off), and the legend was drawn over the plot."""
+def test_a_graph_opens_with_its_legend_shown_beside_the_plot(tmp_path):
+    """Issue 41, item 4: the legend was drawn over the plot; issue 54, item 2: the graph then opened
+    with no legend at all. It opens shown, in the left column; an address without show-legend shows
+    it whatever the graph before chose."""
     html = _asv_pages(tmp_path)
     assert site_readable.legend_beside_the_plot(html)
     js = (html / "graphdisplay.js").read_text()
-    assert "var show_legend = false;" in js and "var show_legend = true;" not in js
-    assert "update_state_url({'show-legend': show_legend ? [true] : []});" in js  # on: in the address
-    assert js.count("show_legend_button.addClass('active')") == 1  # only when the address asks
+    assert "var show_legend = true;" in js and "var show_legend = false;" not in js
+    assert "update_state_url({'show-legend': show_legend ? [] : [false]});" in js  # asv's: off in the address
+    assert "show_legend = true;  // fusebench: no show-legend, the legend shown" in js
     assert "container: $('#fusebench-legend').toggle(show_legend).find('.panel-body')," in js
     page = (html / "index.html").read_text()
     nav = page[page.index('id="graphdisplay-navigation"'):page.index('left: 220px')]
@@ -102,7 +103,7 @@ def test_publish_leaves_a_cpu_out_and_patches_the_pages(tmp_path, capsys, monkey
     index = json.loads((tmp_path / "html" / "index.json").read_text())
     assert "cpu-x86_64" not in index["params"]["machine"]
     assert "make preview" in (tmp_path / "html" / "error.html").read_text()
-    assert "var show_legend = false;" in (tmp_path / "html" / "graphdisplay.js").read_text()
+    assert "no show-legend, the legend shown" in (tmp_path / "html" / "graphdisplay.js").read_text()
     verdicts = (tmp_path / "html" / "verdicts" / "index.html").read_text()
     assert '<h2 id="h200">NVIDIA H200 (h200)</h2>' in verdicts and "cpu-x86_64" not in verdicts
-    assert 'href="verdicts/index.html">Verdicts</a>' in (tmp_path / "html" / "index.html").read_text()
+    assert 'href="verdicts/index.html">Verdicts</a>' in (tmp_path / "html" / "asv.html").read_text()

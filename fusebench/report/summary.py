@@ -45,7 +45,8 @@ def speedup_text(x: float) -> str:
     return f"{x:.1f}x" if x >= 1 else f"{sig(x, 2)}x"
 
 
-def _time(rec: Record) -> float | None:
+def time_ms(rec: Record) -> float | None:
+    """A case's time per call (ms): hot device time, host time where none was measured (the CPU)."""
     return rec.device_time_ms if rec.device_time_ms is not None else rec.wall_time_ms
 
 
@@ -64,7 +65,7 @@ def cell(rec: Record | None, eager: Record | None, unstable_peak: bool = False) 
     if rec.status != "ok":
         return rec.status
     if rec.roofline == "compute":
-        text = f"{sig(_time(rec))} ms {sig(rec.tflops)} TF"
+        text = f"{sig(time_ms(rec))} ms {sig(rec.tflops)} TF"
         if rec.pct_of_peak is not None:
             text += f" {pct_text(rec.pct_of_peak)}"
     else:
@@ -72,7 +73,7 @@ def cell(rec: Record | None, eager: Record | None, unstable_peak: bool = False) 
     if kinds := marks.doubts(rec, unstable_peak):
         text += f" {marks.symbols(kinds)}"
     if eager is not None and eager.status == "ok":
-        x = marks.speedup(_time(eager), _time(rec), eager, rec)
+        x = marks.speedup(time_ms(eager), time_ms(rec), eager, rec)
         if x is not None:
             text += f" {speedup_text(x)}"
     return text

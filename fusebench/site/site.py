@@ -311,6 +311,30 @@ def add_tab(html_dir: Path, tab: str) -> None:
     index.write_text(page[:end] + "\n\t" + tab + page[end:])
 
 
+#: The landing page's tab, first in asv's navigation bar (``fusebench.site.landing``).
+NAV_OVERVIEW = '<li id="nav-li-overview"><a href="index.html">Overview</a></li>'
+#: asv's first tab, "Benchmark grid".
+NAV_FIRST = '<li id="nav-li-"'
+#: Where the landing page is built before asv's ``index.html`` makes way for it.
+LANDING_STAGED = "fusebench-landing.html"
+
+
+def add_overview_tab(html_dir: Path) -> None:
+    """Add the landing page's tab before asv's first tab in ``index.html`` (once).
+
+    Raises:
+        SiteError: asv's page has no "Benchmark grid" tab.
+    """
+    index = html_dir / "index.html"
+    page = index.read_text()
+    if NAV_OVERVIEW in page:
+        return
+    at = page.find(NAV_FIRST)
+    if at < 0:
+        raise SiteError(f"{index} has no {NAV_FIRST!r} tab to add the overview before (asv changed?)")
+    index.write_text(page[:at] + NAV_OVERVIEW + "\n\t" + page[at:])
+
+
 def add_plots_tab(html_dir: Path) -> None:
     """Add a "Plots" tab linking ``<html_dir>/plots/index.html`` to asv's ``index.html`` (once)."""
     add_tab(html_dir, NAV_PLOTS)
@@ -332,8 +356,9 @@ def table_html(table) -> str:
     rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>"
                    for label, cells in table.rows)
     notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
-    return (f"<p>{esc(table.title)}</p><table border=\"1\" cellpadding=\"3\" style=\"border-collapse:"
-            f"collapse\"><tr>{head}</tr>{rows}</table>" + (f"<ol>{notes}</ol>" if notes else "")
+    return (f"<p>{esc(table.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
+            f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
+            + (f"<ol>{notes}</ol>" if notes else "")
             + (f"<p>{esc(table.legend)}</p>" if table.legend else ""))
 
 
@@ -351,7 +376,7 @@ def energy_html(tables) -> str:
         rows = "".join(f"<tr><td>{esc(row[0])}</td>"
                        + "".join(f'<td style="text-align:right">{esc(c)}</td>' for c in row[1:]) + "</tr>"
                        for row in t.rows)
-        out.append(f"<p>{esc(t.title)}</p><table border=\"1\" cellpadding=\"3\" "
+        out.append(f"<p>{esc(t.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
                    f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
                    + (f"<p>{esc(t.legend)}</p>" if t.legend else ""))
     return "".join(out)
@@ -380,7 +405,8 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
     """``html/runs/index.html`` (``templates/runs.html``): each stored run record's summary
     (``summary.run_lines``), its ops' % of the copy ceiling per backend
     (``summary.ceiling_table``) and, where measured, energy per call (``summary.energy_tables``),
-    newest commit first per machine, GPU machines first; no script. An unreadable record
+    newest commit first per machine, GPU machines first, under an index of them (each run's
+    anchor ``<machine>-<sha8>``); no script. An unreadable record
     (``runrecord.read``: refused or broken) is named on the page and noted in ``reader`` (a
     ``results.Reader``: publish then names it and exits 1)."""
     from markupsafe import Markup
@@ -408,12 +434,15 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
                     reader._note(path, str(exc).removeprefix(f"cannot read run record {path}: "))
             # table_html and energy_html escape every stored string themselves (tests/test_site.py)
             yield {"machine": machine, "commit": runrecord.sha8(path), "lines": lines,
+                   "anchor": f"{machine}-{runrecord.sha8(path)}",
                    "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))}
 
+    index = [{"machine": m, "commits": [runrecord.sha8(p) for mm, p in ordered if mm == m]}
+             for m in sorted(rank, key=rank.get)]
     page = html_dir / RUNS / "index.html"
     page.parent.mkdir(parents=True, exist_ok=True)
     site_pages.render_to(page, "runs.html", "runs", "runs", "Run records: rounds, ceilings, contamination",
-                         runs=runs())
+                         runs=runs(), index=index)
     return page
 
 
@@ -561,7 +590,7 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     from fusebench import tmpdirs
     from fusebench.asv import store
     from fusebench.report import plots
-    from fusebench.site import site_fixes, site_readable, verdicts
+    from fusebench.site import landing, site_fixes, site_pages, site_readable, verdicts
     from fusebench.storage import results, runrecord
 
     with tmpdirs.scratch("side", html_dir.parent) as side, ThreadPoolExecutor(1) as asv, \
@@ -571,13 +600,17 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
         pngs = plots.write_plots(results_dir, side / PLOTS, list(ops), reader=reader)
         write_plots_page(side, pngs, reader.check(), results_dir)
         write_runs_page(side, runrecord.records_dir(results_dir), reader)
-        # the gate's verdicts of the machines the site shows (read from results_dir, beside its records)
-        verdicts.write_page(side, results_dir, machines=results.machines(checked), ops=ops)
+        # the gate's verdicts of the machines the site shows (read from results_dir, beside its records),
+        # on the Verdicts page and the landing page
+        shown = results.machines(checked)
+        judged = verdicts.judge(results_dir, shown, ops=ops)
+        verdicts.write_page(side, results_dir, machines=shown, ops=ops, judged=judged)
+        landing.write_page(side, results_dir, shown, ops, judged, name=LANDING_STAGED)
         status = published.result()
         if status != 0:
             return status, None
         # moved in before the CDN URLs are rewritten: they load asv's stylesheet, and get its copy
-        for name in (PLOTS, RUNS, verdicts.VERDICTS):
+        for name in (PLOTS, RUNS, verdicts.VERDICTS, LANDING_STAGED):
             os.replace(side / name, html_dir / name)
         try:
             copy_vendor(npm_install(site_dir), html_dir)
@@ -594,4 +627,8 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     site_readable.apply(html_dir)  # file:// explained, the legend off the plot
     add_tab(html_dir, NAV_RUNS)
     add_tab(html_dir, verdicts.NAV_VERDICTS)
+    add_overview_tab(html_dir)
+    # asv's page makes way for the landing page; its scripts read index.json, not their page's name
+    os.replace(html_dir / "index.html", html_dir / site_pages.ASV_PAGE)
+    os.replace(html_dir / LANDING_STAGED, html_dir / site_pages.LANDING)
     return 0, reader

@@ -267,3 +267,177 @@ def apply(html_dir: Path, ops) -> None:
     titles_with_units(html_dir)
     escape_code(html_dir)
     colour_by_direction(html_dir)
+    fix_graphs(html_dir, ops)  # absent backends, category axes, commit order, y headroom, colours
+    regressions_note(html_dir)
+
+
+#: The key :func:`mark_absent` adds to a benchmark of ``index.json``: ``{parameter: [indices of the
+#: values it lacks]}`` (a backend its op does not have); asv's page ignores keys it does not know.
+ABSENT_KEY = "fusebench_absent"
+
+
+def mark_absent(html_dir: Path, ops) -> int:
+    """Mark in ``html/index.json`` each benchmark's ``backend`` values that its op does not have
+    (``Op.backends``; the suite's backend axis is the full list), under :data:`ABSENT_KEY`, for
+    the graph page to leave out of its selectors, legend and axis (:data:`GRAPH_JS`). Returns the
+    benchmarks marked."""
+    import ast
+
+    from fusebench.asv.asvsuite import benchmark_name
+
+    path = html_dir / "index.json"
+    index = json.loads(path.read_text())
+    count = 0
+    for op in ops:
+        prefix = benchmark_name(op.name, "")
+        for name, bm in index.get("benchmarks", {}).items():
+            names = bm.get("param_names") or []
+            if not name.startswith(prefix) or "backend" not in names:
+                continue
+            values = bm["params"][names.index("backend")]
+            absent = [i for i, v in enumerate(values) if ast.literal_eval(v) not in op.backends]
+            if absent:
+                bm[ABSENT_KEY] = {"backend": absent}
+                count += 1
+    path.write_text(json.dumps(index))
+    return count
+
+
+_ABSENT_FN = """\
+    // fusebench (fusebench/site/site_fixes.py): the indices of a benchmark's parameter values that it
+    // lacks (index.json's %s: a backend its op does not have)
+    function fbAbsent(name, param) {
+        var bm = $.asv.main_json.benchmarks[name];
+        return (bm && bm.%s && bm.%s[param]) || [];
+    }
+
+""" % (ABSENT_KEY, ABSENT_KEY, ABSENT_KEY)
+
+#: ``(asv 0.6.6's graphdisplay.js text, what replaces it)``, each found exactly once:
+#: a benchmark's absent values (:func:`mark_absent`) are never selected, and their buttons hidden;
+#: against a category axis (x-axis shape, backend, dtype) the categories are the parameter's values
+#: in order and the axis spans them (flot counted a point with no value by its label, and GELU's
+#: shapes, numbers as text, stretched the axis to 67108864: every bar in the leftmost pixels);
+#: the commit picker is sorted by revision, not as text; the y range leaves headroom above the
+#: top series and below the lowest (asv set it to the data's own range: a series on the frame).
+GRAPH_JS = (
+    ("    /* Check if x-axis is a category axis */\n",
+     _ABSENT_FN + "    /* Check if x-axis is a category axis */\n"),
+    ("                count = count * item.length;\n                benchmark_param_selection.push(item);\n",
+     "                // fusebench: never a value the benchmark lacks\n"
+     "                var fbSkip = fbAbsent(current_benchmark, param_name);\n"
+     "                item = item.filter(function (j) { return fbSkip.indexOf(j) < 0; });\n"
+     "                count = count * item.length;\n                benchmark_param_selection.push(item);\n"),
+    ("                value_display = '' + $.asv.convert_benchmark_param_value(value);\n\n"
+     "                button.text(value_display);\n",
+     "                value_display = '' + $.asv.convert_benchmark_param_value(value);\n\n"
+     "                button.text(value_display);\n"
+     "                if (fbAbsent(current_benchmark, param_names[param_idx]).indexOf(value_idx) >= 0) {\n"
+     "                    button.addClass('hidden');  // fusebench: a value the benchmark lacks\n"
+     "                }\n"),
+    ("            revisions.sort();\n",
+     "            revisions.sort(function (a, b) { return a - b; });  // fusebench: by number\n"),
+    ("                $.each(graphs, function(i, graph) {\n"
+     "                    $.each(graph.data, function(j, point) {\n"
+     "                        point[0] = $(\"<span>\").text('' + point[0]).html();\n"
+     "                    });\n"
+     "                });\n",
+     "                // fusebench: the parameter's values in order, less those the benchmark lacks, as the\n"
+     "                // categories; a point with no value left out; the axis spanning the categories\n"
+     "                var fbBm = $.asv.main_json.benchmarks[current_benchmark];\n"
+     "                var fbSkip = fbAbsent(current_benchmark, fbBm.param_names[x_coordinate_axis - 1]);\n"
+     "                var fbCategories = [];\n"
+     "                $.each(fbBm.params[x_coordinate_axis - 1], function(k, v) {\n"
+     "                    if (fbSkip.indexOf(k) < 0) {\n"
+     "                        var fbLabel = '' + $.asv.convert_benchmark_param_value(v);\n"
+     "                        fbCategories.push($(\"<span>\").text(fbLabel).html());\n"
+     "                    }\n"
+     "                });\n"
+     "                $.each(graphs, function(i, graph) {\n"
+     "                    $.each(graph.data, function(j, point) {\n"
+     "                        point[0] = $(\"<span>\").text('' + point[0]).html();\n"
+     "                    });\n"
+     "                    graph.data = graph.data.filter(function (point) {\n"
+     "                        return point[1] !== null && fbCategories.indexOf(point[0]) >= 0;\n"
+     "                    });\n"
+     "                });\n"
+     "                options.xaxis.categories = fbCategories;\n"
+     "                options.xaxis.min = -0.5;\n"
+     "                options.xaxis.max = fbCategories.length - 0.5;\n"),
+    ("        options.yaxis.min = min;\n        options.yaxis.max = max;\n",
+     "        // fusebench: headroom of 8 % of the range above and below (0 under bars of positive values)\n"
+     "        var fbPad = (max - min) * 0.08 || Math.abs(max) * 0.08 || 1;\n"
+     "        var fbFloor = min >= 0 && (x_coordinate_is_category || min - fbPad < 0);\n"
+     "        options.yaxis.min = fbFloor ? 0 : min - fbPad;\n"
+     "        options.yaxis.max = max + fbPad;\n"),
+)
+
+#: asv 0.6.6's seven series colours (``asv.js``); flot derives an eighth and later ones from them by
+#: shading, so an eighth backend got a darker copy of the first's blue (eager and flaggems).
+ASV_COLOURS = """\
+    var colors = [
+        '#247AAD',
+        '#E24A33',
+        '#988ED5',
+        '#777777',
+        '#FBC15E',
+        '#8EBA42',
+        '#FFB5B8'
+    ];
+"""
+#: Ten colours of distinct hue (matplotlib's tab10): every backend of the axis its own.
+COLOURS = """\
+    // fusebench (fusebench/site/site_fixes.py): ten colours of distinct hue, one per backend
+    var colors = ['#1f77b4', '#ff7f0e', '#2ca02c', '#d62728', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f',
+                  '#bcbd22', '#17becf'];
+"""
+#: The graph page's selector buttons as wide as their labels: asv's justified group gave four
+#: buttons a quarter of the column each and cut "backend" to "backenc".
+STYLE = """<style id="fusebench-style">
+      #graphdisplay-navigation-params .btn-group-justified { display: flex; flex-wrap: wrap; }
+      #graphdisplay-navigation-params .btn-group-justified > .btn {
+        flex: 1 1 auto; width: auto; padding-left: 3px; padding-right: 3px; }
+    </style>"""
+#: asv's regressions list, then the sentence :func:`regressions_note` puts above it.
+REGRESSIONS_ANCHOR = '      <div id="regressions-body">\n'
+REGRESSIONS_NOTE = """\
+      <div id="fusebench-regressions-note" class="alert alert-info" style="margin: 10px 20px">
+        asv lists every change beyond a fixed ratio of the stored medians (<code>asv.conf.json</code>'s
+        <code>regressions_thresholds</code>); it knows neither the rounds, the noise history nor
+        contamination, so most of these are within noise. The regression gate's verdict on each
+        commit is on the <a href="verdicts/index.html">Verdicts</a> page.
+      </div>
+"""
+
+
+def _replace_once(path: Path, pairs) -> bool:
+    """Each ``(old, new)`` of ``pairs`` replaced in ``path``; True when patched now. False when the
+    file is missing, was patched before, or is not asv 0.6.6's (every ``old`` must be there exactly
+    once; nothing is changed otherwise)."""
+    if not path.is_file():
+        return False
+    text = path.read_text()
+    if any(text.count(old) != 1 for old, _ in pairs):
+        return False
+    for old, new in pairs:
+        text = text.replace(old, new, 1)
+    path.write_text(text)
+    return True
+
+
+def fix_graphs(html_dir: Path, ops) -> bool:
+    """The graph page's fixes: :func:`mark_absent`, :data:`GRAPH_JS` into ``graphdisplay.js``,
+    :data:`COLOURS` into ``asv.js`` and :data:`STYLE` into ``index.html``. Returns True when
+    ``graphdisplay.js`` was patched now."""
+    mark_absent(html_dir, ops)
+    patched = _replace_once(html_dir / "graphdisplay.js", GRAPH_JS)
+    _replace_once(html_dir / "asv.js", ((ASV_COLOURS, COLOURS),))
+    _replace_once(html_dir / "index.html", (("</head>", "    " + STYLE + "\n  </head>"),))
+    return patched
+
+
+def regressions_note(html_dir: Path) -> bool:
+    """Put :data:`REGRESSIONS_NOTE` above asv's regressions list in ``index.html`` (its script
+    fills the list and leaves the note). Returns True when added now."""
+    note = REGRESSIONS_NOTE + REGRESSIONS_ANCHOR
+    return _replace_once(html_dir / "index.html", ((REGRESSIONS_ANCHOR, note),))

@@ -1,4 +1,5 @@
-"""fusebench's own pages of the published site (Plots, Runs, Verdicts), on jinja2 templates.
+"""fusebench's own pages of the published site (the landing page, Plots, Runs, Verdicts), on jinja2
+templates.
 
 The templates (``fusebench/site/templates/``) share ``base.html``: asv's navigation bar (the
 same classes and tabs as asv's ``index.html``, the page's own tab active) and asv's stylesheets
@@ -27,24 +28,31 @@ from fusebench.machine import is_cpu
 BOOTSTRAP_CSS = "https://cdn.jsdelivr.net/npm/bootstrap@3.1.1/dist/css/bootstrap.min.css"
 
 
+#: The site's first page, fusebench's answer (``fusebench.site.landing``), and asv's own page
+#: (its benchmark grid, list, regressions and graphs), moved there from ``index.html``.
+LANDING = "index.html"
+ASV_PAGE = "asv.html"
+
+
 @dataclass(frozen=True)
 class Tab:
-    """One tab of the navigation bar: asv's ``nav-li-<id>`` and its address from a page one folder
-    below the site's root."""
+    """One tab of the navigation bar: asv's ``nav-li-<id>`` and its address from the site's root."""
 
     id: str
     href: str
     label: str
 
 
-#: asv's tabs, then fusebench's (``fusebench.site.site`` adds the last three to asv's page).
+#: The landing page's tab, asv's tabs, then fusebench's (``fusebench.site.site`` adds the first and
+#: the last three to asv's page).
 TABS = (
-    Tab("", "../index.html#/", "Benchmark grid"),
-    Tab("summarylist", "../index.html#/summarylist", "Benchmark list"),
-    Tab("regressions", "../index.html#/regressions", "Regressions"),
-    Tab("plots", "../plots/index.html", "Plots"),
-    Tab("runs", "../runs/index.html", "Runs"),
-    Tab("verdicts", "../verdicts/index.html", "Verdicts"),
+    Tab("overview", LANDING, "Overview"),
+    Tab("", f"{ASV_PAGE}#/", "Benchmark grid"),
+    Tab("summarylist", f"{ASV_PAGE}#/summarylist", "Benchmark list"),
+    Tab("regressions", f"{ASV_PAGE}#/regressions", "Regressions"),
+    Tab("plots", "plots/index.html", "Plots"),
+    Tab("runs", "runs/index.html", "Runs"),
+    Tab("verdicts", "verdicts/index.html", "Verdicts"),
 )
 
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("fusebench.site", "templates"),
@@ -52,22 +60,25 @@ _ENV = jinja2.Environment(loader=jinja2.PackageLoader("fusebench.site", "templat
                           keep_trailing_newline=True)
 
 
-def render(template: str, active: str, title: str, heading: str, **context) -> str:
-    """The page ``template`` (a file of ``templates/``) with the navigation bar, tab ``active``
-    (a :data:`TABS` id) highlighted."""
+def _context(active: str, title: str, heading: str, root: str) -> dict:
     if active not in {t.id for t in TABS}:
         raise ValueError(f"no tab {active!r}")
-    return _ENV.get_template(template).render(tabs=TABS, active=active, title=title, heading=heading,
-                                              bootstrap_css=BOOTSTRAP_CSS, **context)
+    return {"tabs": TABS, "active": active, "title": title, "heading": heading, "root": root,
+            "bootstrap_css": BOOTSTRAP_CSS}
 
 
-def render_to(path: Path, template: str, active: str, title: str, heading: str, **context) -> None:
+def render(template: str, active: str, title: str, heading: str, root: str = "../", **context) -> str:
+    """The page ``template`` (a file of ``templates/``) with the navigation bar, tab ``active``
+    (a :data:`TABS` id) highlighted; ``root``: the path from the page to the site's root (``"../"``
+    for a page one folder below it, ``""`` for the landing page)."""
+    return _ENV.get_template(template).render(**_context(active, title, heading, root), **context)
+
+
+def render_to(path: Path, template: str, active: str, title: str, heading: str, root: str = "../",
+              **context) -> None:
     """:func:`render` written to ``path`` as it is rendered: a page of thousands of runs is never
     held whole, and an iterator in ``context`` is read one item at a time."""
-    if active not in {t.id for t in TABS}:
-        raise ValueError(f"no tab {active!r}")
-    stream = _ENV.get_template(template).stream(tabs=TABS, active=active, title=title, heading=heading,
-                                                bootstrap_css=BOOTSTRAP_CSS, **context)
+    stream = _ENV.get_template(template).stream(**_context(active, title, heading, root), **context)
     stream.enable_buffering(64)
     with open(path, "w", encoding="utf-8") as f:
         stream.dump(f)

@@ -10,11 +10,10 @@
   with requests a browser refuses on ``file://``, and it then showed asv's "active internet
   connection" message although the site works offline when served. ``index.html`` now sends a
   ``file://`` reader to an error page that says how to serve it (:func:`explain_file_urls`).
-* **A graph opens with the plot in view, and its legend beside it.** asv draws the legend inside
-  the plot, over the lines (eight backends or more on one graph). It now opens hidden; the
-  ``legend`` button shows it on its first click (the address then says ``show-legend=true``), in
-  a "legend" panel of the left column under the plot settings, never over the plot
-  (:func:`legend_beside_the_plot`).
+* **A graph opens with its legend beside the plot.** asv draws the legend inside the plot, over the
+  lines (eight backends or more on one graph). It is drawn in a "legend" panel of the left column
+  under the plot settings, never over the plot; the ``legend`` button hides it (the address then
+  says ``show-legend=false``) and shows it again (:func:`legend_beside_the_plot`).
 """
 
 from __future__ import annotations
@@ -53,27 +52,21 @@ ERROR_TEXT = r"""<p>
 ASV_ERROR_PARAGRAPH = "Make sure you have an active internet connection"
 FILE_CHECK = ('<script>if (window.location.protocol === "file:") '
               '{ window.location.replace("error.html"); }</script>')
-#: ``(asv 0.6.6's graphdisplay.js text, what replaces it)``, each found exactly once. asv shows the
-#: legend by default and its button's handler writes ``show-legend`` only to turn it off
-#: (``show_legend ? [] : [false]``): with the default turned off, the first click wrote nothing, the
-#: address did not change, nothing was redrawn. Now the address carries ``show-legend=true`` while
-#: it shows (no ``show-legend``: hidden), and flot draws the legend into the panel
-#: :data:`LEGEND_PANEL`, not onto the plot (flot's ``legend.container``).
+#: ``(asv 0.6.6's graphdisplay.js text, what replaces it)``, each found exactly once. flot draws the
+#: legend into the panel :data:`LEGEND_PANEL`, not onto the plot (flot's ``legend.container``); an
+#: address without ``show-legend`` shows it (asv kept the last graph's choice while its button said
+#: shown).
 LEGEND_JS = (
-    ("    var show_legend = true;\n",
-     "    var show_legend = false;  // fusebench: the plot in view first, the legend on request\n"),
-    ("            update_state_url({'show-legend': show_legend ? [] : [false]});\n",
-     "            update_state_url({'show-legend': show_legend ? [true] : []});  // fusebench\n"),
     ("        else {\n            show_legend_button.addClass('active');\n        }\n",
-     "        else {\n            show_legend = false;  // fusebench: no show-legend, no legend\n"
-     "            show_legend_button.removeClass('active');\n        }\n"),
+     "        else {\n            show_legend = true;  // fusebench: no show-legend, the legend shown\n"
+     "            show_legend_button.addClass('active');\n        }\n"),
     ("                show: show_legend,\n                position: \"nw\",\n",
      "                show: show_legend,\n                position: \"nw\",\n"
      "                // fusebench: into the left column's legend panel, shown only with the legend\n"
      "                container: $('#fusebench-legend').toggle(show_legend).find('.panel-body'),\n"),
 )
-#: The left column's panel the legend is drawn into (hidden until the legend is shown).
-LEGEND_PANEL = """        <div id="fusebench-legend" class="panel panel-default" style="display: none">
+#: The left column's panel the legend is drawn into (hidden with the legend).
+LEGEND_PANEL = """        <div id="fusebench-legend" class="panel panel-default">
           <div class="panel-heading">
             legend
           </div>
@@ -138,8 +131,8 @@ def explain_file_urls(html_dir: Path) -> bool:
 
 def legend_beside_the_plot(html_dir: Path) -> bool:
     """Patch asv's ``graphdisplay.js`` (:data:`LEGEND_JS`) and put :data:`LEGEND_PANEL` into
-    ``index.html``'s left column, so that the legend opens hidden, shows on the button's first
-    click and is drawn beside the plot. Returns True when patched now; False when there is no
+    ``index.html``'s left column, so that the legend is drawn beside the plot, shown unless the
+    address says ``show-legend=false``. Returns True when patched now; False when there is no
     ``graphdisplay.js``, it was patched before, or it or the page is not asv 0.6.6's (every anchor
     must be there exactly once; nothing is changed otherwise)."""
     path, index = html_dir / "graphdisplay.js", html_dir / "index.html"

@@ -214,12 +214,15 @@ def judge_history(results_dir: Path, machine: str, root: Path = PROJECT_ROOT, op
     return out[::-1]
 
 
-def graph_link(benchmark: str, params: tuple, machine: str) -> str:
-    """The site's graph of one case: ``../index.html#<benchmark>?machine=..&p-backend='..'...``
-    (asv keeps parameter values as repr strings)."""
+def graph_link(benchmark: str, params: tuple, machine: str, root: str = "../") -> str:
+    """The site's graph of one case: ``../asv.html#<benchmark>?machine=..&p-backend='..'...``
+    (asv keeps parameter values as repr strings; fewer ``params``, fewer selected); ``root``: the
+    path from the linking page to the site's root."""
+    from fusebench.site.site_pages import ASV_PAGE
+
     names = ("backend", "shape", "dtype")
     query = [("machine", machine)] + [(f"p-{k}", repr(v)) for k, v in zip(names, params)]
-    return f"../index.html#{benchmark}?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
+    return f"{root}{ASV_PAGE}#{benchmark}?" + urllib.parse.urlencode(query, quote_via=urllib.parse.quote)
 
 
 #: The bootstrap class of a case row, by status: worse red, better green, judged apart amber.
@@ -232,6 +235,22 @@ def _ratio(x: float) -> str:
     return f"{x:.3f}x" if math.isfinite(x) else ""
 
 
+def headline(v: Verdict) -> dict:
+    """What a commit's verdict says at a glance (the Verdicts page's panel heading, the landing
+    page's line): ``head8``, ``base8``, ``verdict`` (ok, FAIL, inconclusive, not judged), its bootstrap
+    ``label_class``, ``moved_counts`` (``"2 within noise, 1 fixed"``), ``counts`` (the gate's
+    count by status, ``compare.summary``) and ``error``."""
+    counts: dict[str, int] = {}
+    for r in v.moved:
+        counts[r.status] = counts.get(r.status, 0) + 1
+    return {"head8": v.head[:8], "base8": v.base[:8], "error": v.error, "counts": v.counts,
+            "verdict": "not judged" if v.error else ("FAIL" if v.failed else "inconclusive"
+                                                     if v.inconclusive else "ok"),
+            "label_class": ("label-default" if v.error else "label-danger" if v.failed
+                            else "label-warning" if v.inconclusive else "label-success"),
+            "moved_counts": ", ".join(f"{n} {s}" for s, n in counts.items()) or "nothing moved"}
+
+
 def page(verdicts: list[Verdict], titles: dict[str, str] | None = None) -> str:
     """The Verdicts page (``templates/verdicts.html``; no script; every stored string escaped by
     the template). ``titles``: ``{machine: heading}`` (its GPU), else the machine's name."""
@@ -242,16 +261,8 @@ def page(verdicts: list[Verdict], titles: dict[str, str] | None = None) -> str:
     for machine in site_pages.machine_order(v.machine for v in verdicts):
         items = []
         for v in (v for v in verdicts if v.machine == machine):
-            counts = {}
-            for r in v.moved:
-                counts[r.status] = counts.get(r.status, 0) + 1
             items.append({
-                "head8": v.head[:8], "base8": v.base[:8], "error": v.error,
-                "verdict": "not judged" if v.error else ("FAIL" if v.failed else "inconclusive"
-                                                         if v.inconclusive else "ok"),
-                "label_class": ("label-default" if v.error else "label-danger" if v.failed
-                                else "label-warning" if v.inconclusive else "label-success"),
-                "moved_counts": ", ".join(f"{n} {s}" for s, n in counts.items()) or "nothing moved",
+                **headline(v),
                 "rows": [{"status": r.status, "row_class": ROW_CLASS.get(r.status, ""),
                           "link": graph_link(r.benchmark, r.params, machine),
                           "benchmark": r.benchmark.split(".", 1)[-1], "params": ", ".join(r.params),
@@ -267,17 +278,23 @@ def page(verdicts: list[Verdict], titles: dict[str, str] | None = None) -> str:
                              "What each commit changed, in the gate's words", machines=machines)
 
 
+def judge(results_dir: Path, machines: list[str], root: Path = PROJECT_ROOT, ops=None) -> list[Verdict]:
+    """:func:`judge_history` of each of ``machines``, one after the other; ``ops``: the site's
+    :class:`~fusebench.registry.Op` objects (a backend one does not register is left out), None
+    when unknown."""
+    by_name = {op.name: op for op in ops} if ops is not None else None
+    return [v for m in machines for v in judge_history(results_dir, m, root, by_name)]
+
+
 def write_page(html_dir: Path, results_dir: Path, root: Path = PROJECT_ROOT,
-               machines: list[str] | None = None, ops=None) -> Path:
+               machines: list[str] | None = None, ops=None, judged: list[Verdict] | None = None) -> Path:
     """``html/verdicts/index.html`` for ``machines`` (default: every one with stored results),
-    each titled by its GPU; ``ops``: the site's :class:`~fusebench.registry.Op` objects (a backend
-    one does not register is left out), None when unknown."""
+    each titled by its GPU; ``judged``: their verdicts (:func:`judge`), judged here when None."""
     from fusebench.site import site_pages
     from fusebench.storage import results
 
     machines = results.machines(results_dir) if machines is None else machines
-    by_name = {op.name: op for op in ops} if ops is not None else None
-    verdicts = [v for m in machines for v in judge_history(results_dir, m, root, by_name)]
+    verdicts = judge(results_dir, machines, root, ops) if judged is None else judged
     path = html_dir / VERDICTS / "index.html"
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomic(path, page(verdicts, {m: site_pages.gpu_title(results_dir, m) for m in machines}))
