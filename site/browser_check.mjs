@@ -1,8 +1,9 @@
-// Opens a published fusebench asv site in headless Chromium and checks that it works offline.
+// Opens a published fusebench asv site in headless Chromium and checks that it works offline. asv's
+// page is asv.html (index.html is fusebench's landing page).
 //
 //   node site/browser_check.mjs http://127.0.0.1:PORT [--machine h200] [--benchmark suite.Gelu.track_bandwidth]
 //                               [--block-external] [--screenshot FILE.png] [--x-axis shape]
-//                               [--legend click|address] [--list] [--pages]
+//                               [--legend open|click|hidden] [--list] [--pages] [--landing]
 //
 // Drives Debian's chromium ($CHROMIUM, default /usr/bin/chromium) with playwright-core (pinned in
 // site/package-lock.json; it never downloads a browser). Prints one JSON object and exits 0 when
@@ -23,15 +24,24 @@
 // with the parameter values it selected), `titles` (the grid's tile titles) and `drawn` (series
 // with at least one point inside the plotted x range: a series whose x values are null or shifted
 // off the axis is loaded but not drawn). --x-axis opens the graph against that parameter.
-// --legend click presses the graph's legend button once, --legend address opens the graph with
-// show-legend=true; the report then says `legend_rows` (rows of the legend flot drew, on the plot
-// or beside it), `legend_over_plot` (the legend's box overlaps the plot's) and `legend_hash` (the
-// address after it). --list also opens the benchmark list (#summarylist) and reports `changes`:
+// The graph's report also has `labels` and `colors` (each series'), `x_range` ([min, max] of the
+// x axis), `categories` (a category axis's labels, in order), `y_top` and `data_top` (the y axis's
+// top and the highest point drawn), `clipped` (selector buttons whose label is wider than the
+// button), `visible_buttons` ({panel heading: its visible buttons' labels}).
+// --legend open reports the legend as the graph opens, click after pressing the graph's legend
+// button once, hidden opens the graph with show-legend=false; the report then says `legend_rows`
+// (rows of the legend flot drew, on the plot or beside it), `legend_over_plot` (the legend's box
+// overlaps the plot's) and `legend_hash` (the address after it). --click-x-axis NAME presses that
+// x-axis button once the graph has loaded, before the report is taken. --list also opens the benchmark list (#summarylist) and reports `changes`:
 // [benchmark text, recent change text, its colour class ("positive-change": red, "negative-change":
 // green, "" none)] for every row with a change. --pages also opens fusebench's pages (plots/, runs/,
 // verdicts/) and reports `pages`: per page its navigation bar's tabs, the active one, whether the
-// bar is styled (bootstrap loaded: position fixed), its h2 headings, and for the Verdicts page its
-// case rows ([status, link text, href]).
+// bar is styled (bootstrap loaded: position fixed), its h2 headings, for the Verdicts page its
+// case rows ([status, link text, href]), its in-page links whose target is missing (`dead_anchors`)
+// and the smallest left padding of a table cell (`cell_padding`, px); also asv's Regressions view
+// (`regressions_note`: the text and links of the note above its list). --landing opens the landing
+// page (index.html) and reports `landing`: the same as a page, and per GPU section its id and
+// tables ([title, header cells, rows of [cell text, bold]]), and its `scripts` (count).
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -60,15 +70,17 @@ function parseArgs(argv) {
     else if (argv[i] === "--block-external") opts.blockExternal = true;
     else if (argv[i] === "--screenshot") opts.screenshot = argv[++i];
     else if (argv[i] === "--x-axis") opts.xAxis = argv[++i];
+    else if (argv[i] === "--click-x-axis") opts.clickXAxis = argv[++i];
     else if (argv[i] === "--legend") opts.legend = argv[++i];
     else if (argv[i] === "--list") opts.list = true;
     else if (argv[i] === "--pages") opts.pages = true;
+    else if (argv[i] === "--landing") opts.landing = true;
     else rest.push(argv[i]);
   }
   if (rest.length !== 1 || !/^http:\/\/(127\.0\.0\.1|localhost)(:\d+)?\/?$/.test(rest[0]) ||
-      !opts.machine || !opts.benchmark || ![undefined, "click", "address"].includes(opts.legend)) {
+      !opts.machine || !opts.benchmark || ![undefined, "open", "click", "hidden"].includes(opts.legend)) {
     console.error("browser_check: error: usage: browser_check.mjs http://127.0.0.1:PORT " +
-      "[--machine NAME] [--benchmark NAME] [--block-external] [--legend click|address]");
+      "[--machine NAME] [--benchmark NAME] [--block-external] [--legend open|click|hidden]");
     process.exit(2);
   }
   opts.origin = new URL(rest[0]).origin;
@@ -78,13 +90,18 @@ function parseArgs(argv) {
 // The legend flot drew (as a table: on the plot in div.legend, or in the container it was given)
 // after the legend button was pressed once (`click`) or as the address asked: its rows, whether
 // its box overlaps the plot's, and the address then.
-async function legend(page, click) {
+async function legend(page, mode) {
   const rowsSel = "#main-graph .legend table tr, #fusebench-legend table tr";
-  if (click) await page.click("#show-legend");
-  try {
-    await page.waitForFunction((sel) => Array.from(document.querySelectorAll(sel))
-      .some((tr) => tr.getBoundingClientRect().height > 0), rowsSel, { timeout: 5000 });
-  } catch (e) { /* no legend drawn: reported as 0 rows */ }
+  if (mode === "click") {
+    await page.click("#show-legend");
+    await page.waitForFunction(() => /show-legend=/.test(location.hash), null, { timeout: 5000 }).catch(() => {});
+    await page.waitForTimeout(500);  // the graph redrawn from the new address
+  } else {
+    try {
+      await page.waitForFunction((sel) => Array.from(document.querySelectorAll(sel))
+        .some((tr) => tr.getBoundingClientRect().height > 0), rowsSel, { timeout: mode === "open" ? 5000 : 1000 });
+    } catch (e) { /* no legend drawn: reported as 0 rows */ }
+  }
   return page.evaluate((sel) => {
     const visible = Array.from(document.querySelectorAll(sel)).filter((tr) => tr.getBoundingClientRect().height > 0);
     const plot = document.querySelector("#main-graph").getBoundingClientRect();
@@ -125,7 +142,7 @@ async function main() {
     page.on("pageerror", (e) => report.page_errors.push(String(e.message || e).split("\n")[0]));
     page.on("framenavigated", (f) => { if (f === page.mainFrame() && f.url().includes("error.html")) report.error_page = true; });
 
-    await page.goto(`${opts.origin}/index.html`, { waitUntil: "load", timeout: TIMEOUT_MS });
+    await page.goto(`${opts.origin}/asv.html`, { waitUntil: "load", timeout: TIMEOUT_MS });
     try {
       await waitFor(page, "a.benchmark-container");
       report.benchmarks = await page.$$eval("a.benchmark-container",
@@ -137,8 +154,8 @@ async function main() {
     }
 
     const xAxis = opts.xAxis ? `&x-axis=${encodeURIComponent(opts.xAxis)}` : "";
-    const legendOn = opts.legend === "address" ? "&show-legend=true" : "";
-    await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}${xAxis}${legendOn}`,
+    const legendOn = opts.legend === "hidden" ? "&show-legend=false" : "";
+    await page.goto(`${opts.origin}/asv.html#${opts.benchmark}?machine=${opts.machine}${xAxis}${legendOn}`,
       { waitUntil: "load", timeout: TIMEOUT_MS });
     try {
       await waitFor(page, "#main-graph canvas.flot-base");
@@ -146,6 +163,11 @@ async function main() {
         const plot = window.jQuery && window.jQuery("#main-graph").data("plot");
         return plot && plot.getData().some((s) => s.data.length > 0);
       }, null, { timeout: TIMEOUT_MS });
+      if (opts.clickXAxis) {  // as a reader does: the graph loaded, then its x-axis button pressed
+        await page.locator("#graphdisplay-navigation-params .btn", { hasText: opts.clickXAxis }).first().click();
+        await page.waitForFunction((x) => location.hash.includes(`x-axis=${x}`), opts.clickXAxis, { timeout: TIMEOUT_MS });
+        await page.waitForTimeout(1000);
+      }
       const shape = await page.evaluate(() => {
         const data = window.jQuery("#main-graph").data("plot").getData();
         const inRange = (s) => {
@@ -155,20 +177,37 @@ async function main() {
           }
           return false;
         };
+        const plot = window.jQuery("#main-graph").data("plot");
+        const xa = plot.getXAxes()[0];
+        const tops = data.flatMap((s) => s.data.map((p) => p[1]).filter((y) => y !== null));
+        const cats = xa.options.mode === "categories" ? Object.entries(xa.categories || {}) : [];
+        const panels = {};
+        document.querySelectorAll("#graphdisplay-navigation .panel, #graphdisplay-navigation-params .panel")
+          .forEach((p) => {
+            const head = p.querySelector(".panel-heading");
+            if (head) panels[head.textContent.trim()] = Array.from(p.querySelectorAll(".btn"))
+              .filter((b) => b.getBoundingClientRect().height > 0).map((b) => b.textContent.trim());
+          });
         return { series: data.length, points: data.reduce((n, s) => n + s.data.length, 0),
           longest: Math.max(...data.map((s) => s.data.length)), drawn: data.filter(inRange).length,
-          hash: decodeURIComponent(location.hash) };
+          hash: decodeURIComponent(location.hash), labels: data.map((s) => s.label), colors: data.map((s) => s.color),
+          x_range: [xa.min, xa.max], categories: cats.sort((a, b) => a[1] - b[1]).map((c) => c[0]),
+          y_top: plot.getYAxes()[0].max, data_top: tops.length ? Math.max(...tops) : null,
+          clipped: Array.from(document.querySelectorAll("#graphdisplay-navigation-params .btn"))
+            .filter((b) => b.getBoundingClientRect().height > 0 && b.scrollWidth > b.clientWidth + 1)
+            .map((b) => b.textContent.trim()),
+          visible_buttons: panels };
       });
       Object.assign(report, shape);
       report.machine_button = await page.$$eval("#graphdisplay-state-params a, #graphdisplay-state-params button",
         (els, m) => els.some((el) => el.textContent.trim() === m), opts.machine);
-      if (opts.legend) Object.assign(report, await legend(page, opts.legend === "click"));
+      if (opts.legend) Object.assign(report, await legend(page, opts.legend));
     } catch (e) {
       report.problems.push(`no graph of ${opts.benchmark}: ${String(e.message).split("\n")[0]}`);
     }
     if (opts.list) {
       try {
-        await page.goto(`${opts.origin}/index.html#summarylist?machine=${opts.machine}`,
+        await page.goto(`${opts.origin}/asv.html#summarylist?machine=${opts.machine}`,
           { waitUntil: "load", timeout: TIMEOUT_MS });
         await waitFor(page, "#summarylist-body table tbody tr td.change a");
         report.changes = await page.$$eval("#summarylist-body table tbody tr", (trs) => trs
@@ -182,10 +221,32 @@ async function main() {
         report.problems.push(`no benchmark list: ${String(e.message).split("\n")[0]}`);
       }
     }
-    for (const name of opts.pages ? ["plots", "runs", "verdicts"] : []) {
+    if (opts.pages) {
       try {
-        await page.goto(`${opts.origin}/${name}/index.html`, { waitUntil: "load", timeout: TIMEOUT_MS });
+        await page.goto(`${opts.origin}/asv.html#/regressions`, { waitUntil: "load", timeout: TIMEOUT_MS });
+        await waitFor(page, "#regressions-body table");
+        report.regressions_note = await page.evaluate(() => {
+          const note = document.querySelector("#fusebench-regressions-note");
+          const shown = note && note.getBoundingClientRect().height > 0;
+          return shown ? { text: note.textContent.replace(/\s+/g, " ").trim(),
+            links: Array.from(note.querySelectorAll("a")).map((a) => a.getAttribute("href")) } : null;
+        });
+      } catch (e) {
+        report.problems.push(`no regressions view: ${String(e.message).split("\n")[0]}`);
+      }
+    }
+    const pages = (opts.pages ? ["plots", "runs", "verdicts"] : []).concat(opts.landing ? ["landing"] : []);
+    for (const name of pages) {
+      try {
+        const path = name === "landing" ? "index.html" : `${name}/index.html`;
+        await page.goto(`${opts.origin}/${path}`, { waitUntil: "load", timeout: TIMEOUT_MS });
         report.pages[name] = await page.evaluate(() => {
+          const cells = Array.from(document.querySelectorAll(".fb-page table td, .fb-page table th"));
+          const tables = (root) => Array.from(root.querySelectorAll("table.fb-table")).map((t) => [
+            t.previousElementSibling ? t.previousElementSibling.textContent.trim() : "",
+            Array.from(t.querySelectorAll("tr:first-child th")).map((th) => th.textContent.trim()),
+            Array.from(t.querySelectorAll("tr")).slice(1).map((tr) => Array.from(tr.querySelectorAll("td"))
+              .map((td) => [td.textContent.trim(), td.querySelector("b") !== null]))]);
           const nav = document.querySelector("nav#nav");
           return {
             tabs: nav ? Array.from(nav.querySelectorAll("li[id^='nav-li-'] a")).map((a) => a.textContent.trim()) : [],
@@ -196,6 +257,15 @@ async function main() {
               const a = tr.querySelector("a");
               return [tr.dataset.status, a ? a.textContent.trim() : "", a ? a.href : ""];
             }),
+            dead_anchors: Array.from(document.querySelectorAll("a[href^='#']"))
+              .map((a) => a.getAttribute("href").slice(1)).filter((id) => !document.getElementById(id)),
+            anchors: document.querySelectorAll("a[href^='#']").length,
+            cell_padding: cells.length ? Math.min(...cells.map((c) => parseFloat(getComputedStyle(c).paddingLeft))) : null,
+            sections: Array.from(document.querySelectorAll(".fb-machine, .fb-pair")).map((sec) => ({
+              id: sec.id, heading: (sec.querySelector("h2, h3") || {}).textContent, tables: tables(sec),
+              verdict: (sec.querySelector(".fb-verdict") || {}).textContent,
+              links: Array.from(sec.querySelectorAll(".fb-links a")).map((a) => a.getAttribute("href")) })),
+            scripts: document.scripts.length,
           };
         });
       } catch (e) {

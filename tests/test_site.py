@@ -159,7 +159,7 @@ def test_publish_without_npm(tmp_path, monkeypatch, capsys):
     assert site.publish(committed_folder("results"), tmp_path / "html", OPS.values(), cdn=True,
                         site_dir=site_dir) == 0
     assert "needs internet" in capsys.readouterr().err
-    index = (tmp_path / "html" / "index.html").read_text()
+    index = (tmp_path / "html" / "asv.html").read_text()
     assert "https://code.jquery.com/jquery-3.3.1.min.js" in site.external_loads(index)
     assert site.NAV_PLOTS in index and (tmp_path / "html/plots/h200/gelu-speedup.png").is_file()
 
@@ -174,9 +174,10 @@ def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
     for name in ("0a5fc94f.json.xz", "1fd9c63c.json.xz"):
         (folder / name).write_bytes((PROJECT_ROOT / "records" / "h200" / name).read_bytes())
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
-    with_energy, without = (page[page.index(f"<h2>h200 {n}</h2>"):] for n in ("0a5fc94f", "1fd9c63c"))
-    with_energy = with_energy.split("<h2>")[1]
-    without = without.split("<h2>")[1]
+    with_energy, without = (page[page.index(f'<h2 id="h200-{n}">h200 {n}</h2>'):]
+                            for n in ("0a5fc94f", "1fd9c63c"))
+    with_energy = with_energy.split("<h2")[1]
+    without = without.split("<h2")[1]
     assert "<p>gelu float32: energy per call</p>" in with_energy
     assert "<p>softmax float16: energy per call</p>" in with_energy
     # gelu 16384x16384 float32: eager 3072 mJ, 1431 pJ/B (docs/results/h200.md)
@@ -209,9 +210,13 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
         ("cpu", "0a5fc94f.json"), ("h200", "8cd47df5.json.xz"), ("h200", "93fa9d02.json.xz"),
         ("h200", "0a5fc94f.json.xz"), ("h200", "deadbeef.json")]
     page = site.write_runs_page(tmp_path / "html", tmp_path / "records").read_text()
-    assert page.index("<h2>h200 8cd47df5</h2>") < page.index("<h2>h200 93fa9d02</h2>") \
-        < page.index("<h2>h200 0a5fc94f</h2>") < page.index("<h2>h200 deadbeef</h2>")
-    assert "unreadable record" in page.split("<h2>h200 deadbeef</h2>")[1]
+    heads = [page.index(f'<h2 id="h200-{n}">h200 {n}</h2>')
+             for n in ("8cd47df5", "93fa9d02", "0a5fc94f", "deadbeef")]
+    assert heads == sorted(heads)
+    assert "unreadable record" in page.split('<h2 id="h200-deadbeef">h200 deadbeef</h2>')[1]
+    # the index above them, newest first, each linking to its run's anchor (issue 54, item 3)
+    assert '<a href="#h200-8cd47df5">8cd47df5</a> · <a href="#h200-93fa9d02">93fa9d02</a>' in page
+    assert page.index('<a href="#h200-8cd47df5">') < heads[0]
 
 
 def test_the_plots_page_starts_with_the_gpus_titled_by_their_gpu(tmp_path):

@@ -39,12 +39,14 @@ def test_the_pages_are_built_while_asv_publishes_and_survive_it(tmp_path, monkey
         monkeypatch.setattr(mod, name, lambda *a: None)
     tabs = []
     monkeypatch.setattr(site, "add_tab", lambda html_dir, tab: tabs.append(tab))
+    monkeypatch.setattr(site, "add_overview_tab", lambda html_dir: None)
     status, reader = site._build(res, res, html, list(OPS.values()), False, "python", tmp_path)
     assert status == 0 and reader.unreadable == [] and seen["concurrent"]
     assert sorted(p.relative_to(html).as_posix() for p in html.rglob("*") if p.is_file()) == [
-        "index.html", "plots/box/gelu-bandwidth.png", "plots/box/gelu-speedup.png", "plots/index.html",
-        "runs/index.html", "verdicts/index.html"]
-    assert (html / "index.html").read_text() == "asv"
+        "asv.html", "index.html", "plots/box/gelu-bandwidth.png", "plots/box/gelu-speedup.png",
+        "plots/index.html", "runs/index.html", "verdicts/index.html"]
+    assert (html / "asv.html").read_text() == "asv"  # asv's page made way for the landing page
+    assert "<h1>How much fusion buys, per GPU</h1>" in (html / "index.html").read_text()
     assert tabs == [site.NAV_PLOTS, site.NAV_RUNS, verdicts.NAV_VERDICTS]
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("fusebench-side")] == []  # removed
 

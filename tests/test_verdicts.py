@@ -31,7 +31,7 @@ def test_each_commit_is_judged_against_the_previous_measured_one(tmp_path):
     assert (f'<code>{c[:8]}</code> against <code>{a[:8]}</code>:\n<span class="label label-danger gate">FAIL'
             '</span> 1 regression</div>') in page
     link = verdicts.graph_link(T, TRITON, "box")
-    assert link == ("../index.html#suite.Gelu.track_device_time?machine=box&p-backend=%27triton%27"
+    assert link == ("../asv.html#suite.Gelu.track_device_time?machine=box&p-backend=%27triton%27"
                     "&p-shape=%271024%27&p-dtype=%27float32%27")
     assert urllib.parse.unquote(link).endswith("p-backend='triton'&p-shape='1024'&p-dtype='float32'")
     assert link.replace("&", "&amp;") in page and b[:8] not in page

@@ -392,11 +392,13 @@ COLOURS = """\
                   '#bcbd22', '#17becf'];
 """
 #: The graph page's selector buttons as wide as their labels: asv's justified group gave four
-#: buttons a quarter of the column each and cut "backend" to "backenc".
+#: buttons a quarter of the column each and cut "backend" to "backenc"; a label wider than the
+#: column (a commit and its date) wraps.
 STYLE = """<style id="fusebench-style">
       #graphdisplay-navigation-params .btn-group-justified { display: flex; flex-wrap: wrap; }
       #graphdisplay-navigation-params .btn-group-justified > .btn {
         flex: 1 1 auto; width: auto; padding-left: 3px; padding-right: 3px; }
+      #graphdisplay-navigation-params .btn-group-vertical > .btn { white-space: normal; }
     </style>"""
 #: asv's regressions list, then the sentence :func:`regressions_note` puts above it.
 REGRESSIONS_ANCHOR = '      <div id="regressions-body">\n'
@@ -417,8 +419,8 @@ def _replace_once(path: Path, pairs) -> bool:
     if not path.is_file():
         return False
     text = path.read_text()
-    if any(text.count(old) != 1 for old, _ in pairs):
-        return False
+    if all(new in text for _, new in pairs) or any(text.count(old) != 1 for old, _ in pairs):
+        return False  # patched before (an insertion keeps its anchor), or another asv
     for old, new in pairs:
         text = text.replace(old, new, 1)
     path.write_text(text)
