@@ -1,6 +1,6 @@
 """No torch where none is needed (issue 43, item 4): every ``--help``, and ``compare``, ``publish``
-(with its Verdicts page), ``plots``, ``table``, ``collect`` and ``store`` on the committed results,
-run in a Python where torch and triton cannot be imported (``tests/torchless.py``), with the same
+(with its Verdicts and landing pages), ``plots``, ``table``, ``collect`` and ``store`` on the committed
+results, run in a Python where torch and triton cannot be imported (``tests/torchless.py``), with the same
 output as with them."""
 
 from __future__ import annotations
@@ -167,6 +167,9 @@ def test_the_readers_run_without_torch_on_the_committed_results(tmp_path):
         assert (tmp_path / "plots" / "h200" / png.name).read_bytes() == png.read_bytes(), png.name
         assert (tmp_path / "html" / "plots" / "h200" / png.name).read_bytes() == png.read_bytes(), png.name
     assert "h200" in (tmp_path / "html" / "verdicts" / "index.html").read_text()
+    landing = (tmp_path / "html" / "index.html").read_text()  # the headline tables, without torch
+    assert "<h1>How much fusion buys, per GPU</h1>" in landing
+    assert landing.count('<table class="fb-table"') >= 3
     assert by["table"]["out"].startswith("gelu") or "GB/s" in by["table"]["out"]
     assert (tmp_path / "collected" / "records" / "h200" / "463f960f.json.xz").is_file()
     assert len(list((tmp_path / "stored" / "results" / "h200").glob("463f960f-*.json"))) == 1
