@@ -17,7 +17,7 @@ from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Record, Sweep
 from fusebench.registry import BACKENDS
 from fusebench.report import summary
-from fusebench.site import site
+from fusebench.site import site, site_pages
 from scripts import lock  # noqa: E402
 
 REFERENCE = ("liger", "quack", "flaggems")
@@ -195,7 +195,7 @@ def test_the_table_shows_skips_and_failures_with_numbered_reasons_and_no_column_
         "| softmax shape, dtype | torch | cuda | liger | quack | flaggems |", "|---|---|---|---|---|---|",
         "| 256x262144 float32 | 48 | 66 | — (1) | **84** | error (2) |", "",
         f"(1) {refuse}", "(2) max relative error 3e-2"]
-    page = site.table_html(table)
+    page = site_pages.table_html(table)
     assert f'<td style="text-align:right" title="{refuse}">— (1)</td>' in page
     assert "<td style=\"text-align:right\"><b>84</b></td>" in page and f"<li>{refuse}</li>" in page
 

@@ -15,7 +15,7 @@ from committed import committed_folder
 from fusebench.asv import store
 from fusebench.ops import OPS
 from fusebench.paths import PROJECT_ROOT
-from fusebench.site import site
+from fusebench.site import site, site_pages
 
 ASV_INDEX = Path(asv.__file__).parent / "www" / "index.html"
 
@@ -186,7 +186,8 @@ def test_the_runs_tab_shows_energy_per_call_where_the_record_has_it(tmp_path):
     assert "energy per call" not in without
     table = summary.EnergyTable("gelu float32: energy per call", ["shape", "eager"],
                                 [["<img src=x>", "1.00 mJ"]])
-    assert "<td>&lt;img src=x&gt;</td>" in site.energy_html([table]) and site.energy_html([]) == ""
+    assert "<td>&lt;img src=x&gt;</td>" in site_pages.energy_html([table])
+    assert site_pages.energy_html([]) == ""
 
 
 def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp_path):
@@ -221,8 +222,6 @@ def test_the_runs_tab_lists_the_newest_commit_first_whatever_the_files_times(tmp
 
 def test_the_plots_page_starts_with_the_gpus_titled_by_their_gpu(tmp_path):
     """Issue 41, item 6: the Plots page started with cpu-x86_64 and named machines, not GPUs."""
-    from fusebench.site import site_pages
-
     assert site_pages.BOOTSTRAP_CSS in {a.url for a in site.ASSETS}  # rewritten with asv's page
     results_dir = tmp_path / "results"
     for machine, fields in (("h200", {"gpu": "NVIDIA H200 <b>"}), ("cpu-x86_64", {}), ("a100", {"gpu": 3})):

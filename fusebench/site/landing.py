@@ -137,10 +137,10 @@ def _headline_shapes(ops) -> list[tuple[str, str]]:
 
 
 def _tables(tables) -> str:
-    """Tables as escaped HTML (``site.table_html``: it escapes every stored string itself)."""
+    """Tables as escaped HTML (``site_pages.table_html``: it escapes every stored string itself)."""
     from markupsafe import Markup
 
-    from fusebench.site.site import table_html
+    from fusebench.site.site_pages import table_html
 
     return Markup("".join(table_html(t) for t in tables))
 

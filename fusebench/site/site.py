@@ -340,48 +340,6 @@ def add_plots_tab(html_dir: Path) -> None:
     add_tab(html_dir, NAV_PLOTS)
 
 
-def table_html(table) -> str:
-    """A :class:`fusebench.report.summary.CeilingTable` as an HTML table: the same cells as its Markdown
-    (``CeilingTable.cell_text``, bold as ``<b>``), a case not timed carrying its reason as a tooltip
-    too, the numbered notes and the marks' legend under it."""
-    esc = htmllib.escape
-
-    def td(c) -> str:
-        text = esc(table.cell_text(c)).replace("**", "")
-        text = f"<b>{text}</b>" if c.best else text
-        title = f' title="{esc(c.note)}"' if c.note else ""
-        return f'<td style="text-align:right"{title}>{text}</td>'
-
-    head = "".join(f"<th>{esc(h)}</th>" for h in table.header)
-    rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>"
-                   for label, cells in table.rows)
-    notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
-    return (f"<p>{esc(table.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
-            f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
-            + (f"<ol>{notes}</ol>" if notes else "")
-            + (f"<p>{esc(table.legend)}</p>" if table.legend else ""))
-
-
-def energy_html(tables) -> str:
-    """:class:`fusebench.report.summary.EnergyTable` s as HTML tables under the energy intro
-    (``summary.ENERGY_INTRO``); empty without a table."""
-    from fusebench.report.summary import ENERGY_INTRO
-
-    esc = htmllib.escape
-    if not tables:
-        return ""
-    out = [f"<p>{esc(ENERGY_INTRO)}</p>"]
-    for t in tables:
-        head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
-        rows = "".join(f"<tr><td>{esc(row[0])}</td>"
-                       + "".join(f'<td style="text-align:right">{esc(c)}</td>' for c in row[1:]) + "</tr>"
-                       for row in t.rows)
-        out.append(f"<p>{esc(t.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
-                   f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
-                   + (f"<p>{esc(t.legend)}</p>" if t.legend else ""))
-    return "".join(out)
-
-
 def records_newest_first(records: list[tuple[str, Path]],
                          root: Path = PROJECT_ROOT) -> list[tuple[str, Path]]:
     """``[(machine, record path)]`` by machine, then newest commit first: the committer time of the
@@ -435,7 +393,8 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
             # table_html and energy_html escape every stored string themselves (tests/test_site.py)
             yield {"machine": machine, "commit": runrecord.sha8(path), "lines": lines,
                    "anchor": f"{machine}-{runrecord.sha8(path)}",
-                   "tables": Markup("".join(table_html(t) for t in tables) + energy_html(energy))}
+                   "tables": Markup("".join(site_pages.table_html(t) for t in tables)
+                                    + site_pages.energy_html(energy))}
 
     index = [{"machine": m, "commits": [runrecord.sha8(p) for mm, p in ordered if mm == m]}
              for m in sorted(rank, key=rank.get)]

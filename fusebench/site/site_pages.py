@@ -16,6 +16,7 @@ URL as asv's page, so they get its local copy too (or keep the CDN's with ``CDN=
 
 from __future__ import annotations
 
+import html as htmllib
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -100,3 +101,45 @@ def gpu_title(results_dir: Path, machine: str) -> str:
     except (OSError, ValueError, AttributeError):
         gpu = None
     return f"{gpu} ({machine})" if isinstance(gpu, str) and gpu.strip() else machine
+
+
+def table_html(table) -> str:
+    """A :class:`fusebench.report.summary.CeilingTable` as an HTML table: the same cells as its Markdown
+    (``CeilingTable.cell_text``, bold as ``<b>``), a case not timed carrying its reason as a tooltip
+    too, the numbered notes and the marks' legend under it."""
+    esc = htmllib.escape
+
+    def td(c) -> str:
+        text = esc(table.cell_text(c)).replace("**", "")
+        text = f"<b>{text}</b>" if c.best else text
+        title = f' title="{esc(c.note)}"' if c.note else ""
+        return f'<td style="text-align:right"{title}>{text}</td>'
+
+    head = "".join(f"<th>{esc(h)}</th>" for h in table.header)
+    rows = "".join(f"<tr><td>{esc(label)}</td>{''.join(td(c) for c in cells)}</tr>"
+                   for label, cells in table.rows)
+    notes = "".join(f"<li>{esc(n)}</li>" for n in table.notes)
+    return (f"<p>{esc(table.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
+            f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
+            + (f"<ol>{notes}</ol>" if notes else "")
+            + (f"<p>{esc(table.legend)}</p>" if table.legend else ""))
+
+
+def energy_html(tables) -> str:
+    """:class:`fusebench.report.summary.EnergyTable` s as HTML tables under the energy intro
+    (``summary.ENERGY_INTRO``); empty without a table."""
+    from fusebench.report.summary import ENERGY_INTRO
+
+    esc = htmllib.escape
+    if not tables:
+        return ""
+    out = [f"<p>{esc(ENERGY_INTRO)}</p>"]
+    for t in tables:
+        head = "".join(f"<th>{esc(h)}</th>" for h in t.header)
+        rows = "".join(f"<tr><td>{esc(row[0])}</td>"
+                       + "".join(f'<td style="text-align:right">{esc(c)}</td>' for c in row[1:]) + "</tr>"
+                       for row in t.rows)
+        out.append(f"<p>{esc(t.title)}</p><table class=\"fb-table\" border=\"1\" cellpadding=\"3\" "
+                   f"style=\"border-collapse:collapse\"><tr>{head}</tr>{rows}</table>"
+                   + (f"<p>{esc(t.legend)}</p>" if t.legend else ""))
+    return "".join(out)
