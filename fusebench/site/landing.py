@@ -28,6 +28,8 @@ from fusebench.paths import PROJECT_ROOT
 
 #: What the landing page's heading asks.
 HEADING = "How much fusion buys, per GPU"
+#: The asv graph each op's history links to, by roofline: its throughput.
+GRAPH = {"memory": "track_bandwidth", "compute": "track_tflops"}
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ def machine_section(results_dir: Path, found: Newest, ops, judged) -> dict:
     newest_verdict = next((v for v in judged if v.machine == m and v.head == found.commit), None)
     commit8 = found.commit[:8]
     verdict_link = f"verdicts/index.html#{m}" + (f"-{commit8}" if newest_verdict else "")
+    measured = {r.op for r in sweep.records} if sweep is not None else set()
+    graphs = {op.name: benchmark_name(op.name, GRAPH[op.roofline]) for op in ops}
     return {
         "name": m, "title": site_pages.gpu_title(results_dir, m), "cpu": site_pages.is_cpu(m),
         "commit8": commit8, "error": found.error,
@@ -164,9 +168,8 @@ def machine_section(results_dir: Path, found: Newest, ops, judged) -> dict:
         "verdict": verdicts.headline(newest_verdict) if newest_verdict else None,
         "verdict_link": verdict_link,
         "plots_link": f"plots/index.html#{m}",
-        "graphs": [{"op": op, "link": verdicts.graph_link(benchmark_name(op, "track_bandwidth"), (), m, "")}
-                   for op, _ in _headline_shapes(ops)
-                   if sweep is not None and any(r.op == op for r in sweep.records)],
+        "graphs": [{"op": op.name, "link": verdicts.graph_link(graphs[op.name], (), m, "")}
+                   for op in ops if op.name in measured],
         "tables": _tables(tables),
     }
 
