@@ -41,7 +41,9 @@
 // and the smallest left padding of a table cell (`cell_padding`, px); also asv's Regressions view
 // (`regressions_note`: the text and links of the note above its list). --landing opens the landing
 // page (index.html) and reports `landing`: the same as a page, and per GPU section its id and
-// tables ([title, header cells, rows of [cell text, bold]]), and its `scripts` (count).
+// tables ([title, header cells, rows of [cell text, bold]]), and its `scripts` (count); and
+// `old_link`: where index.html#<benchmark>?machine=<machine> (an address of asv's page from before
+// it moved to asv.html) ends.
 
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -240,6 +242,14 @@ async function main() {
       try {
         const path = name === "landing" ? "index.html" : `${name}/index.html`;
         await page.goto(`${opts.origin}/${path}`, { waitUntil: "load", timeout: TIMEOUT_MS });
+        if (name === "landing") {  // an address of asv's page from before it moved: sent on
+          await page.goto(`${opts.origin}/index.html#${opts.benchmark}?machine=${opts.machine}`,
+            { waitUntil: "load", timeout: TIMEOUT_MS });
+          await page.waitForURL(/asv\.html/, { timeout: 5000 }).catch(() => {});
+          await page.waitForLoadState("networkidle", { timeout: TIMEOUT_MS }).catch(() => {});  // its graph loaded
+          report.old_link = decodeURIComponent(page.url().slice(opts.origin.length));
+          await page.goto(`${opts.origin}/${path}`, { waitUntil: "load", timeout: TIMEOUT_MS });
+        }
         report.pages[name] = await page.evaluate(() => {
           const cells = Array.from(document.querySelectorAll(".fb-page table td, .fb-page table th"));
           const tables = (root) => Array.from(root.querySelectorAll("table.fb-table")).map((t) => [

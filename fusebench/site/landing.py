@@ -14,8 +14,10 @@ commit on main's first-parent line (the commits asv draws):
   by side: the time on one over the time on the other, against their copy ceilings' ratio (a case
   as close to each ceiling shows the same ratio).
 
-The page has no script: its tables read as they are without JavaScript, and from ``file://``.
-Every stored string is escaped (jinja2 autoescape, ``templates/landing.html``).
+The tables are plain HTML: they read as they are without JavaScript, and from ``file://``; the
+page's one script sends an address of asv's page from before it moved to ``asv.html``
+(``index.html#<graph>``) on there. Every stored string is escaped (jinja2 autoescape,
+``templates/landing.html``).
 """
 
 from __future__ import annotations

@@ -590,4 +590,15 @@ def _build(checked: Path, results_dir: Path, html_dir: Path, ops, cdn: bool, pyt
     # asv's page makes way for the landing page; its scripts read index.json, not their page's name
     os.replace(html_dir / "index.html", html_dir / site_pages.ASV_PAGE)
     os.replace(html_dir / LANDING_STAGED, html_dir / site_pages.LANDING)
+    feed_to_asv_page(html_dir)
     return 0, reader
+
+
+def feed_to_asv_page(html_dir: Path) -> None:
+    """Point the regressions feed's links (``regressions.xml``: ``index.html#<graph>``) at asv's
+    page, where the graphs now are (the landing page also sends such an address on)."""
+    from fusebench.site.site_pages import ASV_PAGE
+
+    feed = html_dir / "regressions.xml"
+    if feed.is_file():
+        feed.write_text(feed.read_text().replace('href="index.html#', f'href="{ASV_PAGE}#'))
