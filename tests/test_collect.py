@@ -197,6 +197,8 @@ def test_machine_json_other_driver_is_a_warning_other_gpu_a_conflict(tmp_path, c
     assert (dest / machine / f"ffffffff-{path.name.split('-', 1)[1]}").exists()
 
     info_path.write_text(json.dumps({**info, "gpu": "NVIDIA B200"}))
+    moved = path.with_name("ffffffff-" + path.name.split("-", 1)[1])
+    moved.write_text(json.dumps({**data, "params": {**data["params"], "gpu": "NVIDIA B200"}}))
     out = _collect(other, "--into", dest)
     assert out.returncode == 1
     assert "is another GPU model" in out.stderr and "gpu: " in out.stderr
@@ -211,7 +213,8 @@ def test_differing_benchmark_definitions_keep_the_destinations_with_a_warning(tm
     bench = json.loads(bench_path.read_text())
     name = sorted(k for k in bench if k != "version")[0]
     bench[name]["version"] = "changed"
-    bench["suite.New.track_x"] = {"name": "suite.New.track_x", "version": "1"}
+    bench["suite.New.track_x"] = {"name": "suite.New.track_x", "version": "1", "type": "track", "params": [],
+                                  "param_names": []}
     bench_path.write_text(json.dumps(bench))
     plan = collect.plan([other], dest)
     stored = json.loads((dest / "benchmarks.json").read_text())

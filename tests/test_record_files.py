@@ -32,11 +32,22 @@ def _sweep(commit: str, op: str, ms: float) -> Sweep:
 
 
 def _host(folder: Path, name: str, data: bytes) -> Path:
-    """A host's output folder holding one record file ``name`` of h200 (and no result)."""
-    (folder / "results").mkdir(parents=True)
+    """A host's output folder holding one record file ``name`` of h200 and a result file of its
+    commit (a record is collected only beside its run's results)."""
     (folder / "records" / "h200").mkdir(parents=True)
     (folder / "records" / "h200" / name).write_bytes(data)
+    _result(folder / "results", name[:8])
     return folder
+
+
+def _result(results: Path, sha8: str) -> None:
+    """The committed H200 result of COMMIT, as the result of a commit starting ``sha8``, and its
+    machine.json, in ``results/h200/``."""
+    (results / "h200").mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(PROJECT_ROOT / "results" / "h200" / "machine.json", results / "h200" / "machine.json")
+    data = json.loads((PROJECT_ROOT / "results" / "h200" / f"{COMMIT[:8]}-existing-py3.12.json").read_text())
+    data["commit_hash"] = sha8 + data["commit_hash"][8:]
+    (results / "h200" / f"{sha8}-existing-py3.12.json").write_text(json.dumps(data))
 
 
 def _committed_json() -> dict:
@@ -228,15 +239,16 @@ def test_collect_stores_an_older_hosts_plain_record_compressed_keeping_its_time(
     with collect.locked(dest):
         written = collect.apply(collect.plan([host], dest), dest)
     stored = runrecord.records_dir(dest) / "h200" / STORED.name
-    assert written == [stored] and os.listdir(stored.parent) == [STORED.name]
+    assert stored in written and os.listdir(stored.parent) == [STORED.name]
     assert stored.read_bytes() == STORED.read_bytes()  # the same bytes the committed record has
     assert stored.stat().st_mtime == 1_700_000_000
     # the compressed form of the same record, collected into a folder holding the plain one: the same
     into = tmp_path / "into" / "results"
     shutil.copytree(host / "records", runrecord.records_dir(into))
+    shutil.copytree(host / "results", into)
     plan = collect.plan([_host(tmp_path / "new-host", STORED.name, STORED.read_bytes())], into)
     assert not plan.refused and plan.copies == [] and plan.merges == {}
-    assert plan.same == [runrecord.records_dir(into) / "h200" / STORED.name]
+    assert runrecord.records_dir(into) / "h200" / STORED.name in plan.same
 
 
 def test_a_share_merged_into_a_stored_plain_record_replaces_it(tmp_path):
@@ -253,8 +265,9 @@ def test_a_share_merged_into_a_stored_plain_record_replaces_it(tmp_path):
         Record("softmax", "eager", "16384", "float32", wall_time_ms=2.0, rounds=[{"wall_time_ms": 2.0}] * 3)],
         rounds=3, ceilings_gbps=[30.0])
     host = _host(tmp_path / "host", f"{commit[:8]}.json.xz", runrecord.to_stored(softmax))
+    _result(dest, commit[:8])
     with collect.locked(dest):
         written = collect.apply(collect.plan([host], dest), dest)
     stored = runrecord.record_path(records, "h200", commit)
-    assert written == [stored] and os.listdir(records / "h200") == [stored.name]
+    assert stored in written and os.listdir(records / "h200") == [stored.name]
     assert {r.op for r in runrecord.read(stored).records} == {"gelu", "softmax"}

@@ -169,7 +169,7 @@ def test_a_site_from_a_folder_carrying_markup_runs_no_script(tmp_path):
     from test_untrusted_site import poisoned_results
 
     html = tmp_path / "html"
-    assert site.publish(poisoned_results(tmp_path), html, OPS.values()) == 1  # the markup named, left out
+    assert site.publish(poisoned_results(tmp_path), html, OPS.values()) == 2  # the markup named, left out
     requested: list[str] = []
 
     class Recording(_Quiet):
@@ -231,7 +231,7 @@ def test_a_git_tag_with_markup_runs_no_script(tmp_path, monkeypatch):
         subprocess.run(["git", "tag", tag, "463f960f"], cwd=repo, check=True)
     monkeypatch.setattr(store, "PROJECT_ROOT", repo)  # asv publish reads git tags from there
     html_dir = tmp_path / "html"
-    assert site.publish(committed_folder("results"), html_dir, OPS.values()) == 1  # the tag named, left out
+    assert site.publish(committed_folder("results"), html_dir, OPS.values()) == 2  # the tag named, left out
     index = json.loads((html_dir / "index.json").read_text())
     assert list(index["tags"]) == ["v1.0"]
     assert site_fixes.TAG.fullmatch("v1.0")

@@ -67,7 +67,7 @@ def test_make_plots_exits_non_zero_naming_the_truncated_h200_file(tmp_path):
     bad.write_bytes(bad.read_bytes()[:1000])
     out = subprocess.run([sys.executable, "-m", "fusebench", "plots", "--results", str(res), "--out",
                           str(tmp_path / "plots")], cwd=PROJECT_ROOT, capture_output=True, text=True)
-    assert out.returncode == 1, out.stderr
+    assert out.returncode == 2, out.stderr
     err = out.stderr.strip().splitlines()
     errors = [line for line in err if line.startswith("plots: error: ")]  # beside "... not drawn" lines
     assert len(errors) == 1, err
@@ -129,7 +129,7 @@ def test_publish_ends_with_the_count_and_lists_the_file_on_the_plots_page(two_co
     site_dir.mkdir()
     monkeypatch.setattr(site.shutil, "which", lambda name: None)  # no npm: CDN URLs, a warning
     html = res.parent / "html"
-    assert site.publish(res, html, OPS.values(), cdn=True, site_dir=site_dir) == 1
+    assert site.publish(res, html, OPS.values(), cdn=True, site_dir=site_dir) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert f"publish: error: cannot read {bad}: " in "\n".join(err)
     assert err[-1] == "publish: 1 stored file(s) could not be read (named above) and were left out"

@@ -366,7 +366,7 @@ def write_runs_page(html_dir: Path, records_folder: Path, reader=None) -> Path:
     newest commit first per machine, GPU machines first, under an index of them (each run's
     anchor ``<machine>-<sha8>``); no script. An unreadable record
     (``runrecord.read``: refused or broken) is named on the page and noted in ``reader`` (a
-    ``results.Reader``: publish then names it and exits 1)."""
+    ``results.Reader``: publish then names it and exits 2)."""
     from markupsafe import Markup
 
     from fusebench.errors import UsageError
@@ -454,11 +454,11 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
     benchmark of ``benchmarks.json`` that fails.
 
     Returns 0 on success, asv's exit status when ``asv publish`` failed, 1 when the offline copies
-    could not be installed (npm missing or failing) and ``cdn`` is False, 1 when a stored file
-    could not be read or was refused, or a git tag is not a plain name (each named on stderr; the
-    site is published without them),
-    or when ``strict`` and some result will not be drawn; 2 when ``benchmarks.json`` is missing
-    or not asv's at all (nothing published).
+    could not be installed (npm missing or failing) and ``cdn`` is False,
+    or when ``strict`` and some result will not be drawn; 2 when a stored file could not be read
+    or was refused, or a git tag is not a plain name (each named on stderr; the site is published
+    without them: bad input, never 1), and when ``benchmarks.json`` is missing or not asv's at
+    all (nothing published).
     """
     from fusebench import tmpdirs
     from fusebench.site import drawable, site_fixes, site_readable
@@ -521,7 +521,7 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
         print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
               file=sys.stderr)
         return 1
-    return 1 if refused or bad_tags else unreadable
+    return 2 if refused or bad_tags else unreadable  # bad input; 1 is a regression
 
 
 @contextlib.contextmanager

@@ -215,6 +215,10 @@ class _Planner:
         self.bench: dict | None = None
         self.bench_origin: dict[str, Path] = {}
         self.bench_changed = False
+        # machine -> the GPU model of its folder (the destination's machine.json, else the first
+        # source's): a result or record of another model is refused (untrusted.same_gpu)
+        self.gpus: dict[str, str] = {}
+        self.refused_results: set[tuple[str, str]] = set()  # (machine, sha8), named already
         self._load_dest()
 
     def _refuse(self, exc: Refused) -> None:
@@ -227,6 +231,8 @@ class _Planner:
             self.planned[p] = p
             if p.name != "machine.json":
                 self.commits.setdefault((p.parent.name, p.name[:8]), []).append(p)
+            elif (gpu := untrusted.folder_gpu(p.parent)) is not None:
+                self.gpus[p.parent.name] = gpu
         # a stored record under the name a source's is stored as: the compressed one, else the plain
         for machine, p in runrecord.all_records(self.dest_records) if self.dest_records.is_dir() else []:
             self.planned[runrecord.record_path(self.dest_records, machine, runrecord.sha8(p))] = p
@@ -262,9 +268,13 @@ class _Planner:
         if bench is not None:
             self._benchmarks(bench)
 
-    def _check(self, path: Path, kind: str, machine: str | None) -> untrusted.Checked | None:
+    def _check(self, path: Path, kind: str, machine: str | None,
+               gpu: str | None = None) -> untrusted.Checked | None:
+        """``path`` checked (:func:`untrusted.check`), of the GPU model ``gpu`` of its machine
+        folder where that is known; None (and named) when refused."""
         try:
             checked = untrusted.check(path, kind, machine)
+            untrusted.same_gpu(checked, gpu)
         except Refused as exc:
             self._refuse(exc)
             return None
@@ -288,11 +298,13 @@ class _Planner:
             self._refuse(Refused(folder / "machine.json", f"missing (asv leaves out the {len(files)} "
                                                           "result file(s) beside it)"))
             return
-        if self._check(folder / "machine.json", "machine", machine):
+        info = self._check(folder / "machine.json", "machine", machine)
+        if info:
             self._machine_json(folder / "machine.json", machine)
+            self.gpus.setdefault(machine, info.gpu)
         for e in files:
             if e.name != "machine.json":
-                self._result(Path(e.path), machine)
+                self._result(Path(e.path), machine, info.gpu if info else None)
 
     def _records(self, folder: Path) -> None:
         try:
@@ -335,9 +347,10 @@ class _Planner:
             return None
         return there
 
-    def _result(self, path: Path, machine: str) -> None:
-        checked = self._check(path, "result", machine)
+    def _result(self, path: Path, machine: str, gpu: str | None) -> None:
+        checked = self._check(path, "result", machine, gpu)
         if checked is None:
+            self.refused_results.add((machine, path.name[:8]))
             return
         target = self.dest / machine / path.name
         new = target not in self.planned
@@ -402,7 +415,7 @@ class _Planner:
                         break
 
     def _record(self, path: Path, machine: str) -> None:
-        if self._check(path, "record", machine) is None:
+        if self._check(path, "record", machine, self.gpus.get(machine)) is None:
             return
         target = runrecord.record_path(self.dest_records, machine, runrecord.sha8(path))
         there = self._there_same(path, target, "record")
@@ -501,8 +514,21 @@ class _Planner:
                 f"(e.g. {differ[0]})" + (f"; results stored with version {', '.join(versions)} of "
                                          "them are not drawn by asv publish" if versions else ""))
 
+    def _records_have_results(self) -> None:
+        """Each record to be stored sits beside a result file of its commit in its machine's folder
+        (stored or collected): a record alone is a run no reader can pair."""
+        targets = self.plan.copies + [(f[-1], t) for t, f in self.plan.merged_from.items()]
+        for source, target in targets:
+            sha8, machine = runrecord.sha8(target), target.parent.name
+            if target.is_relative_to(self.dest_records) and not self.commits.get((machine, sha8)) \
+                    and (machine, sha8) not in self.refused_results:
+                self._refuse(Refused(source, f"a run record with no result file of commit {sha8} in "
+                                             f"{self.dest / machine}/, stored or collected (a record sits "
+                                             "beside its run's results)"))
+
     def finish(self) -> Plan:
         self._compare_commits()
+        self._records_have_results()
         seen, unique = set(), []
         for line in self.plan.unreadable:  # a file named twice (checked, then compared): once
             if line not in seen:

@@ -14,9 +14,11 @@ this machine, not in the run's grid, a metric not measured on this device).
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import json
 import math
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,7 +108,7 @@ def _load(path: Path, checked: bool = True) -> Run:
         raise ValueError(f"in {path.parent}/, a symlink; stored folders must be real")
     try:
         if checked:
-            untrusted.check(path, "result", path.parent.name)
+            untrusted.same_gpu(untrusted.check(path, "result", path.parent.name), _folder_gpu(path.parent))
     except untrusted.Refused as exc:
         raise ValueError(exc.why) from None
     res = Results.load(str(path))
@@ -122,6 +124,23 @@ def _load(path: Path, checked: bool = True) -> Run:
     fields = {k: v for k, v in res.params.items()}
     return Run(machine=fields.get("machine", path.parent.name), commit=res.commit_hash,
                date=res.date or 0, fields=fields, values=values, files=[path])
+
+
+def _folder_gpu(folder: Path) -> str | None:
+    """The GPU model of a stored machine folder (``untrusted.folder_gpu``: its ``machine.json``'s),
+    read once per version of that file (a reader loads thousands of result files of one folder)."""
+    try:
+        st = os.stat(folder / "machine.json", follow_symlinks=False)
+    except OSError:
+        return None
+    return _gpu_of_folder(str(folder), st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _gpu_of_folder(folder: str, *stamp: int) -> str | None:
+    from fusebench.storage import untrusted
+
+    return untrusted.folder_gpu(Path(folder))
 
 
 def read_file(path: Path) -> Run:
@@ -429,7 +448,8 @@ def report_unreadable(reader, prog: str, count: bool = False) -> int:
     Args:
         count: end with a count line even when every file was read (``make publish``).
 
-    Returns 1 when some file was unreadable (the exit status of a reader that left data out), else 0.
+    Returns 2 when some file was unreadable (the exit status of a reader that left bad input out;
+    never 1, which means a regression or a collect conflict), else 0.
     """
     for line in reader.lines(prog):
         print(line, file=sys.stderr)
@@ -439,4 +459,4 @@ def report_unreadable(reader, prog: str, count: bool = False) -> int:
               file=sys.stderr)
     elif count:
         print(f"{prog}: every stored file was read ({reader.files_read} result files)", file=sys.stderr)
-    return 1 if bad else 0
+    return 2 if bad else 0

@@ -28,6 +28,9 @@ from pathlib import Path
 MAX_BYTES = {"result": 16 << 20, "record": 64 << 20, "machine": 64 << 10, "benchmarks": 16 << 20}
 #: Deepest nesting of lists and objects accepted (asv's and our files nest 5 deep).
 MAX_DEPTH = 16
+#: The most digits an integer of a file from another host may have (2^63 has 19: no count,
+#: size, seed or date a run writes has more).
+MAX_INT_DIGITS = 19
 
 #: An asv machine name: a folder name, a URL part and a selector on the site.
 MACHINE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
@@ -63,7 +66,9 @@ class Refused(Exception):
 @dataclass(frozen=True)
 class Checked:
     """A file that passed: its kind, machine (None for ``benchmarks.json``), commit (results and
-    records), size and SHA-256 (to notice a change between the check and the copy)."""
+    records), size and SHA-256 (to notice a change between the check and the copy), and the GPU
+    model it says it ran on (:func:`gpu_of`; None for ``benchmarks.json`` and a record that names
+    none)."""
 
     path: Path
     kind: str
@@ -71,11 +76,201 @@ class Checked:
     commit: str | None
     size: int
     digest: str
+    gpu: str | None = None
+
+
+def gpu_of(kind: str, data: dict) -> str | None:
+    """The GPU model a checked file of ``kind`` says: a machine folder's is its ``machine.json``'s
+    ``gpu`` and a result's its ``params.gpu`` (each ``"none"`` without one: asv's entry of a
+    CPU run, ``fusebench.asv.store.machine_info``); a record's its ``environment.gpu`` (None when
+    it names none). A machine folder holds one GPU model's figures: a result or record whose
+    model differs from its folder's ``machine.json`` is refused (:func:`same_gpu`)."""
+    if kind == "machine":
+        return str(data.get("gpu") or "none")
+    if kind == "result":
+        return str(data["params"].get("gpu") or "none")
+    if kind == "record":
+        gpu = data["environment"].get("gpu")
+        return None if gpu is None else str(gpu)
+    return None
+
+
+def same_gpu(checked: Checked, expected: str | None) -> None:
+    """A checked result or record ran on its machine folder's GPU model ``expected`` (None: the
+    folder's ``machine.json`` is not there to say; a record that names no GPU says nothing).
+
+    Raises:
+        Refused: they differ (an A100's figures in ``results/h200/`` would join the H200's graphs).
+    """
+    if expected is not None and checked.gpu is not None and checked.gpu != expected:
+        raise Refused(checked.path, f"ran on GPU {_cut(checked.gpu)} but its machine folder "
+                                    f"{checked.machine}/ holds {_cut(expected)} (its machine.json); one "
+                                    "folder, one GPU model")
+
+
+def folder_gpu(folder: Path) -> str | None:
+    """The GPU model of the stored machine folder ``folder``: its ``machine.json``'s (:func:`gpu_of`);
+    None when it has none that passes :func:`check` (then its own check names it)."""
+    try:
+        return check(folder / "machine.json", "machine", folder.name).gpu
+    except Refused:
+        return None
 
 
 def _cut(value: object, limit: int = 60) -> str:
     text = str(value).replace("\n", " ")
     return repr(text[:limit] + ("..." if len(text) > limit else ""))
+
+
+#: The largest figure a run can produce, per asv unit (a call of an hour; 1 PB/s; ...). A larger
+#: one is impossible, and asv's step detection grew past 13 GB in 90 s on 1e308 (issue 42).
+MAX_FIGURE = {"seconds": 3600.0, "GB/s": 1e6, "%": 1e5, "TFLOP/s": 1e6, "mJ": 1e9}
+
+
+@dataclass(frozen=True)
+class Bound:
+    """What a number field of a file from another host may hold: a number (an int where
+    ``integer``) from ``low`` to ``high`` (``low`` itself unless ``above``), null where
+    ``optional``, NaN and infinity where ``nan`` (a correctness error that could not be computed)."""
+
+    low: float
+    high: float
+    integer: bool = False
+    above: bool = False
+    optional: bool = True
+    nan: bool = False
+    #: What a value above ``high`` would be, said after it.
+    beyond: str = "more than any run writes"
+
+
+def number_problem(value: object, bound: Bound) -> str | None:
+    """Why ``value`` (parsed JSON) is not a number ``bound`` allows, None when it is. The one
+    check of a number from another host: its type first, an int compared as an int (exactly,
+    never converted: ``math.isfinite(10**400)`` raises OverflowError), a float's finiteness,
+    then its range."""
+    if value is None:
+        return None if bound.optional else "is null"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return "is not an integer" if bound.integer else "is not a finite number"
+    if type(value) is float:
+        if bound.integer:
+            return "is not an integer"
+        if not math.isfinite(value):
+            return None if bound.nan else "is not a finite number"
+    if value < bound.low or (bound.above and value == bound.low):
+        return ("is not positive" if bound.above else "is negative") if bound.low == 0 else \
+            f"is below {bound.low:g}"
+    if value > bound.high:
+        return f"is larger than {bound.high:g}, {bound.beyond}"
+    return None
+
+
+def figure_problem(value: object, metric, asv: bool = False) -> str | None:
+    """Why ``value``, a figure of ``metric`` (``fusebench.metrictable.Metric``) in its record's
+    unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a finite number,
+    negative, zero (only an IQR may be: a spread), or beyond :data:`MAX_FIGURE`
+    (:func:`number_problem`). None when it is a figure a run can produce."""
+    if value is None:
+        return "is not a finite number"
+    return number_problem(value, _figure_bound(metric, asv))
+
+
+@functools.cache
+def _figure_bound(metric, asv: bool) -> Bound:
+    spread = metric.field.endswith("_iqr_ms")
+    return Bound(0.0, MAX_FIGURE.get(metric.unit, 1e9) / (1.0 if asv else metric.scale), above=not spread,
+                 beyond="more than any run can measure")
+
+
+#: What a number anywhere else in a file from another host may be when no field rule says more:
+#: finite, and no larger than the largest figure of any unit (an int bounded by its digits).
+ANY_NUMBER = Bound(-1e15, 1e15)
+#: A date or start time in ms since the epoch (asv's ``date``, ``started_at``): from 1970 to 2200.
+DATE_MS = Bound(0, 7258118400000, integer=True, beyond="a date after 2200 (ms since 1970)")
+#: Counts of calls and repeats a run may time, and of seconds a run may take.
+_COUNT = Bound(1, 1e9, integer=True)
+_SECONDS = Bound(0, 1e7)
+#: The most rounds a run may have (``fusebench.config.MAX_ROUNDS``, not imported: reading a file
+#: from another host imports no case file; a test checks they agree).
+MAX_ROUNDS = 100
+
+#: The number fields of a run record (``fusebench.record.Sweep``) and their bounds.
+SWEEP_NUMBERS = {
+    "ceiling_gbps": Bound(0, MAX_FIGURE["GB/s"], above=True, optional=False),
+    "peak_tflops": Bound(0, MAX_FIGURE["TFLOP/s"], above=True),
+    "rounds": Bound(1, MAX_ROUNDS, integer=True, optional=False),
+}
+#: Each value of the Sweep's lists and mappings of numbers.
+SWEEP_EACH = {
+    "ceilings_gbps": SWEEP_NUMBERS["ceiling_gbps"],
+    "phases": Bound(0, 1e7, optional=False),
+    "methods": Bound(1, 1000, integer=True, optional=False),
+}
+#: ``Sweep.timing``: the stopping rule (``fusebench.measure.stopping.StopRule``).
+TIMING_NUMBERS = {"max_noise": Bound(0, 1), "max_s": Bound(0, 3600), "min_samples": _COUNT}
+#: The number fields of a case (``fusebench.record.Record``) other than its metrics' figures.
+RECORD_NUMBERS = {
+    "seed": Bound(0, 2**64 - 1, integer=True, optional=False),
+    "bytes_moved": Bound(0, 2**53, integer=True, optional=False),
+    "max_rel_error": Bound(0, math.inf, nan=True),
+    "tolerance": Bound(0, 1e6),
+    "graph_calls": _COUNT, "repeats": _COUNT, "hot_calls": _COUNT,
+    "noise": Bound(0, 1e6), "noise_within": Bound(0, 1e6),
+    "bandwidth_cold_gbps": Bound(0, MAX_FIGURE["GB/s"], above=True),
+    "launches": Bound(0, 1e9, integer=True), "compile_s": _SECONDS,
+    "flops": Bound(0, 2**63, integer=True), "gpu_index": Bound(0, 1023, integer=True),
+    "energy_pj_per_byte": Bound(0, 1e15), "energy_w": Bound(0, 1e5),
+}
+#: Each of a case's ``dropped_rounds`` (0-based round numbers).
+DROPPED_ROUND = Bound(0, MAX_ROUNDS - 1, integer=True, optional=False)
+#: A round's number fields other than its timings (``fusebench.measure.sweep``), and those of its
+#: energy reading.
+ROUND_NUMBERS = {"repeats": _COUNT, "cold_repeats": _COUNT}
+ENERGY_NUMBERS = {"mj": Bound(0, 1e12), "calls": _COUNT, "s": _SECONDS}
+#: Each count of a round's ``samples`` (per timed mode).
+SAMPLES = Bound(0, 1e9, integer=True, optional=False)
+
+
+def _number(value: object, bound: Bound, path: Path, what: str) -> None:
+    if (why := number_problem(value, bound)) is not None:
+        raise Refused(path, f"{what} {_cut(value)} {why}")
+
+
+def _numbers(data: dict, bounds: dict, path: Path, what: str) -> None:
+    """Each field of ``bounds`` that ``data`` holds within its bound (a missing one is the
+    schema's concern: :func:`_keys`)."""
+    for key, bound in bounds.items():
+        if key in data:
+            _number(data[key], bound, path, f"{what}.{key}" if what else key)
+
+
+def _each_number(values: object, bound: Bound, path: Path, what: str) -> None:
+    items = values.items() if isinstance(values, dict) else enumerate(values) \
+        if isinstance(values, list) else ()
+    for key, value in items:
+        _number(value, bound, path, f"{what}[{key!r}]" if isinstance(key, str) else f"{what}[{key}]")
+
+
+def check_sweep_numbers(path: Path, data: dict) -> None:
+    """The number fields of a run record that passed :func:`check_record`, other than its
+    metrics' figures (:func:`check_record_figures`): each within its :class:`Bound`
+    (:data:`SWEEP_NUMBERS`, :data:`RECORD_NUMBERS`, ...): a copy ceiling of NaN, -5 or 0, a
+    peak of infinity, 0 repeats, -1 bytes or 10**4000 rounds is refused."""
+    _numbers(data, SWEEP_NUMBERS, path, "")
+    for key, bound in SWEEP_EACH.items():
+        _each_number(data.get(key, []), bound, path, key)
+    _numbers(_object(data.get("timing", {}), path, "timing"), TIMING_NUMBERS, path, "timing")
+    for i, rec in enumerate(data["records"]):
+        what = f"records[{i}]"
+        _numbers(rec, RECORD_NUMBERS, path, what)
+        _each_number(rec.get("dropped_rounds", []), DROPPED_ROUND, path, f"{what}.dropped_rounds")
+        for j, rnd in enumerate(rec.get("rounds", [])):
+            if isinstance(rnd, dict):
+                _numbers(rnd, ROUND_NUMBERS, path, f"{what}.rounds[{j}]")
+                if isinstance(rnd.get("energy"), dict):
+                    _numbers(rnd["energy"], ENERGY_NUMBERS, path, f"{what}.rounds[{j}].energy")
+                if isinstance(rnd.get("samples"), dict):
+                    _each_number(rnd["samples"], SAMPLES, path, f"{what}.rounds[{j}].samples")
 
 
 def read_bytes(path: Path, max_bytes: int) -> bytes:
@@ -168,30 +363,49 @@ _AS_PARENS = bytes.maketrans(b"[]{}", b"()()")
 def text_depth(data: bytes) -> int:
     """:func:`depth` of the value of ``data``, valid JSON text, read off its brackets outside
     strings (C-speed passes over the bytes instead of a Python walk of every value: a record of
-    1.4 MB in 16 ms instead of 50); more than :data:`MAX_DEPTH` stops at ``MAX_DEPTH + 1``."""
+    1.4 MB in 16 ms instead of 50); more than :data:`MAX_DEPTH` stops at ``MAX_DEPTH + 1``. Of
+    text whose brackets do not pair, the depth of its pairs."""
     brackets = _JSON_STRING.sub(b"", data).translate(_AS_PARENS, _NOT_BRACKET)
     level = 0
     while brackets and level <= MAX_DEPTH:  # each pass removes the innermost pairs: one level
-        brackets = brackets.replace(b"()", b"")
-        level += 1
+        shorter = brackets.replace(b"()", b"")
+        if len(shorter) == len(brackets):  # unbalanced: not JSON, which the parser then says
+            break
+        brackets, level = shorter, level + 1
     return level
 
 
+class _LongInteger(ValueError):
+    """An integer literal longer than :data:`MAX_INT_DIGITS` digits (:func:`parse`)."""
+
+
+def _bounded_int(text: str) -> int:
+    """``json.loads``' ``parse_int``: an integer of at most :data:`MAX_INT_DIGITS` digits."""
+    if len(text) - text.startswith("-") > MAX_INT_DIGITS:
+        raise _LongInteger(f"an integer of {len(text) - text.startswith('-')} digits (no field holds "
+                           f"more than {MAX_INT_DIGITS}: 10**400 overflows every float conversion)")
+    return int(text)
+
+
 def parse(path: Path, data: bytes) -> object:
-    """``data`` (the bytes of ``path``) as JSON nested at most :data:`MAX_DEPTH` deep.
+    """``data`` (the bytes of ``path``) as JSON nested at most :data:`MAX_DEPTH` deep, each of its
+    integers of at most :data:`MAX_INT_DIGITS` digits (refused before Python builds it, so no
+    reader ever converts 10**400 to a float). The nesting is measured on the bytes before they
+    are parsed: 100,000 nested brackets never reach the parser's recursion.
 
     Raises:
-        Refused: not UTF-8 JSON, or nested too deep.
+        Refused: not UTF-8 JSON, nested too deep, or an integer too long.
     """
-    try:
-        value = json.loads(data)
-    except RecursionError:
-        raise Refused(path, f"JSON nested deeper than {MAX_DEPTH} levels") from None
-    except ValueError as exc:
-        raise Refused(path, f"not valid JSON: {str(exc).splitlines()[0][:100]}") from None
     if text_depth(data) > MAX_DEPTH:
         raise Refused(path, f"JSON nested deeper than {MAX_DEPTH} levels")
-    return value
+    try:
+        return json.loads(data, parse_int=_bounded_int)
+    except RecursionError:
+        raise Refused(path, f"JSON nested deeper than {MAX_DEPTH} levels") from None
+    except _LongInteger as exc:
+        raise Refused(path, str(exc)) from None
+    except ValueError as exc:
+        raise Refused(path, f"not valid JSON: {str(exc).splitlines()[0][:100]}") from None
 
 
 def _need(ok: bool, path: Path, why: str) -> None:
@@ -266,8 +480,7 @@ def check_result(path: Path, data: object, machine: str) -> str:
     _need(commit[:8] == named.group(1), path, f"commit_hash {commit[:12]} disagrees with the file name")
     env = _match(ENV_NAME, data.get("env_name"), path, "env_name")
     _need(env == named.group(2), path, f"env_name {_cut(env)} disagrees with the file name")
-    _need(data.get("date") is None or (isinstance(data["date"], int) and not isinstance(data["date"], bool)),
-          path, "date is not an integer")
+    _number(data.get("date"), DATE_MS, path, "date")
     _plain_fields(data.get("params"), path, "params")
     _need(data["params"].get("machine") == machine, path,
           f"params.machine {_cut(data['params'].get('machine'))} differs from its folder {machine}/")
@@ -287,12 +500,48 @@ def check_result(path: Path, data: object, machine: str) -> str:
             _params(cells["params"], path, f"params of {name}")
         if cells.get("version") is not None:
             _match(PLAIN, cells["version"], path, f"version of {name}")
+        _cells(path, name, cells)
     for key, value in _object(data.get("durations", {}), path, "durations").items():
         _need(isinstance(key, str) and (_DURATION.fullmatch(key) or BENCHMARK.fullmatch(key)), path,
               f"durations key {_cut(key)} is not a benchmark name")
-        _need(isinstance(value, (int, float)) and not isinstance(value, bool), path,
-              f"durations of {_cut(key)} is not a number")
+        _number(value, Bound(0, 1e7, optional=False), path, f"durations of {_cut(key)}")
     return commit
+
+
+#: asv's columns of a result row other than ``result``, ``params`` and ``version``, and what each
+#: value (one per parameter combination where the benchmark has parameters) may be: asv's
+#: publish reads them as numbers (``asv.results``, ``asv._stats.get_weight``).
+_CELL_BOUNDS = {"started_at": DATE_MS, "duration": Bound(0, 1e7),
+                **{c: Bound(-1e15, 1e15, nan=True) for c in ("stats_ci_99_a", "stats_ci_99_b", "stats_q_25",
+                                                              "stats_q_75")},
+                "stats_number": Bound(0, 1e12), "stats_repeat": Bound(0, 1e12)}
+
+
+def _cells(path: Path, name: str, cells: dict) -> None:
+    """The cells of one result row: a parametrized benchmark's ``result`` is a list of one value
+    per combination of its ``params`` (asv's publish indexes it so), its statistics numbers or
+    null, its samples lists of numbers or null, its profile text or null."""
+    params = cells.get("params") or []
+    combos = math.prod(len(axis) for axis in params) if params else None
+    result = cells.get("result")
+    if combos is not None and result is not None:
+        _need(isinstance(result, list) and len(result) == combos, path, f"results of {name}: "
+              f"{len(result) if isinstance(result, list) else 'not a list of'} values for {combos} "
+              "parameter combinations")
+    for column, bound in _CELL_BOUNDS.items():
+        value = cells.get(column)
+        if isinstance(value, list) and column not in ("started_at",):
+            _each_number(value, bound, path, f"{column} of {name}")
+        else:
+            _number(value, bound, path, f"{column} of {name}")
+    samples = cells.get("samples")
+    if samples is not None:
+        _need(isinstance(samples, list), path, f"samples of {name} is not a list")
+        for s in samples:
+            _need(s is None or isinstance(s, list), path, f"samples of {name} is not a list of lists")
+            _each_number(s or [], Bound(-1e15, 1e15, optional=False), path, f"samples of {name}")
+    _need(cells.get("profile") is None or isinstance(cells["profile"], str), path,
+          f"profile of {name} is not text")
 
 
 #: The keys asv 0.6 writes for a benchmark in ``benchmarks.json``, and the check of each value.
@@ -319,10 +568,21 @@ def check_benchmarks(path: Path, data: object) -> None:
             check_benchmark(path, name, bm)
 
 
+#: The fields asv 0.6 writes for every benchmark, which its publish reads without a default.
+BENCHMARK_REQUIRED = ("name", "type", "version", "params", "param_names")
+
+
 def check_benchmark(path: Path, name: object, bm: object) -> None:
-    """One benchmark ``name`` -> ``bm`` of ``benchmarks.json`` (see :func:`check_benchmarks`)."""
+    """One benchmark ``name`` -> ``bm`` of ``benchmarks.json`` (see :func:`check_benchmarks`),
+    with asv's own rule (``asv.commands.publish.check_benchmark_params``): as many parameter names
+    as parameter axes."""
     _match(BENCHMARK, name, path, "benchmark name")
     bm = _object(bm, path, f"benchmark {name}")
+    missing = [k for k in BENCHMARK_REQUIRED if k not in bm]
+    _need(not missing, path, f"benchmark {name}: missing {', '.join(missing)}")
+    names, axes = (len(v) if isinstance(v, list) else "no list of" for v in (bm["param_names"], bm["params"]))
+    _need(isinstance(names, int) and names == axes, path, f"benchmark {name}: {names} parameter name(s) for "
+          f"{axes} parameter axes (asv's publish stops on it)")
     for key, value in bm.items():
         kind = BENCHMARK_KEYS.get(key)
         _need(kind is not None, path, f"benchmark {name}: unknown field {_cut(key)}")
@@ -341,8 +601,7 @@ def check_benchmark(path: Path, name: object, bm: object) -> None:
             _need(isinstance(value, str) and len(value) <= MAX_CODE, path, f"{what} is not text "
                   f"of at most {MAX_CODE} characters")
         elif kind == _NUMBER:
-            _need(value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)),
-                  path, f"{what} is not a number")
+            _number(value, ANY_NUMBER, path, what)
         elif kind == "type":
             _need(value in _TYPES, path,
                   f"{what} {_cut(value)} is not one of {', '.join(sorted(_TYPES))}")
@@ -397,27 +656,6 @@ PYTHON = re.compile(r"([0-9]{1,3})\.([0-9]{1,3})(\.[0-9]{1,4})?")
 STATUSES = ("ok", "failed", "skipped")
 
 
-#: The largest figure a run can produce, per asv unit (a call of an hour; 1 PB/s; ...). A larger
-#: one is impossible, and asv's step detection grew past 13 GB in 90 s on 1e308 (issue 42).
-MAX_FIGURE = {"seconds": 3600.0, "GB/s": 1e6, "%": 1e5, "TFLOP/s": 1e6, "mJ": 1e9}
-
-
-def figure_problem(value: object, metric, asv: bool = False) -> str | None:
-    """Why ``value``, a figure of ``metric`` (``fusebench.metrictable.Metric``) in its record's
-    unit (ms for times; with ``asv``, in asv's: seconds), is impossible: not a finite number,
-    negative, zero (only an IQR may be: a spread), or beyond :data:`MAX_FIGURE`. None when it is
-    a figure a run can produce."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        return "is not a finite number"
-    spread = metric.field.endswith("_iqr_ms")
-    if value < 0 or (value == 0 and not spread):
-        return "is not positive" if not spread else "is negative"
-    limit = MAX_FIGURE.get(metric.unit, 1e9) / (1.0 if asv else metric.scale)
-    if value > limit:
-        return f"is larger than {limit:g}, more than any run can measure"
-    return None
-
-
 def check_record_figures(path: Path, data: dict) -> None:
     """What the gate and asv's files read, in a run record that passed :func:`check_record`:
     each case's ``status`` one of :data:`STATUSES`, each metric's field
@@ -465,14 +703,14 @@ def check_record_figures(path: Path, data: dict) -> None:
         if key in seen:
             raise Refused(path, f"records[{i}]: case {'/'.join(key)} is in the record twice")
         seen.add(key)
+    check_sweep_numbers(path, data)
 
 
 def check_result_figures(path: Path, data: dict) -> None:
     """Each value of an asv result file that passed :func:`check_result`: null (the case
     failed), NaN (skipped) or a figure a run can produce (:func:`figure_problem`, in asv's unit)
-    for a metric of ``fusebench.metrictable``; a finite number for another benchmark."""
-    import math
-
+    for a metric of ``fusebench.metrictable``; a finite number (:data:`ANY_NUMBER`) for another
+    benchmark."""
     from fusebench.metrictable import BY_NAME
 
     column = data["result_columns"].index("result") if "result" in data["result_columns"] else None
@@ -486,11 +724,8 @@ def check_result_figures(path: Path, data: dict) -> None:
         for value in values:
             if value is None or (isinstance(value, float) and math.isnan(value)):
                 continue
-            if metric is not None:
-                why = figure_problem(value, metric, asv=True)
-            else:
-                why = None if (isinstance(value, (int, float)) and not isinstance(value, bool)
-                               and math.isfinite(value)) else "is not a finite number"
+            why = number_problem(value, ANY_NUMBER) if metric is None else \
+                figure_problem(value, metric, asv=True)
             _need(why is None, path, f"a value of {name} {_cut(value)} {why} (null when failed, NaN "
                                      "when skipped)")
 
@@ -582,7 +817,8 @@ def check(path: Path, kind: str, machine: str | None = None) -> Checked:
         check_machine(path, value, machine)
     else:
         check_benchmarks(path, value)
-    return Checked(path, kind, machine, commit, len(data), hashlib.sha256(data).hexdigest())
+    return Checked(path, kind, machine, commit, len(data), hashlib.sha256(data).hexdigest(),
+                   gpu_of(kind, value))
 
 
 def entries(folder: Path) -> list[os.DirEntry]:
@@ -623,7 +859,8 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
     refused: list[Refused] = []
     into.mkdir(parents=True, exist_ok=True)
 
-    def keep(path: Path, kind: str, machine: str | None, target: Path) -> bool:
+    def keep(path: Path, kind: str, machine: str | None, target: Path, gpu: str | None = None) -> str | None:
+        """Copy ``path`` to ``target`` when it passes; its GPU model (:func:`gpu_of`), else None."""
         try:
             data = read_bytes(path, MAX_BYTES[kind])
             value = parse(path, data)
@@ -632,12 +869,14 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
                 check_result_figures(path, value)
             else:
                 check_machine(path, value, machine)
+            said = Checked(path, kind, machine, None, len(data), "", gpu_of(kind, value))
+            same_gpu(said, gpu)
         except Refused as exc:
             refused.append(exc)
-            return False
+            return None
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        return True
+        return said.gpu
 
     try:
         top = entries(results_dir)
@@ -658,11 +897,12 @@ def checked_copy(results_dir: Path, into: Path) -> list[Refused]:
             if MACHINE.fullmatch(entry.name) is None:
                 refused.append(Refused(path, "not a machine name (letters, digits, '.', '_', '-')"))
                 continue
-            if not keep(path / "machine.json", "machine", entry.name, into / entry.name / "machine.json"):
+            gpu = keep(path / "machine.json", "machine", entry.name, into / entry.name / "machine.json")
+            if gpu is None:
                 continue
             for e in files:
                 if e.name != "machine.json":
-                    keep(Path(e.path), "result", entry.name, into / entry.name / e.name)
+                    keep(Path(e.path), "result", entry.name, into / entry.name / e.name, gpu)
     return refused
 
 

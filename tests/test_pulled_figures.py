@@ -1,0 +1,266 @@
+"""Issue 56, items 6 to 9: one check of every number and field of a file from another host, used
+by collect and by every reader (``fusebench/storage/untrusted.py``): an integer of 400 digits, a
+result of another GPU model in a machine's folder, a record without its result, a
+``benchmarks.json`` asv's publish stops on, and the fields outside the figures (ceiling, peak,
+repeats, bytes, rounds, date) are each one line naming the file, exit 2, in collect and in the
+readers. Fast: the hosts are made of the committed H200 files (``test_safe_pull``'s)."""
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from committed import committed, committed_folder
+from test_safe_pull import HEAD8, _folder, _run
+
+from fusebench.metrictable import BY_NAME
+from fusebench.paths import PROJECT_ROOT
+from fusebench.record import decode, encode
+from fusebench.storage import collect, runrecord, untrusted
+
+RESULT = f"{HEAD8}-existing-py3.12.json"
+
+
+def _paths(results: Path) -> tuple[Path, Path]:
+    """The result file and the run record of HEAD8 under ``results`` (and its records folder)."""
+    return results / "h200" / RESULT, runrecord.records_dir(results) / "h200" / f"{HEAD8}.json.xz"
+
+
+def _edit(path: Path, change) -> None:
+    """Change the JSON of a result file or a record in place (a record stays compressed)."""
+    data = json.loads(decode(path.read_bytes(), path.name))
+    change(data)
+    path.write_bytes(encode(data) if path.name.endswith(".xz") else json.dumps(data).encode())
+
+
+def _poisoned(tmp_path: Path, where: str, change) -> tuple[Path, Path]:
+    """A results folder of HEAD8 on h200 whose result (``where="result"``) or record was changed
+    by ``change``; and that file."""
+    results = _folder(tmp_path, "record", 0.018)
+    path = _paths(results)[0 if where == "result" else 1]
+    _edit(path, change)
+    return results, path
+
+
+def _one_error(code: int, err: list[str], prog: str, path: Path, *words: str) -> str:
+    """The one error line of a refused command: exit 2 (never 1: a regression or a conflict),
+    naming ``path`` and each of ``words``; no traceback."""
+    errors = [line for line in err if "error" in line]
+    assert code == 2 and len(errors) == 1, err
+    assert errors[0].startswith(f"{prog}: error: ") and str(path) in errors[0], err
+    assert all(w in errors[0] for w in words), (words, errors[0])
+    assert not any("Traceback" in line or "OverflowError" in line for line in err), err
+    return errors[0]
+
+
+def _collect(capsys, tmp_path: Path, source: Path) -> tuple[int, list[str]]:
+    code, err = _run(capsys, "collect", "--into", tmp_path / "into" / "results", source)
+    assert not (tmp_path / "into" / "results" / "h200").exists(), "something was written"
+    return code, err
+
+
+# -- item 6: an integer of 400 digits ------------------------------------------------------------
+
+def _huge_figure(where: str):
+    def change(d):
+        if where == "result":
+            d["results"]["suite.Gelu.track_device_time"][0][0] = 10**400
+        else:
+            d["records"][0]["device_time_ms"] = 10**400
+    return change
+
+
+@pytest.mark.parametrize("where", ["result", "record"])
+def test_an_integer_of_400_digits_is_refused_by_collect_naming_the_file(tmp_path, capsys, where):
+    """Item 6: ``collect`` exited 1 (the conflict code) with ``OverflowError: int too large to
+    convert to float``, no file named."""
+    source, bad = _poisoned(tmp_path, where, _huge_figure(where))
+    code, err = _collect(capsys, tmp_path, source)
+    _one_error(code, err, "collect", bad, "an integer of 401 digits")
+
+
+@pytest.mark.parametrize("where", ["result", "record"])
+def test_an_integer_of_400_digits_in_a_stored_file_is_one_line_for_every_reader(tmp_path, capsys, where):
+    """Item 6: stored by a pull, compare exited 1 (the regression code), and table, store and
+    plots exited 1 with OverflowError."""
+    results, bad = _poisoned(tmp_path, where, _huge_figure(where))
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", results)
+    _one_error(code, err, "compare", bad, "an integer of 401 digits")
+    if where == "record":
+        for argv in (("table", bad), ("store", bad)):
+            code, err = _run(capsys, *argv)
+            _one_error(code, err, argv[0], bad, "an integer of 401 digits")
+    else:
+        code, err = _run(capsys, "plots", "--results", results, "--out", tmp_path / "plots")
+        assert code == 2 and any(line.startswith(f"plots: error: cannot read {bad}: an integer of 401 "
+                                                 "digits") for line in err), err
+        refused = untrusted.checked_copy(results, tmp_path / "site")
+        assert [(r.path, r.why.split(" (")[0]) for r in refused] == [(bad, "an integer of 401 digits")]
+
+
+def test_a_large_integer_figure_is_judged_as_an_integer_never_converted():
+    """Item 6: ``figure_problem`` called ``math.isfinite`` on an int (10**400: OverflowError);
+    an integer a file may hold (19 digits) is compared as an int."""
+    metric = BY_NAME["track_device_time"]
+    assert untrusted.figure_problem(10**400, metric) == ("is larger than 3.6e+06, more than any run can "
+                                                         "measure")
+    assert untrusted.figure_problem(10**18, metric, asv=True).startswith("is larger than 3600,")
+    assert untrusted.figure_problem(2, metric, asv=True) is None
+    assert untrusted.figure_problem(True, metric) == "is not a finite number"
+    assert untrusted.number_problem(10**400, untrusted.ANY_NUMBER).startswith("is larger than 1e+15")
+
+
+# -- item 7: one GPU model per machine folder; a record beside its result -------------------------
+
+def _a100(d):
+    if "params" in d:
+        d["params"]["gpu"] = "NVIDIA A100-SXM4-80GB"
+    else:
+        d["environment"]["gpu"] = "NVIDIA A100-SXM4-80GB"
+
+
+def test_a_result_and_record_of_another_gpu_in_a_machines_folder_are_refused_by_collect(tmp_path, capsys):
+    """Item 7: a result whose ``params.gpu`` and record said A100 in ``results/h200/`` (whose
+    machine.json says H200) was collected, exit 0."""
+    source = _folder(tmp_path, "record", 0.018)
+    result, record = _paths(source)
+    _edit(result, _a100)
+    _edit(record, _a100)
+    code, err = _collect(capsys, tmp_path, source)
+    errors = [line for line in err if "error:" in line and "refused" not in line]
+    assert code == 2 and [e.split(": ran on GPU")[0] for e in errors] == [
+        f"collect: error: {result}", f"collect: error: {record}"], err
+    assert all("'NVIDIA A100-SXM4-80GB' but its machine folder h200/ holds 'NVIDIA H200'" in e
+               for e in errors)
+
+
+def test_a_stored_result_of_another_gpu_is_refused_by_the_readers(tmp_path, capsys):
+    """Item 7: the readers judge a pulled file by collect's rule: compare names it, publish
+    leaves it out."""
+    results = _folder(tmp_path, "record", 0.018)
+    result, _ = _paths(results)
+    _edit(result, _a100)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", results)
+    _one_error(code, err, "compare", result, "ran on GPU 'NVIDIA A100-SXM4-80GB'")
+    refused = untrusted.checked_copy(results, tmp_path / "site")
+    assert [r.path for r in refused] == [result]
+    assert not (tmp_path / "site" / "h200" / RESULT).exists()
+
+
+def test_a_record_whose_result_is_in_another_machines_folder_is_refused(tmp_path, capsys):
+    """Item 7: a record collected into ``records/h200/`` whose result was in
+    ``results/cpu-x86_64/`` was accepted, leaving a record with no result."""
+    source = _folder(tmp_path, "record", 0.018)
+    shutil.move(source / "h200", source / "cpu-x86_64")
+    for path in (source / "cpu-x86_64").iterdir():
+        _edit(path, lambda d: d.update(machine="cpu-x86_64") if "version" in d and "machine" in d
+              else d["params"].update(machine="cpu-x86_64"))
+    record = _paths(source)[1]
+    code, err = _collect(capsys, tmp_path, source)
+    _one_error(code, err, "collect", record, f"a run record with no result file of commit {HEAD8} in "
+                                             f"{tmp_path / 'into' / 'results' / 'h200'}/")
+
+
+# -- item 8: benchmarks.json by asv's own rule ----------------------------------------------------
+
+def test_a_benchmark_with_fewer_parameter_names_than_axes_is_refused(tmp_path, capsys):
+    """Item 8: ``param_names: ["a"]`` against 3 parameter axes passed collect; publish then died
+    in asv's traceback with no ``publish: error`` line and no site."""
+    source = _folder(tmp_path, "record", 0.018)
+    bench = source / "benchmarks.json"
+    shutil.copyfile(PROJECT_ROOT / "results" / "benchmarks.json", bench)
+    _edit(bench, lambda d: d["suite.Gelu.track_device_time"].update(param_names=["a"]))
+    code, err = _collect(capsys, tmp_path, source)
+    _one_error(code, err, "collect", bench, "benchmark suite.Gelu.track_device_time: 1 parameter name(s) "
+                                            "for 3 parameter axes")
+    refused = untrusted.checked_copy(source, tmp_path / "site")  # what publish builds the site from
+    assert [(r.path, r.why.split(":")[0]) for r in refused] == [
+        (bench, "benchmark suite.Gelu.track_device_time")]
+    kept = json.loads((tmp_path / "site" / "benchmarks.json").read_text())
+    assert "suite.Gelu.track_device_time" not in kept and "suite.Gelu.track_bandwidth" in kept
+
+
+def test_what_the_benchmark_check_accepts_asvs_publish_accepts():
+    """asv's own check (``asv.commands.publish.check_benchmark_params``) passes every committed
+    benchmark, and refuses what :func:`untrusted.check_benchmark` refuses."""
+    from asv.commands.publish import check_benchmark_params
+
+    data = json.loads((committed_folder("results") / "benchmarks.json").read_text())
+    for name, bm in data.items():
+        if name != "version":
+            untrusted.check_benchmark(Path("b.json"), name, bm)
+            check_benchmark_params(name, dict(bm))
+    bad = dict(data["suite.Gelu.track_device_time"], param_names=["a"])
+    with pytest.raises(ValueError):
+        check_benchmark_params("suite.Gelu.track_device_time", bad)
+    with pytest.raises(untrusted.Refused):
+        untrusted.check_benchmark(Path("b.json"), "suite.Gelu.track_device_time", bad)
+
+
+# -- item 9: the fields outside the figures -------------------------------------------------------
+
+#: (name, where, change, the words of the refusal)
+FIELDS = [
+    ("ceiling nan", "record", lambda d: d.update(ceiling_gbps=float("nan")),
+     "ceiling_gbps 'nan' is not a finite"),
+    ("ceiling -5", "record", lambda d: d.update(ceiling_gbps=-5.0), "ceiling_gbps '-5.0' is not positive"),
+    ("ceiling 0", "record", lambda d: d.update(ceiling_gbps=0), "ceiling_gbps '0' is not positive"),
+    ("peak inf", "record", lambda d: d.update(peak_tflops=float("inf")), "peak_tflops 'inf' is not a finite"),
+    ("repeats 0", "record", lambda d: d["records"][0].update(repeats=0), "records[0].repeats '0' is below 1"),
+    ("bytes -1", "record", lambda d: d["records"][0].update(bytes_moved=-1),
+     "records[0].bytes_moved '-1' is negative"),
+    ("rounds 4000 digits", "record", lambda d: d.update(rounds=10**3999), "an integer of 4000 digits"),
+    ("rounds 1000", "record", lambda d: d.update(rounds=1000), "rounds '1000' is larger than 100"),
+    ("round repeats", "record", lambda d: d["records"][0]["rounds"][0].update(repeats=-3),
+     "records[0].rounds[0].repeats '-3' is below 1"),
+    ("date 1e30", "result", lambda d: d.update(date=1e30), "date '1e+30' is not an integer"),
+    ("date 10**18", "result", lambda d: d.update(date=10**18),
+     "is larger than 7.25812e+12, a date after 2200"),
+    ("started_at", "result", lambda d: d["results"]["suite.Gelu.track_device_time"].__setitem__(3, -1),
+     "started_at of suite.Gelu.track_device_time '-1' is negative"),
+    ("result count", "result", lambda d: d["results"]["suite.Gelu.track_device_time"][0].pop(),
+     "191 values for 192 parameter combinations"),
+]
+
+
+@pytest.mark.parametrize("where, change, words", [f[1:] for f in FIELDS], ids=[f[0] for f in FIELDS])
+def test_a_field_outside_the_figures_is_refused_by_collect_and_the_readers(tmp_path, capsys, where, change,
+                                                                          words):
+    """Item 9: ``ceiling_gbps`` NaN, -5 or 0, ``peak_tflops`` inf, ``repeats`` 0, ``bytes_moved``
+    -1, a 4000-digit ``rounds`` and ``date`` 1e30 passed and were stored."""
+    source, bad = _poisoned(tmp_path, where, change)
+    code, err = _collect(capsys, tmp_path, source)
+    _one_error(code, err, "collect", bad, words)
+    code, err = _run(capsys, "compare", "--machine", "h200", "--base", HEAD8, "--head", HEAD8,
+                     "--head-results", source)
+    _one_error(code, err, "compare", bad, words)
+
+
+def test_the_rounds_bound_is_the_case_files():
+    from fusebench import config
+
+    assert untrusted.MAX_ROUNDS == config.MAX_ROUNDS
+
+
+# -- every committed file passes every check --------------------------------------------------------
+
+def test_every_committed_file_passes_the_checks_and_collects_whole(tmp_path):
+    """What the checks accept includes every committed result, record, machine.json and
+    benchmarks.json: each passes, of its folder's GPU model, each record beside its result; and
+    the whole committed history collects into an empty folder."""
+    files = committed("results/*/*.json") + committed("records/*/*.json.xz")
+    assert len(files) > 40
+    for path in files:
+        kind = ("machine" if path.name == "machine.json" else "result" if path.parts[-3] == "results"
+                else "record")
+        checked = untrusted.check(path, kind, path.parent.name)
+        gpu = untrusted.folder_gpu(PROJECT_ROOT / "results" / path.parent.name)
+        assert gpu is not None and checked.gpu in (gpu, None), path
+        if kind == "record":
+            assert committed(f"results/{path.parent.name}/{runrecord.sha8(path)}-*.json"), path
+    untrusted.check(PROJECT_ROOT / "results" / "benchmarks.json", "benchmarks")
+    plan = collect.plan([committed_folder("results")], tmp_path / "results")
+    assert not plan.refused, (plan.unreadable + plan.conflicts)[:3]
+    assert len(plan.copies) == len(files)
