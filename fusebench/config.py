@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -23,6 +25,7 @@ from fusebench import metrictable, safeyaml
 from fusebench.axes import BACKENDS, ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
+from fusebench.record import MAX_ROUNDS, SHAPE
 
 if TYPE_CHECKING:  # the registry imports torch; reading a case file must not (fusebench.axes)
     from fusebench.registry import Op
@@ -55,9 +58,6 @@ MAX_ELEMENTS = 1 << 32
 #: float64 input and reference of the correctness gate. A run refuses, before measuring, a shape
 #: the device's memory cannot hold (``preflight.memory``).
 BYTES_PER_ELEMENT = 24
-#: The most rounds a run may have: a round of the default grid takes minutes on an H200, so 100
-#: is hours; more is a typo (``100000000000`` was accepted and would never end).
-MAX_ROUNDS = 100
 
 _TOP_KEYS = ("settings", "ops")
 _SETTINGS_KEYS = ("rounds", "timing", "gate")
@@ -192,14 +192,12 @@ def _names(path: Path, key: str, value: Any, valid, kind: str) -> tuple[str, ...
 
 
 def _shape(path: Path, key: str, value: Any) -> Shape:
-    if isinstance(value, bool) or not isinstance(value, (int, str)):
-        raise _fail(path, key, f"bad shape {_q(value)}; write dimensions joined by 'x', e.g. 4096x4096 "
-                               "(a number for 1-D)")
-    try:
-        shape = parse_shape(str(value))
-    except UsageError:
-        raise _fail(path, key, f"bad shape {_q(value)}; write dimensions joined by 'x', e.g. 4096x4096 "
-                               "(a number for 1-D)") from None
+    """A shape as a record stores it (``fusebench.record.SHAPE``: at most 8 dimensions of at most
+    12 digits, matched before any is converted), of at most :data:`MAX_ELEMENTS` elements."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or not SHAPE.fullmatch(str(value)):
+        raise _fail(path, key, f"bad shape {_q(value)}; write at most 8 dimensions joined by 'x', e.g. "
+                               "4096x4096 (a number for 1-D)")
+    shape = parse_shape(str(value))
     if math.prod(shape) == 0:
         raise _fail(path, key, f"bad shape {_q(value)}: a dimension is 0")
     if math.prod(shape) > MAX_ELEMENTS:
@@ -272,13 +270,7 @@ def load(path: Path | str | None = None) -> Config:
             with the file, the key and the valid values.
     """
     path = Path(DEFAULT_PATH if path is None else path)
-    try:
-        if path.stat().st_size > safeyaml.MAX_BYTES:
-            raise ConfigError(f"{_show(path)}: larger than {safeyaml.MAX_BYTES // 1024} KB; a case "
-                              "file is a few KB")
-        text = path.read_text()
-    except OSError as exc:
-        raise ConfigError(f"{_show(path)}: cannot read the case file: {exc.strerror or exc}") from None
+    text = _text(path)
     try:
         data = safeyaml.load(text)
     except safeyaml.StrictYAMLError as exc:
@@ -301,6 +293,60 @@ def load(path: Path | str | None = None) -> Config:
         raise _fail(path, "ops", "expected a mapping of op name to its cases")
     return Config(path, rounds, factor, alpha, {str(n): e for n, e in ops.items()}, max_noise=max_noise,
                   max_s=max_s, min_samples=min_samples)
+
+
+def _text(path: Path) -> str:
+    """The case file's text: a regular file (a FIFO or a device is refused unread, without
+    blocking: ``/dev/zero`` was read to 2.5 GB), at most ``safeyaml.MAX_BYTES``, UTF-8 (a byte
+    that is not is named by its line, column and key).
+
+    Raises:
+        ConfigError: one line naming the file.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise ConfigError(f"{_show(path)}: not a regular file; a case file is a YAML file")
+            with os.fdopen(os.dup(fd), "rb") as f:
+                data = f.read(safeyaml.MAX_BYTES + 1)
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        raise ConfigError(f"{_show(path)}: cannot read the case file: {exc.strerror or exc}") from None
+    if len(data) > safeyaml.MAX_BYTES:
+        raise ConfigError(f"{_show(path)}: larger than {safeyaml.MAX_BYTES // 1024} KB; a case file is a "
+                          "few KB")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        key = _key_of(data.decode("utf-8", "replace"), "\ufffd")
+        raise ConfigError(f"{_show(path)}: {key + ': ' if key else ''}byte 0x{data[exc.start]:02x} (line "
+                          f"{line}, column {column}) is not UTF-8; a case file is UTF-8 text") from None
+
+
+def _key_of(text: str, mark: str) -> str:
+    """The key (``ops.gelu.grids.default[3]``) whose name or value first holds ``mark`` in the YAML
+    ``text``; empty when the text does not parse or none does."""
+    try:
+        todo = [("", safeyaml.load(text))]
+    except safeyaml.StrictYAMLError:
+        return ""
+    while todo:
+        key, value = todo.pop(0)
+        if isinstance(value, dict):
+            for k, v in value.items():
+                sub = f"{key}.{k}" if key else str(k)
+                if mark in str(k):
+                    return sub.replace(mark, "?")
+                todo.append((sub, v))
+        elif isinstance(value, list):
+            todo.extend((f"{key}[{i}]", v) for i, v in enumerate(value))
+        elif mark in str(value):
+            return key
+    return ""
 
 
 def _timing(path: Path, entry: dict) -> tuple[float, float, int]:

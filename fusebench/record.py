@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import lzma
+import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -19,6 +20,14 @@ from fusebench.atomic import write_atomic
 
 #: Bump when the meaning of a record's fields changes (stored with each sweep).
 FORMAT_VERSION = 2
+#: A case's shape as a record stores it (``Record.shape``): at most 8 dimensions of at most 12
+#: digits joined by ``x``. The case file accepts no other (``fusebench.config``), nor does a
+#: record from another host (``fusebench.storage.untrusted``).
+SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
+#: The most rounds a run may have: a round of the default grid takes minutes on an H200, so 100
+#: is hours; more is a typo (``100000000000`` was accepted and would never end). The case file,
+#: ``--rounds`` and a record from another host are held to it.
+MAX_ROUNDS = 100
 #: Seed of every case's input (``fusebench.measure.inputs``; recorded with each result).
 SEED = 20261129
 #: The per-round figures of a record (ms), aggregated as the median over rounds.

@@ -18,6 +18,10 @@ from yaml.events import AliasEvent
 MAX_BYTES = 1 << 20
 #: Mappings and lists nested deeper than this are refused (the case file needs 5).
 MAX_DEPTH = 16
+#: The most digits an integer is converted with: no setting takes more. A longer one is kept as
+#: its text, never converted (5000 digits raised ValueError), which the case file's checks then
+#: refuse, naming its key.
+MAX_INT_DIGITS = 19
 
 _DECIMAL_INT = re.compile(r"[-+]?(0|[1-9][0-9]*)")
 _DECIMAL_FLOAT = re.compile(r"[-+]?([0-9]+\.[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?")
@@ -81,6 +85,8 @@ class _Loader(yaml.SafeLoader):
             raise StrictYAMLError(f"{_where(node)}: {quote(node.value)} is a YAML 1.1 non-decimal "
                                   "number (hex, octal, binary, '_' or ':'); write it in decimal, or "
                                   "quote it if it is text")
+        if len(node.value.lstrip("+-")) > MAX_INT_DIGITS:
+            return node.value
         return super().construct_yaml_int(node)
 
     def construct_yaml_float(self, node):

@@ -81,8 +81,8 @@ SOFTMAX_DEFAULT = ("65536x128, 16384x1024, 4096x4096, 32768x4096, 8192x16384, 10
 
 @pytest.mark.parametrize("change, message", [
     (_set(["ops", "softmax", "grids", "default", 3], "32768xx"),
-     "ops.softmax.grids.default[3]: bad shape '32768xx'; write dimensions joined by 'x', e.g. 4096x4096 "
-     "(a number for 1-D)"),
+     "ops.softmax.grids.default[3]: bad shape '32768xx'; write at most 8 dimensions joined by 'x', e.g. "
+     "4096x4096 (a number for 1-D)"),
     (_set(["ops", "softmax", "grids", "quick", 0], "8x8"),
      f"ops.softmax.grids.quick[0]: shape 8x8 is not in the default grid (asv's parameters); valid shapes: "
      f"{SOFTMAX_DEFAULT}"),
@@ -249,6 +249,69 @@ def test_a_case_file_larger_than_1_mb_is_refused_unread(tmp_path):
     path.write_text("# " + "x" * (1 << 20) + "\nops: {}\n")
     with pytest.raises(config.ConfigError, match=r"big\.yaml: larger than 1024 KB; a case file is a few KB$"):
         config.load(path)
+
+
+# -- issue 56, item 10: shapes a record accepts, numbers bounded, bytes and file kinds named -------
+
+@pytest.mark.parametrize("shape", ["1x1x1x1x1x1x1x1x1x1x16384",  # measured, then no reader took its record
+                                   "1" + "0" * 400 + "x2",  # its element count overflowed a float
+                                   int("9" * 30)])
+def test_a_shape_no_record_accepts_is_refused_naming_its_key(tmp_path, shape):
+    """Item 10: an 11-dimension shape was measured and stored (exit 0), then every reader refused
+    the record; the shape pattern is the record's (``fusebench.record.SHAPE``)."""
+    from fusebench.record import SHAPE
+
+    path = mutated(tmp_path, _set(["ops", "gelu", "grids", "default", 0], shape))
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path).apply(REGISTERED)
+    assert str(err.value).startswith(f"{path}: ops.gelu.grids.default[0]: bad shape ")
+    assert str(err.value).endswith("; write at most 8 dimensions joined by 'x', e.g. 4096x4096 (a number "
+                                   "for 1-D)")
+    assert SHAPE.fullmatch("1x1x1x1x1x1x1x16384") and not SHAPE.fullmatch(str(shape))
+
+
+def _edited(tmp_path: Path, old: bytes, new: bytes) -> Path:
+    path = tmp_path / "cases.yaml"
+    text = (PROJECT_ROOT / "fusebench.yaml").read_bytes()
+    assert old in text
+    path.write_bytes(text.replace(old, new, 1))
+    return path
+
+
+def test_a_5000_digit_number_is_one_line_naming_its_key(tmp_path):
+    """Item 10: ``rounds: <5000 digits>`` was ``ValueError`` (exit 1), file and key not named."""
+    path = _edited(tmp_path, b"rounds: 3", b"rounds: " + b"9" * 5000)
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path)
+    assert str(err.value) == (f"{path}: settings.rounds: bad value '{'9' * 40}...'; valid: an integer from 1 "
+                              "to 100 (a round of the default grid takes minutes)")
+
+
+@pytest.mark.parametrize("old, new, key, byte", [(b"  gelu:", b"  gelu\xff:", "ops.gelu?", "0xff"),
+                                                 (b"rounds: 3", b"rounds: 3\xfe", "settings.rounds", "0xfe")])
+def test_a_byte_that_is_not_utf8_is_named_with_its_key(tmp_path, old, new, key, byte):
+    """Item 10: a non-UTF-8 byte was ``UnicodeDecodeError`` (exit 1), file and key not named."""
+    path = _edited(tmp_path, old, new)
+    with pytest.raises(config.ConfigError) as err:
+        config.load(path)
+    text = (PROJECT_ROOT / "fusebench.yaml").read_bytes()
+    line = text[:text.index(old)].count(b"\n") + 1
+    assert str(err.value).startswith(f"{path}: {key}: byte {byte} (line {line}, column ")
+    assert str(err.value).endswith(") is not UTF-8; a case file is UTF-8 text")
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_fifo_or_a_device_is_refused_unread(tmp_path, kind):
+    """Item 10: ``--config /dev/zero`` read 2.5 GB before a MemoryError; a FIFO hung."""
+    import os
+
+    path = Path("/dev/zero") if kind == "device" else tmp_path / "cases.fifo"
+    if kind == "fifo":
+        os.mkfifo(path)
+    out = subprocess.run([sys.executable, "-m", "fusebench", "list", "--config", str(path)], cwd=PROJECT_ROOT,
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2
+    assert out.stderr == f"list: error: {path}: not a regular file; a case file is a YAML file\n"
 
 
 def test_the_committed_benchmarks_json_is_what_a_store_writes_now():

@@ -238,12 +238,6 @@ def test_a_field_outside_the_figures_is_refused_by_collect_and_the_readers(tmp_p
     _one_error(code, err, "compare", bad, words)
 
 
-def test_the_rounds_bound_is_the_case_files():
-    from fusebench import config
-
-    assert untrusted.MAX_ROUNDS == config.MAX_ROUNDS
-
-
 # -- every committed file passes every check --------------------------------------------------------
 
 def test_every_committed_file_passes_the_checks_and_collects_whole(tmp_path):

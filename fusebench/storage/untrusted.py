@@ -22,6 +22,8 @@ import stat
 from dataclasses import MISSING, dataclass, fields
 from pathlib import Path
 
+from fusebench.record import MAX_ROUNDS, SHAPE
+
 #: Largest accepted file of each kind, in bytes (the committed H200 files: results 111 KB,
 #: records 130 KB, benchmarks.json 53 KB, machine.json 400 B). A record's JSON, once
 #: decompressed, is capped too (``fusebench.record.MAX_JSON``, the same 64 MB).
@@ -190,9 +192,6 @@ DATE_MS = Bound(0, 7258118400000, integer=True, beyond="a date after 2200 (ms si
 #: Counts of calls and repeats a run may time, and of seconds a run may take.
 _COUNT = Bound(1, 1e9, integer=True)
 _SECONDS = Bound(0, 1e7)
-#: The most rounds a run may have (``fusebench.config.MAX_ROUNDS``, not imported: reading a file
-#: from another host imports no case file; a test checks they agree).
-MAX_ROUNDS = 100
 
 #: The number fields of a run record (``fusebench.record.Sweep``) and their bounds.
 SWEEP_NUMBERS = {
@@ -608,7 +607,7 @@ def check_benchmark(path: Path, name: object, bm: object) -> None:
 
 
 _RECORD_TEXT = {"op": IDENT, "backend": IDENT, "dtype": IDENT}
-_SHAPE = re.compile(r"[0-9]{1,12}(x[0-9]{1,12}){0,7}")
+_SHAPE = SHAPE
 
 
 def check_record(path: Path, data: object, machine: str | None, named: bool = True) -> str:
