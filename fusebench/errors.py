@@ -20,6 +20,36 @@ def plain(text: str) -> str:
     return ANSI_ESCAPE.sub("", text)
 
 
+#: A terminal's escape sequences whole: CSI (colours, cursor moves, ``\\x1b[2J``), OSC (titles,
+#: hyperlinks, ended by BEL or ST) and the two-character ones.
+TERMINAL_ESCAPE = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|\][^\x07\x1b]*(\x07|\x1b\\)?|[@-Z\\-_])")
+
+
+def terminal(text: object) -> str:
+    """``text`` safe to print on a terminal, as one line: escape sequences and every other control
+    or format character dropped (BEL, backspace, a bidirectional override), a line break or tab
+    a space. For every string from another host, a session file or git that a command prints
+    (``fusebench ab --from``'s ``stopped``: ``\\x1b[2J`` cleared the screen)."""
+    return "".join(" " if ch.isspace() else ch for ch in TERMINAL_ESCAPE.sub("", str(text))
+                   if ch.isprintable() or ch.isspace())
+
+
+#: What a markdown cell escapes with a backslash: the punctuation that opens a link or image
+#: (``[``), a code span, emphasis or strikethrough, an autolink (``http:``, ``a@b``) or a column;
+#: ``www.``'s dot too (an autolink without a scheme). HTML's ``< > &`` become entities.
+_MARKDOWN = frozenset("\\`*_[]|~:@")
+_HTML = {"<": "&lt;", ">": "&gt;", "&": "&amp;"}
+_WWW = re.compile(r"(?i)(www)\.")
+
+
+def markdown_cell(text: object) -> str:
+    """``text`` safe in a cell of a markdown table (a PR comment): :func:`terminal`, then escaped
+    so that it renders as the text it is: no link, image, HTML, code span, emphasis or extra
+    column."""
+    cell = "".join(_HTML.get(ch) or ("\\" + ch if ch in _MARKDOWN else ch) for ch in terminal(text))
+    return _WWW.sub(r"\1\\.", cell)
+
+
 def first_line(exc: BaseException) -> str:
     """The first non-empty line of an exception's message, prefixed by its type, colour codes
     removed."""

@@ -258,3 +258,82 @@ def test_every_committed_file_passes_the_checks_and_collects_whole(tmp_path):
     plan = collect.plan([committed_folder("results")], tmp_path / "results")
     assert not plan.refused, (plan.unreadable + plan.conflicts)[:3]
     assert len(plan.copies) == len(files)
+
+
+# -- item 13: a stored session (ab --from) is a file from another host -----------------------------
+
+@pytest.fixture(scope="module")
+def session() -> dict:
+    """A stored session (``ab.json``) of synthetic figures, one case 6 % slower at head."""
+    from test_ab import CASES, A, B, Fake, both
+
+    from fusebench.gate import ab
+
+    return ab.run(None, Fake(both(CASES, {"gelu/triton/1048576/float32": 1.06}), seed=2), A, B).to_dict()
+
+
+def _session_file(tmp_path: Path, session: dict, change=None, raw: str | None = None) -> Path:
+    data = json.loads(json.dumps(session))
+    if change:
+        change(data)
+    path = tmp_path / "s" / "ab.json"
+    path.parent.mkdir()
+    path.write_text(raw(data) if raw else json.dumps(data))
+    return path
+
+
+HOSTILE = [
+    ("big int", lambda d: d.update(min_pairs=10**400), None, "an integer of 401 digits"),
+    ("big figure", lambda d: d["cases"][0]["head"][0].update(device_time_ms=10**400), None,
+     "an integer of 401 digits"),
+    ("big in bounds", lambda d: d.update(max_pairs=10**18), None, "max_pairs: not a finite number above 0, "
+                                                                  "at most 1e+06"),
+    ("nested 100k", None, lambda d: json.dumps(d)[:-1] + ', "x": ' + "[" * 100000 + "]" * 100000 + "}",
+     "JSON nested deeper than 16 levels"),
+    ("top-level list", None, lambda d: "[1, 2]", "not a JSON object"),
+    ("phase", lambda d: d.update(phases={"rounds": "long"}), None, "phases.rounds: not a finite number"),
+]
+
+
+@pytest.mark.parametrize("change, raw, words", [h[1:] for h in HOSTILE], ids=[h[0] for h in HOSTILE])
+def test_a_hostile_session_is_one_line_exit_2(tmp_path, capsys, session, change, raw, words):
+    """Item 13: big ints, 100k nesting and a top-level list each exited 1 (the regression code)
+    with a Python exception."""
+    path = _session_file(tmp_path, session, change, raw)
+    code, err = _run(capsys, "ab", "--from", path)
+    _one_error(code, err, "ab", path, f"not a valid session: {words}")
+
+
+#: Terminal escapes (clear the screen, colour, an OSC 8 hyperlink), HTML and markdown links.
+EVIL = ("\x1b[2J\x1b[31mRED\x1b[0m <img src=x onerror=alert(1)> [click](http://evil.example) | col "
+        "\x1b]8;;http://evil.example\x07link\x1b]8;;\x07 www.evil.example `code` **bold**\u202e")
+
+
+def test_a_sessions_text_reaches_the_terminal_and_the_markdown_escaped(tmp_path, capsys, session):
+    """Item 13: terminal escapes, HTML and markdown links in ``stopped`` / ``failed`` passed raw
+    into the text and into the markdown table a PR comment posts."""
+    def change(d):
+        d["cases"][0]["stopped"], d["cases"][0]["failed"] = EVIL, EVIL
+    path = _session_file(tmp_path, session, change)
+    out = tmp_path / "verdict"
+    for fmt in ("text", "markdown"):
+        code, err = _run(capsys, "ab", "--from", path, "--format", fmt, "--output", out)
+        assert code == 1 and not any("\x1b" in line for line in err), err  # the session's regression
+        shown = out.read_text()
+        assert "RED" in shown and "link" in shown  # the text is kept, its escapes are not
+        assert not any(ch in shown for ch in "\x1b\x07\u202e")
+        if fmt == "markdown":
+            rows = [ln for ln in shown.splitlines() if "RED" in ln]
+            assert rows and all(ln.replace("\\|", "").count("|") == 10 for ln in rows)  # no extra column
+            assert "<" not in "".join(rows)
+            for escaped in ("&lt;img src=x onerror=alert(1)&gt;", "\\[click\\](http\\://evil.example)",
+                            "www\\.evil", "\\`code\\`", "\\*\\*bold\\*\\*"):
+                assert escaped in rows[0], escaped
+
+
+def test_the_two_helpers_for_text_from_elsewhere():
+    from fusebench.errors import markdown_cell, terminal
+
+    assert terminal("a\x1b[2Jb\x1b]8;;http://x\x07c\x1b]8;;\x1b\\d\u202ee\nf\tg\x00") == "abcde f g"
+    assert markdown_cell("<b>&[a](http://x) | `c` *d* _e_ ~f~ www.x a@b 1.05x") == (
+        "&lt;b&gt;&amp;\\[a\\](http\\://x) \\| \\`c\\` \\*d\\* \\_e\\_ \\~f\\~ www\\.x a\\@b 1.05x")

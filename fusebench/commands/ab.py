@@ -148,14 +148,18 @@ def _load(path: Path):
     commit its head's uncommitted changes were taken as (None: a clean head)."""
     from fusebench.gate import ab
     from fusebench.gate.bisect_probe import MACHINE
+    from fusebench.storage import untrusted
 
     if path.is_symlink() or not path.is_file():
         raise UsageError(f"{path}: not a file (a stored session is <session>/ab.json)")
-    if path.stat().st_size > MAX_SESSION_BYTES:
-        raise UsageError(f"{path}: larger than {MAX_SESSION_BYTES >> 20} MB: not a session")
+    try:  # read as a file from another host: size, nesting and integers capped before parsing
+        data = untrusted.parse(path, untrusted.read_bytes(path, MAX_SESSION_BYTES))
+    except untrusted.Refused as exc:
+        raise UsageError(f"{path}: not a valid session: {exc.why}") from None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        machine = data.get("machine") if isinstance(data, dict) else None
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        machine = data.get("machine")
         named = isinstance(machine, str) and MACHINE.fullmatch(machine)
         snap = data.get("snapshot")
         if snap is not None and not (isinstance(snap, str) and re.fullmatch(r"[0-9a-f]{40}", snap)):

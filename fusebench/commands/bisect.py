@@ -40,7 +40,7 @@ from fusebench.axes import BACKENDS, ELEMENT_SIZE
 from fusebench.cli import add_config, command, duration, positive_int
 from fusebench.commands import bisect_child
 from fusebench.commands.compare import parse_factor
-from fusebench.errors import UsageError
+from fusebench.errors import UsageError, terminal
 from fusebench.gate import bisect, bisect_git, compare, noise
 from fusebench.gate.bisect_probe import ChildMeasurer
 from fusebench.names import did_you_mean
@@ -248,7 +248,7 @@ def text(out: bisect.Outcome, records: Path, machine: str | None = None, rerun: 
         lines.append(f"nothing to bisect: the gate does not call GOOD -> BAD a regression on every case "
                      f"after {out.reference_rounds} rounds ({spent})")
     lines.append(f"records: {records}")
-    return "\n".join(lines)
+    return "\n".join(terminal(line) for line in lines)  # subjects and reasons come from git and children
 
 
 def run(args: argparse.Namespace) -> int:
@@ -272,7 +272,7 @@ def run(args: argparse.Namespace) -> int:
     real_folder(root)
 
     def log(line: str) -> None:
-        print(f"bisect: {line}", file=sys.stderr, flush=True)
+        print(f"bisect: {terminal(line)}", file=sys.stderr, flush=True)
 
     def stored(probe: bisect.Probe) -> None:
         atomic.write_json(records / f"probe-{probe.index:03d}-{probe.sha[:8]}.json", asdict(probe))

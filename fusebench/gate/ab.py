@@ -75,9 +75,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Callable, Mapping, Protocol, Sequence
 
 from fusebench import metrictable
+from fusebench.errors import terminal
 from fusebench.gate import compare
 from fusebench.gate.bisect import CaseInfo, Commit, ProbeFailed
 from fusebench.gate.paired import crossover, interval, p_one_sided  # noqa: F401  (crossover: the tests')
+from fusebench.storage import untrusted
 
 #: The margin: a regression is a ratio surely above it (see the module doc).
 FACTOR = 1.02
@@ -520,11 +522,11 @@ def _from_dict(data) -> Outcome:
              f"{name}: not a commit")
         need(all(ch in "0123456789abcdef" for ch in c["sha"]) and 7 <= len(c["sha"]) <= 64,
              f"{name}: bad sha")
-        return Commit(c["sha"], "".join(ch for ch in c.get("subject", "") if ch.isprintable()))
+        return Commit(c["sha"], terminal(c.get("subject", "")))
 
-    def number(v, name, low=0.0):
-        need(not isinstance(v, bool) and isinstance(v, (int, float)) and math.isfinite(v) and v > low,
-             f"{name}: not a finite number above {low:g}")
+    def number(v, name, low=0.0, high=1e15):  # untrusted's one check: an int compared as an int
+        need(untrusted.number_problem(v, untrusted.Bound(low, high, above=True, optional=False)) is None,
+             f"{name}: not a finite number above {low:g}, at most {high:g}")
         return float(v)
 
     def info(d, name):
@@ -574,15 +576,16 @@ def _from_dict(data) -> Outcome:
     need(isinstance(data["not_built"], dict), "not_built: not an object")
     not_built = {s: {str(k): str(v)[:500] for k, v in (data["not_built"].get(s) or {}).items()}
                  for s in (BASE, HEAD)}
+    phases = data.get("phases") or {}
+    need(isinstance(phases, dict), "phases: not an object")
     settings = {k: number(data.get(k, default), k) for k, default in
                 (("factor", FACTOR), ("alpha", ALPHA), ("target", TARGET))}
     need(settings["factor"] >= 1 and settings["alpha"] < 1, "factor below 1 or alpha not below 1")
     return Outcome(commit(data["base"], "base"), commit(data["head"], "head"), bool(data.get("head_dirty")),
                    settings["factor"], settings["alpha"], settings["target"],
-                   int(number(data.get("min_pairs", MIN_PAIRS), "min_pairs")),
-                   int(number(data.get("max_pairs", MAX_PAIRS), "max_pairs")), cases, not_built,
-                   number(data.get("seconds", 1.0), "seconds", -1.0),
-                   {str(k): float(v) for k, v in (data.get("phases") or {}).items()
-                    if isinstance(v, (int, float)) and math.isfinite(v)},
+                   int(number(data.get("min_pairs", MIN_PAIRS), "min_pairs", high=1e6)),
+                   int(number(data.get("max_pairs", MAX_PAIRS), "max_pairs", high=1e6)), cases, not_built,
+                   number(data.get("seconds", 1.0), "seconds", -1.0, high=1e9),
+                   {str(k): number(v, f"phases.{k}", -1.0, high=1e9) for k, v in phases.items()},
                    bool(data.get("capped")),
-                   int(number(data.get("process_rounds", 0), "process_rounds", -1.0)))
+                   int(number(data.get("process_rounds", 0), "process_rounds", -1.0, high=1e6)))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fusebench import git
-from fusebench.errors import UsageError
+from fusebench.errors import UsageError, terminal
 from fusebench.gate.bisect import Commit, ProbeFailed
 from fusebench.paths import real_folder
 
@@ -31,11 +31,6 @@ def _last_line(out: subprocess.CompletedProcess) -> str:
     """The last non-blank line git wrote to stderr (its reason), else its exit status."""
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
     return lines[-1] if lines else str(out.returncode)
-
-
-def _printable(text: str) -> str:
-    """A commit subject as shown: no control characters (terminal escapes) from another author."""
-    return "".join(ch for ch in text if ch.isprintable())
 
 
 def resolve(repo: Path, rev: str) -> str:
@@ -54,7 +49,7 @@ def resolve(repo: Path, rev: str) -> str:
 
 def subject(repo: Path, sha: str) -> str:
     """The subject line of commit ``sha``, printable characters only (another author's text)."""
-    return _printable(_git(repo, "log", "-1", "--format=%s", sha).stdout.strip())
+    return terminal(_git(repo, "log", "-1", "--format=%s", sha).stdout.strip())
 
 
 def first_parent_line(repo: Path, good: str, bad: str) -> list[Commit]:
@@ -76,7 +71,7 @@ def first_parent_line(repo: Path, good: str, bad: str) -> list[Commit]:
         raise UsageError(f"GOOD {g[:8]} ({good}) is not on the first-parent line of BAD {b[:8]} ({bad}): "
                          f"git rev-list --first-parent {b[:8]} does not reach it")
     subject = _git(repo, "log", "-1", "--format=%s", g).stdout.strip()
-    return [Commit(g, _printable(subject))] + [Commit(r[0].split()[0], _printable(r[1])) for r in rows]
+    return [Commit(g, terminal(subject))] + [Commit(r[0].split()[0], terminal(r[1])) for r in rows]
 
 
 def _common_dir(tree: Path) -> Path | None:

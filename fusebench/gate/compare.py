@@ -64,6 +64,7 @@ import statistics
 from dataclasses import dataclass, replace
 
 from fusebench import metrictable
+from fusebench.errors import markdown_cell, terminal
 from fusebench.gate import noise
 from fusebench.record import clean_rounds
 from fusebench.storage.results import Params, Run, is_failed, is_measured
@@ -649,7 +650,7 @@ def table(rows: list[Row], show_all: bool = False, p_legend: str = P_LEGEND) -> 
         noise = f"{100 * r.noise:.1f}%" if r.noise else ""
         limit = f"{r.limit:.3f}x" if math.isfinite(r.limit) else ""
         p = f"{r.p_value:.3f}" if r.p_value is not None else "-" if math.isfinite(r.slowdown) else ""
-        case = f"{r.benchmark} ({', '.join(r.params)})" + (f"  [{r.note}]" if r.note else "")
+        case = terminal(f"{r.benchmark} ({', '.join(r.params)})" + (f"  [{r.note}]" if r.note else ""))
         lines.append((MARK[r.status], human(r.before, r.unit), human(r.after, r.unit), ratio, noise,
                       limit, p, case))
     if not shown:
@@ -702,12 +703,15 @@ def markdown(rows: list[Row], show_all: bool = False, title: str = "", p_legend:
         out += ["| | status | case | before | after | slowdown | limit | p | note |",
                 "|---|---|---|---|---|---|---|---|---|"]
         for r in shown:
-            cells = [MARK[r.status].strip() or " ", status_text(r), f"`{r.benchmark.split('.', 1)[-1]}` "
-                     f"({', '.join(r.params)})", human(r.before, r.unit), human(r.after, r.unit),
+            # the case's names and the note may come from another host or a session file: escaped
+            name = r.benchmark.split(".", 1)[-1].replace("`", "")
+            params = markdown_cell(", ".join(r.params))
+            cells = [MARK[r.status].strip() or " ", status_text(r), f"`{name}` ({params})",
+                     human(r.before, r.unit), human(r.after, r.unit),
                      f"{r.slowdown:.3f}x" if math.isfinite(r.slowdown) else "",
                      f"{r.limit:.3f}x" if math.isfinite(r.limit) else "",
-                     f"{r.p_value:.3f}" if r.p_value is not None else "-", r.note]
-            out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
+                     f"{r.p_value:.3f}" if r.p_value is not None else "-", markdown_cell(r.note)]
+            out.append("| " + " | ".join(cells) + " |")
         out += ["", p_legend.replace("'-'", "`-`") + "."]
     elif nothing_judged(rows):
         out.append(NOTHING_JUDGED[0].upper() + NOTHING_JUDGED[1:] + ".")
