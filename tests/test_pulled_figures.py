@@ -238,6 +238,19 @@ def test_a_field_outside_the_figures_is_refused_by_collect_and_the_readers(tmp_p
     _one_error(code, err, "compare", bad, words)
 
 
+def test_a_date_no_run_writes_is_left_out_of_the_commits_a_hint_names(tmp_path):
+    """Item 9: the commits ``make compare`` suggests are read lightly, by date: 10**18 ms
+    overflowed the date shown (``OverflowError``)."""
+    from fusebench.storage import results as results_mod
+
+    results, bad = _poisoned(tmp_path, "result", lambda d: d.update(date=10**18))
+    shutil.copyfile(PROJECT_ROOT / "results" / "h200" / "0a5fc94f-existing-py3.12.json",
+                    results / "h200" / "0a5fc94f-existing-py3.12.json")
+    assert [c[:8] for c, _ in results_mod.stored_commits(results, "h200")] == ["0a5fc94f"]
+    assert results_mod.compare_hint(results, "h200") == "h200 has one commit (0a5fc94f) stored (make bench " \
+                                                       "stores this machine's)"
+
+
 # -- every committed file passes every check --------------------------------------------------------
 
 def test_every_committed_file_passes_the_checks_and_collects_whole(tmp_path):

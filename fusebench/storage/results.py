@@ -175,6 +175,19 @@ def merge(runs: list[Run]) -> Run:
     return out
 
 
+def _commit_date(path: Path) -> tuple[str, int]:
+    """A result file's ``commit_hash`` and ``date`` read lightly (no schema check: the loader's
+    names a bad file); a date outside ``untrusted.DATE_MS`` (10**30 overflowed the date shown) is
+    a ValueError."""
+    from fusebench.storage import untrusted
+
+    data = json.loads(path.read_text())
+    date = data.get("date") or 0
+    if untrusted.number_problem(date, untrusted.DATE_MS) is not None:
+        raise ValueError(f"date {date!r:.40}")
+    return str(data["commit_hash"]), date
+
+
 def stored_commits(results_dir: Path, machine: str) -> list[tuple[str, int]]:
     """``[(full sha, commit date in ms)]`` of ``machine``'s stored results, newest commit first
     (each file's ``commit_hash`` and ``date``, read as JSON; a file without them is left out: the
@@ -182,9 +195,8 @@ def stored_commits(results_dir: Path, machine: str) -> list[tuple[str, int]]:
     found: dict[str, int] = {}
     for path in result_files(results_dir, machine):
         try:
-            data = json.loads(path.read_text())
-            commit, date = str(data["commit_hash"]), int(data.get("date") or 0)
-        except (OSError, ValueError, KeyError, TypeError):
+            commit, date = _commit_date(path)
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue
         found[commit] = max(date, found.get(commit, 0))
     return sorted(found.items(), key=lambda cd: (-cd[1], cd[0]))
@@ -301,8 +313,7 @@ class Reader:
             by_commit: dict[str, tuple[int, list[Path]]] = {}
             for path in result_files(self.results_dir, machine):
                 try:
-                    data = json.loads(path.read_text())
-                    commit, date = str(data["commit_hash"]), int(data.get("date") or 0)
+                    commit, date = _commit_date(path)
                 except (OSError, ValueError, KeyError, TypeError, AttributeError):
                     self.read(path, keep=False)  # named as unreadable by the loader's words
                     continue
