@@ -350,3 +350,17 @@ def test_the_two_helpers_for_text_from_elsewhere():
     assert terminal("a\x1b[2Jb\x1b]8;;http://x\x07c\x1b]8;;\x1b\\d\u202ee\nf\tg\x00") == "abcde f g"
     assert markdown_cell("<b>&[a](http://x) | `c` *d* _e_ ~f~ www.x a@b 1.05x") == (
         "&lt;b&gt;&amp;\\[a\\](http\\://x) \\| \\`c\\` \\*d\\* \\_e\\_ \\~f\\~ www\\.x a\\@b 1.05x")
+
+
+def test_each_claim_of_the_document_names_a_test_that_exists():
+    """docs/untrusted-input.md's section on figures and schemas names, for each claim, the test
+    holding it: each named test is defined (in this file unless its file is named)."""
+    import re
+
+    text = (PROJECT_ROOT / "docs" / "untrusted-input.md").read_text()
+    section = text.split("## Figures and schemas a pulled commit cannot slip in")[1].split("\n## ")[0]
+    named = re.findall(r"`(?:(tests/\w+\.py)::)?(test_\w+)`", section)
+    assert len(named) >= 15
+    for file, name in named:
+        source = (PROJECT_ROOT / (file or "tests/test_pulled_figures.py")).read_text()
+        assert f"def {name}(" in source, (file, name)
