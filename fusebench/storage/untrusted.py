@@ -225,7 +225,7 @@ DROPPED_ROUND = Bound(0, MAX_ROUNDS - 1, integer=True, optional=False)
 #: A round's number fields other than its timings (``fusebench.measure.sweep``), and those of its
 #: energy reading.
 ROUND_NUMBERS = {"repeats": _COUNT, "cold_repeats": _COUNT}
-ENERGY_NUMBERS = {"mj": Bound(0, 1e12), "calls": _COUNT, "s": _SECONDS}
+ENERGY_NUMBERS = {"mj": Bound(-1e12, 1e12), "calls": _COUNT, "s": _SECONDS}  # a reading may be no figure
 #: Each count of a round's ``samples`` (per timed mode).
 SAMPLES = Bound(0, 1e9, integer=True, optional=False)
 
