@@ -251,6 +251,26 @@ def test_a_date_no_run_writes_is_left_out_of_the_commits_a_hint_names(tmp_path):
                                                        "stores this machine's)"
 
 
+def test_the_record_a_multi_gpu_bench_deals_cases_by_is_checked(tmp_path):
+    """Item 6: ``make bench`` on several GPUs reads the newest stored record of its grid for the
+    cases' costs: a pulled record whose round holds 10**400 repeats is passed over, never
+    multiplied into a float."""
+    import os
+
+    from fusebench.measure import workers
+
+    results = _folder(tmp_path, "record", 0.018)
+    good = _paths(results)[1]
+    bad = good.with_name("deadbeef.json")
+    data = json.loads(decode(good.read_bytes(), good.name))
+    data["environment"]["git_commit"] = "deadbeef" + "0" * 32
+    data["records"][0]["rounds"][0]["repeats"] = 10**400
+    bad.write_text(json.dumps(data))
+    os.utime(good, (1_700_000_000, 1_700_000_000))  # the poisoned record is the newest
+    earlier = workers.newest_record(good.parent.parent, "NVIDIA H200", "default", read=runrecord.read)
+    assert earlier is not None and earlier.environment["git_commit"].startswith(HEAD8)
+
+
 # -- every committed file passes every check --------------------------------------------------------
 
 def test_every_committed_file_passes_the_checks_and_collects_whole(tmp_path):

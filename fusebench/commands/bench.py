@@ -333,7 +333,7 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
                           rule=stop_rule(args), energy_scope=args.energy)
         # Cases dealt to the GPUs by cost: as an earlier run of this grid on this model measured them.
         earlier = workers.newest_record(runrecord.records_dir(checked.results),
-                                        workers.gpu_model(slots[0].visible), job.grid)
+                                        workers.gpu_model(slots[0].visible), job.grid, read=runrecord.read)
         job = dataclasses.replace(job, costs=workers.costs_from_record(job.cases(), earlier, rounds))
         outcome = workers.run(job, slots, prebuild=build_cuda_extension if "cuda" in backends else None)
         measured, lost = sorted(outcome.machines.items()), outcome.failures + outcome.unstored

@@ -158,19 +158,21 @@ def costs_from_record(cases: Sequence[tuple], record: Sweep | None, rounds: int)
     return tuple(costs)
 
 
-def newest_record(folder: Path, gpu_name: str | None, grid: str) -> Sweep | None:
+def newest_record(folder: Path, gpu_name: str | None, grid: str,
+                  read: Callable[[Path], Sweep] = Sweep.load) -> Sweep | None:
     """The newest run record under ``folder`` (a records folder: ``<machine>/<sha8>.json.xz``, or
     a plain ``<sha8>.json``) of GPU model ``gpu_name`` and ``grid``, by file time; None when there
-    is none. A file that cannot be read is passed over (costs are an estimate: the run never
-    depends on them); it is decompressed within ``fusebench.record.MAX_JSON``."""
+    is none. Each is read by ``read`` (``make bench``: ``runrecord.read``, checked as a file from
+    another host: stored records come by ``git pull``); a file that cannot be read is passed over
+    (costs are an estimate: the run never depends on them)."""
     paths = [*folder.glob("*/*.json"), *folder.glob(f"*/*{SUFFIX}")]
     for path in sorted(paths, key=lambda p: p.stat().st_mtime, reverse=True):
         try:
-            sweep = Sweep.load(path)
+            sweep = read(path)
             if sweep.grid != grid or sweep.environment.get("gpu") != gpu_name:
                 continue
             return sweep
-        except (OSError, ValueError, TypeError, KeyError, AttributeError):
+        except (OSError, ValueError, TypeError, KeyError, AttributeError, UsageError):
             continue
     return None
 
