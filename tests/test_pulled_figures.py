@@ -384,3 +384,15 @@ def test_each_claim_of_the_document_names_a_test_that_exists():
     for file, name in named:
         source = (PROJECT_ROOT / (file or "tests/test_pulled_figures.py")).read_text()
         assert f"def {name}(" in source, (file, name)
+
+
+def test_a_stored_result_store_would_merge_into_is_checked_first(tmp_path, capsys):
+    """Item 6: ``fusebench store`` merges a record into the result stored for its commit: one
+    holding 10**400 (reached by a pull) is named, never carried into the file it writes."""
+    results, bad = _poisoned(tmp_path, "result", _huge_figure("result"))
+    before = bad.read_bytes()
+    code, err = _run(capsys, "store", _paths(results)[1])
+    assert code == 2 and err[-1] == (f"store: error: cannot read the stored {bad} (an integer of 401 digits "
+                                     "(no field holds more than 19: 10**400 overflows every float "
+                                     "conversion)); move it away and store again"), err
+    assert bad.read_bytes() == before

@@ -210,7 +210,13 @@ def stage(record, machine: str, commit: str, results_dir: Path, txn: transaction
         (tmp / machine).mkdir()
         base = tmp if _carry(stored, tmp / machine, commit, version, staged) else results_dir
         try:
-            old = Results.load(str(base / machine / name)) if (base / machine / name).is_file() else None
+            old = None
+            if (base / machine / name).is_file():  # checked first: it may have come by git pull
+                untrusted.check(base / machine / name, "result", machine)
+                old = Results.load(str(base / machine / name))
+        except untrusted.Refused as exc:
+            raise UsageError(f"cannot read the stored {stored / name} ({exc.why}); move it away and store "
+                             "again") from None
         except Exception as exc:  # asv's UserError, or a file that is not asv's at all
             raise UsageError(f"cannot read the stored {stored / name} ({str(exc).splitlines()[0][:200]}); "
                              "move it away and store again") from None
