@@ -251,6 +251,23 @@ def test_a_date_no_run_writes_is_left_out_of_the_commits_a_hint_names(tmp_path):
                                                        "stores this machine's)"
 
 
+def test_deeply_nested_stored_files_are_named_by_the_light_reads_too(tmp_path):
+    """The reads before the checks (the commits a hint names, the files publish and plots count)
+    parse as the checks do: 100,000 nested brackets were a RecursionError there."""
+    from fusebench.storage import results as results_mod
+
+    results = _folder(tmp_path, "record", 0.018)
+    deep = "[" * 100000 + "]" * 100000
+    (results / "benchmarks.json").write_text(deep)
+    nested = results / "h200" / f"ffffffff-{RESULT.split('-', 1)[1]}"
+    nested.write_text(deep)
+    assert [c[:8] for c, _ in results_mod.stored_commits(results, "h200")] == [HEAD8]
+    reader = results_mod.Reader(results)
+    assert [(u.path, u.reason) for u in reader.check()] == [
+        (results / "benchmarks.json", "JSON nested deeper than 16 levels"),
+        (nested, "JSON nested deeper than 16 levels")]
+
+
 def test_the_record_a_multi_gpu_bench_deals_cases_by_is_checked(tmp_path):
     """Item 6: ``make bench`` on several GPUs reads the newest stored record of its grid for the
     cases' costs: a pulled record whose round holds 10**400 repeats is passed over, never

@@ -176,12 +176,15 @@ def merge(runs: list[Run]) -> Run:
 
 
 def _commit_date(path: Path) -> tuple[str, int]:
-    """A result file's ``commit_hash`` and ``date`` read lightly (no schema check: the loader's
-    names a bad file); a date outside ``untrusted.DATE_MS`` (10**30 overflowed the date shown) is
-    a ValueError."""
+    """A result file's ``commit_hash`` and ``date`` read lightly (capped, no schema check: the
+    loader names a bad file); a date outside ``untrusted.DATE_MS`` (10**30 overflowed the date
+    shown) is a ValueError."""
     from fusebench.storage import untrusted
 
-    data = json.loads(path.read_text())
+    try:
+        data = untrusted.parse(path, untrusted.read_bytes(path, untrusted.MAX_BYTES["result"]))
+    except untrusted.Refused as exc:  # 100,000 nested brackets: a RecursionError of json.loads
+        raise ValueError(exc.why) from None
     date = data.get("date") or 0
     if untrusted.number_problem(date, untrusted.DATE_MS) is not None:
         raise ValueError(f"date {date!r:.40}")
@@ -342,12 +345,14 @@ class Reader:
 
         Returns :attr:`unreadable` (also the files found before).
         """
+        from fusebench.storage import untrusted
+
         bench = self.results_dir / "benchmarks.json"
         if bench.exists():
             try:
-                json.loads(bench.read_text())
-            except (OSError, ValueError) as exc:
-                self._note(bench, _reason(exc, bench))
+                untrusted.parse(bench, untrusted.read_bytes(bench, untrusted.MAX_BYTES["benchmarks"]))
+            except untrusted.Refused as exc:
+                self._note(bench, exc.why)
         for folder in sorted(p for p in self.results_dir.iterdir() if p.is_dir()) \
                 if self.results_dir.is_dir() else []:
             files = sorted(p for p in folder.glob("*.json") if p.name != "machine.json")
@@ -355,11 +360,11 @@ class Reader:
                 continue
             info = folder / "machine.json"
             try:
-                name = json.loads(info.read_text()).get("machine")
-                if not isinstance(name, str):
-                    raise ValueError("no machine name")
-            except (OSError, ValueError, AttributeError) as exc:
-                reason = "missing" if not info.exists() else _reason(exc, info)
+                name = untrusted.parse(info, untrusted.read_bytes(info, untrusted.MAX_BYTES["machine"]))
+                if not isinstance(name, dict) or not isinstance(name.get("machine"), str):
+                    raise untrusted.Refused(info, "no machine name")
+            except untrusted.Refused as exc:
+                reason = "missing" if not info.exists() else exc.why
                 self._note(info, f"{reason} (asv leaves out the {len(files)} result file(s) beside it)")
             for f in files:
                 if f not in self._runs:  # each file once; noted, not kept: 3,000 files hold none
