@@ -266,6 +266,11 @@ def test_deeply_nested_stored_files_are_named_by_the_light_reads_too(tmp_path):
     assert [(u.path, u.reason) for u in reader.check()] == [
         (results / "benchmarks.json", "JSON nested deeper than 16 levels"),
         (nested, "JSON nested deeper than 16 levels")]
+    from fusebench.site import drawable, site_pages
+
+    assert nested not in [u.path for u in drawable.undrawn(results)]
+    (results / "h200" / "machine.json").write_text(deep)
+    assert site_pages.gpu_title(results, "h200") == "h200"
 
 
 def test_the_record_a_multi_gpu_bench_deals_cases_by_is_checked(tmp_path):

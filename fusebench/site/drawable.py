@@ -60,8 +60,10 @@ def undrawn(results_dir: Path, branch: str = "main", root: Path = PROJECT_ROOT) 
             continue
         try:
             commit = json.loads(path.read_text())["commit_hash"]
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, RecursionError):
             continue  # named by the readers (fusebench.storage.results.Reader), not drawn either
+        if not isinstance(commit, str):
+            continue
         if commit in line:
             continue
         if not commit_exists(commit, root):

@@ -98,7 +98,7 @@ def gpu_title(results_dir: Path, machine: str) -> str:
         return f"CPU ({machine})"
     try:
         gpu = json.loads((results_dir / machine / "machine.json").read_text()).get("gpu")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         gpu = None
     return f"{gpu} ({machine})" if isinstance(gpu, str) and gpu.strip() else machine
 
