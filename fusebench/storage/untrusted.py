@@ -2,11 +2,14 @@
 ``machine.json`` and ``benchmarks.json`` (``docs/untrusted-input.md`` says why and where).
 
 Every file is opened without following a symlink and must be a regular file under its size cap;
-its JSON must nest no deeper than :data:`MAX_DEPTH`; then its schema (:func:`check`) holds names
-and fields to safe patterns: identifiers for benchmark, parameter and field names, 40 hex digits
-for a commit (agreeing with the file's name), the machine name agreeing with its folder, and
-plain text (no markup characters) for every string the published site shows. A file that fails
-is one :class:`Refused` line naming it.
+its JSON must nest no deeper than :data:`MAX_DEPTH` and hold no integer of more than
+:data:`MAX_INT_DIGITS` digits; then its schema (:func:`check`) holds names and fields to safe
+patterns: identifiers for benchmark, parameter and field names, 40 hex digits for a commit
+(agreeing with the file's name), the machine name agreeing with its folder, and plain text (no
+markup characters) for every string the published site shows; and every number to its
+:class:`Bound` (:func:`number_problem`, the one check of a number: a figure, a count, a date),
+so that what collect accepts every reader can read. A result or record names the GPU model of
+its machine folder (:func:`same_gpu`). A file that fails is one :class:`Refused` line naming it.
 """
 
 from __future__ import annotations
