@@ -93,6 +93,8 @@ def test_each_file_or_benchmark_carrying_markup_is_named_and_left_out(published)
         f"publish: error: {results / 'h200' / ('ffffffff-' + RESULT.split('-', 1)[1])}: params.torch "
         f"{_cut(payload('torch'))} {plain}; left out of the site",
     ]), err
+    assert err.strip().splitlines()[-1] == ("publish: 4 stored file(s) or benchmark(s) refused (named above) "
+                                            "and left out of the site")  # never "every file was read"
 
 
 def test_no_file_of_the_site_holds_the_markup(published):

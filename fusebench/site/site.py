@@ -483,9 +483,8 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
         refused = untrusted.checked_copy(results_dir, checked)
         # the files asv cannot load at all: named by report_unreadable, not again here
         named = {u.path for u in results.Reader(results_dir, "publish", checked=False).check()}
-        for exc in refused:
-            if exc.path not in named:
-                print(f"publish: error: {exc}; left out of the site", file=sys.stderr)
+        for exc in (only_refused := [exc for exc in refused if exc.path not in named]):
+            print(f"publish: error: {exc}; left out of the site", file=sys.stderr)
         if not (checked / "benchmarks.json").is_file():
             print(f"publish: error: no usable {results_dir / 'benchmarks.json'}; nothing published",
                   file=sys.stderr)
@@ -516,7 +515,10 @@ def publish(results_dir: Path, html_dir: Path, ops, *, cdn: bool = False, python
                                             if exc.path.name == "machine.json"}
     reader.unreadable[:] = [u for u in reader.unreadable
                             if u.path in named or not (u.path in gone or u.path.parent in gone)]
-    unreadable = report_unreadable(reader, "publish", count=True)
+    unreadable = report_unreadable(reader, "publish", count=not only_refused)
+    if only_refused:  # never "every stored file was read" after naming them
+        print(f"publish: {len(only_refused)} stored file(s) or benchmark(s) refused (named above) and left "
+              "out of the site", file=sys.stderr)
     if strict and undrawn:
         print(f"publish: error: STRICT=1 and {len(undrawn)} stored result(s) will not be drawn",
               file=sys.stderr)
