@@ -418,3 +418,17 @@ def test_a_stored_result_store_would_merge_into_is_checked_first(tmp_path, capsy
                                      "(no field holds more than 19: 10**400 overflows every float "
                                      "conversion)); move it away and store again"), err
     assert bad.read_bytes() == before
+
+
+def test_a_commit_subject_reaches_bisects_text_without_its_escapes():
+    """Item 13: the same helper guards bisect's text, whose subjects come from git (another
+    author's commit)."""
+    from fusebench.commands import bisect as bisect_command
+    from fusebench.gate.bisect import Commit, Outcome
+
+    first = Commit("c" * 40, "fix \x1b[2J\x1b]8;;http://evil.example\x07speed\x1b]8;;\x07\nup")
+    out = Outcome("found", Commit("a" * 40, "good"), Commit("b" * 40, "bad"), 2, "track_device_time", 1.04,
+                  0.05, [], 3, [], first, [first], 10.0)
+    text = bisect_command.text(out, Path("records"), "h200")
+    assert "first BAD commit: cccccccc fix speed up (0 probes, " in text
+    assert not any(ch in text for ch in "\x1b\x07")
