@@ -432,3 +432,13 @@ def test_a_commit_subject_reaches_bisects_text_without_its_escapes():
     text = bisect_command.text(out, Path("records"), "h200")
     assert "first BAD commit: cccccccc fix speed up (0 probes, " in text
     assert not any(ch in text for ch in "\x1b\x07")
+
+
+def test_a_sessions_case_has_a_shape_a_record_accepts(tmp_path, capsys, session):
+    """Item 13: a case name is held to the record's shape (``fusebench.record.SHAPE``), as the
+    case file is: a 5000-digit dimension is refused in one line."""
+    def change(d):
+        d["cases"][0]["case"] = "gelu/triton/" + "9" * 5000 + "/float32"
+    path = _session_file(tmp_path, session, change)
+    code, err = _run(capsys, "ab", "--from", path)
+    _one_error(code, err, "ab", path, "not a valid session: cases[0]: bad case name")

@@ -79,6 +79,7 @@ from fusebench.errors import terminal
 from fusebench.gate import compare
 from fusebench.gate.bisect import CaseInfo, Commit, ProbeFailed
 from fusebench.gate.paired import crossover, interval, p_one_sided  # noqa: F401  (crossover: the tests')
+from fusebench.record import SHAPE
 from fusebench.storage import untrusted
 
 #: The margin: a regression is a ratio surely above it (see the module doc).
@@ -557,7 +558,7 @@ def _from_dict(data) -> Outcome:
 
     import re
 
-    case_re = re.compile(r"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*/[0-9]+(x[0-9]+)*/[a-z0-9]+")
+    case_re = re.compile(rf"[a-z][a-z0-9_]*/[a-z][a-z0-9_]*/{SHAPE.pattern}/[a-z0-9]+")  # a record's shape
     cases = []
     need(isinstance(data["cases"], list), "cases: not a list")
     for i, c in enumerate(data["cases"]):
