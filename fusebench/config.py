@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from fusebench import metrictable, safeyaml
-from fusebench.axes import BACKENDS, ELEMENT_SIZE, Shape, parse_shape, shape_label
+from fusebench.axes import BACKENDS, CASE_FILE, ELEMENT_SIZE, Shape, parse_shape, shape_label
 from fusebench.errors import UsageError
 from fusebench.names import did_you_mean
 from fusebench.record import MAX_ROUNDS, SHAPE
@@ -31,7 +31,7 @@ if TYPE_CHECKING:  # the registry imports torch; reading a case file must not (f
     from fusebench.registry import Op
 
 #: The packaged default; in a checkout a link to ``fusebench.yaml`` at the repository root.
-DEFAULT_PATH = Path(__file__).resolve().parent / "fusebench.yaml"
+DEFAULT_PATH = CASE_FILE
 #: The environment variable that hands the case file to asv's benchmark processes
 #: (``benchmarks/suite.py``), which asv starts with no argument of ours; nothing else reads it:
 #: the commands pass the case file down as a path.
@@ -129,7 +129,9 @@ class Config:
 
         Raises:
             ConfigError: an op of the file is not registered, or a registered op is not in the
-                file (the key and the valid names).
+                file (the key and the valid names); an op registers a backend that no op of the
+                default case file lists (the backend axis), or this file lists one the op does
+                not register: one line naming the file to edit.
         """
         for name in self.ops:
             if name not in registered:
@@ -139,6 +141,11 @@ class Config:
             if name not in self.ops:
                 raise ConfigError(f"{_show(self.path)}: ops: {name} is missing (every registered op "
                                   f"needs an entry); valid ops: {', '.join(registered)}")
+        for name, op in registered.items():
+            if unlisted := [b for b in op.backends if b not in BACKENDS]:
+                raise ConfigError(f"{_show(DEFAULT_PATH)}: ops.{name}.backends: kernels/{name}/ registers "
+                                  f"backend {_q(unlisted[0])}, which no op's backends list names: add it "
+                                  f"to ops.{name}.backends in {_show(DEFAULT_PATH)}")
         out = {}
         for name, entry in self.ops.items():
             op = registered[name]
@@ -248,8 +255,15 @@ def _check_op(path: Path, op: Op, cases: OpCases) -> tuple[str, ...]:
     """What needs the registered op: its backend names (returned), and the shapes its declared
     work accepts."""
     key = f"ops.{op.name}"
-    backends = tuple(op.backends) if cases.backends is None else _names(
-        path, f"{key}.backends", cases.backends, op.backends, "backend")
+    if cases.backends is None:
+        backends = tuple(op.backends)
+    else:
+        backends = _names(path, f"{key}.backends", cases.backends, BACKENDS, "backend")
+        for i, b in enumerate(backends):
+            if b not in op.backends:
+                raise _fail(path, f"{key}.backends[{i}]", f"kernels/{op.name}/ registers no backend {_q(b)} "
+                            f"(add its factory, @OP.backend({_q(b)}), to kernels/{op.name}/__init__.py); "
+                            f"valid backends: {', '.join(op.backends)}")
     if op.flops is not None:
         for grid, shapes in cases.grids.items():
             for i, s in enumerate(shapes):

@@ -22,6 +22,7 @@ from typing import Callable, Iterator
 import torch
 
 from fusebench.axes import (  # noqa: F401  (re-exported: the registry's names since before fusebench.axes)
+    BACKEND_NAME,
     BACKENDS,
     ELEMENT_SIZE,
     KERNELS,
@@ -195,13 +196,16 @@ class Op:
             raise ValueError(f"op {self.name!r}: unknown dtypes {unknown}; valid: {', '.join(PRECISIONS)}")
 
     def backend(self, name: str) -> Callable[[Factory], Factory]:
-        """Decorator registering ``factory`` as backend ``name`` (one of :data:`BACKENDS`).
+        """Decorator registering ``factory`` as backend ``name``; the case file lists it in the
+        op's ``backends:`` (its place on the backend axis, :data:`BACKENDS`), or reading the case
+        file refuses the op (``fusebench.config``: one line naming the file).
 
         Raises:
-            ValueError: the name is not in :data:`BACKENDS` or is registered twice.
+            ValueError: the name is not a backend name (lowercase letters, digits, ``_``) or is
+                registered twice.
         """
-        if name not in BACKENDS:
-            raise ValueError(f"backend name {name!r} is not one of {', '.join(BACKENDS)}")
+        if not BACKEND_NAME.fullmatch(name):
+            raise ValueError(f"backend name {name!r}: write lowercase letters, digits and _")
         if name in self.backends:
             raise ValueError(f"backend {name!r} registered twice for op {self.name!r}")
 

@@ -24,7 +24,9 @@ REFERENCE = ("liger", "quack", "flaggems")
 
 
 def test_the_reference_backends_follow_fusebenchs_own_in_report_order():
-    assert BACKENDS == ("eager", "torch", "compile", "triton", "cuda", "liger", "quack", "flaggems")
+    # the axis is the case file's (tests/test_extending.py adds one): eager, fusebench's own, the references
+    assert BACKENDS[:5] == ("eager", "torch", "compile", "triton", "cuda")
+    assert [b for b in BACKENDS if b in REFERENCE] == list(REFERENCE)
     assert tuple(reference_libs.LIBRARIES) == REFERENCE
     assert [b for b in get_op("softmax").backends if b in REFERENCE] == list(REFERENCE)
     # GELU (tanh): only FlagGems has it (Liger: GEGLU only; QuACK: a GEMM epilogue only)

@@ -275,13 +275,22 @@ def stage_suite(results_dir: Path, txn: transaction.Transaction, suite_ops) -> P
 
 def _unchanged(result, bench: dict, vals: list) -> bool:
     """Whether the asv ``result`` already holds ``vals`` for the benchmark ``bench`` (its version
-    and parameters)."""
+    and parameters). A result stored before a backend was added to the axis holds the same values
+    when every combination it lacks is NaN (the record has no case of it): it stays as stored, and
+    asv reads it under the new parameters (``Results.get_result_value``)."""
     name = bench["name"]
     if name not in result.get_all_result_keys() or result.benchmark_version.get(name) != bench["version"]:
         return False
-    if result.get_result_params(name) != bench["params"]:
+    stored_params = result.get_result_params(name)
+    if stored_params == bench["params"]:
+        return repr(result.get_result_value(name, bench["params"])) == repr(vals)
+    if len(stored_params) != len(bench["params"]) or any(
+            not set(old) <= set(new) for old, new in zip(stored_params, bench["params"])):
         return False
-    return repr(result.get_result_value(name, bench["params"])) == repr(vals)
+    stored = dict(zip(itertools.product(*stored_params), result.get_result_value(name, stored_params)))
+    new = dict(zip(itertools.product(*bench["params"]), vals))
+    return all(repr(stored[k]) == repr(v) if k in stored else isinstance(v, float) and math.isnan(v)
+               for k, v in new.items())
 
 
 def _carry(stored: Path, into: Path, commit: str, version: str, staged: Staged) -> bool:
