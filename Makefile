@@ -195,6 +195,7 @@ $(VENV)/.installed: requirements.lock requirements-dev.lock
 	$(VENV)/bin/python -m pip install --quiet --require-hashes -r requirements.lock -r requirements-dev.lock
 	$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $@
+	@echo "venv: the fusebench command is $(VENV)/bin/fusebench (source $(VENV)/bin/activate puts it on PATH)"
 
 # --no-deps: the group pins every runtime dependency itself and must not bring another torch or triton.
 $(VENV)/.reference: $(VENV)/.installed requirements-reference.lock

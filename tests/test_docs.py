@@ -14,8 +14,12 @@ from fusebench.paths import PROJECT_ROOT
 
 
 def test_the_readme_is_a_manual_of_at_most_200_lines():
+    from fusebench.report import resultsdoc
+
     readme = (PROJECT_ROOT / "README.md").read_text()
-    assert len(readme.splitlines()) <= 200
+    lines = readme.splitlines()  # the generated table (one per GPU) is not the manual's
+    manual = lines[:lines.index(resultsdoc.README_BEGIN)] + lines[lines.index(resultsdoc.README_END) + 1:]
+    assert len(manual) <= 200
     for doc in ("docs/method.md", "docs/gate.md", "docs/container.md", "docs/fleet.md",
                 "docs/extending.md", "docs/tuning/README.md", "docs/results/README.md"):
         assert f"]({doc})" in readme, f"the README links to {doc}"

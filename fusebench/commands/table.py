@@ -2,13 +2,17 @@
 
     fusebench table [RECORD] [--op softmax]
     fusebench table --doc MACHINE [RECORD ...]
+    fusebench table --readme
 
 RECORD: a run record, ``records/<machine>/<sha8>.json.xz`` (default: the newest one under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
 at the end of its summary and the site's Runs tab shows (``fusebench.report.summary.ceiling_table``).
 ``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;
-``fusebench.report.resultsdoc``). Exit status 0; 2 on bad input (no record, an unreadable one, an op
-the record has no timed case of, a compute-bound op: matmul is in ``fusebench plots``' tflops chart).
+``fusebench.report.resultsdoc``). ``--readme`` writes README.md's opening table: per GPU machine,
+each op at its headline shape from its newest committed record, and the machine's GELU speedup
+chart (commit a run's records, then run it). Exit status 0; 2 on bad input (no record, an
+unreadable one, an op the record has no timed case of, a compute-bound op: matmul is in
+``fusebench plots``' tflops chart).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--op", help="one op (default: every memory-bound op of the record)")
     ap.add_argument("--doc", metavar="MACHINE",
                     help="write docs/results/MACHINE.md from the machine's records instead of printing")
+    ap.add_argument("--readme", action="store_true",
+                    help="write README.md's table of every GPU's committed results instead of printing")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -42,6 +48,8 @@ def run(args: argparse.Namespace) -> int:
     transaction.settle(PROJECT_ROOT / "results", (PROJECT_ROOT / "records",), "table")
     if args.doc is not None:
         return _doc(args)
+    if args.readme:
+        return _readme(args)
     if len(args.record) > 1:
         raise UsageError("give one run record (several only with --doc MACHINE)")
     path = args.record[0] if args.record else None
@@ -91,4 +99,16 @@ def _doc(args: argparse.Namespace) -> int:
     # a CPU machine's page is ignored by git as its results are (.gitignore, README.md)
     kept = "; a CPU's host-clock figures: ignored by git, not kept" if machine_is_cpu(machine) else ""
     print(f"table: wrote {shown}{kept}")
+    return 0
+
+
+def _readme(args: argparse.Namespace) -> int:
+    if args.record or args.op:
+        raise UsageError("--readme takes no RECORD or --op: the table is every GPU's committed records")
+    target = PROJECT_ROOT / "README.md"
+    if target.is_symlink():
+        raise UsageError(f"{target} is a symbolic link: refusing to write through it")
+    text = target.read_text()
+    resultsdoc.write(target, resultsdoc.with_readme_block(text, resultsdoc.readme_block()))
+    print("table: wrote README.md's table from the committed run records")
     return 0

@@ -1,18 +1,21 @@
 """``docs/results/<machine>.md``: each op's newest stored figures on one machine, generated from the
-run records (``fusebench table --doc MACHINE``) so that no results table is written by hand."""
+run records (``fusebench table --doc MACHINE``) so that no results table is written by hand; and
+README.md's opening table, every GPU's figures at each op's headline shape (``fusebench table
+--readme``), from the committed records."""
 
 from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
 
-from fusebench import git
+from fusebench import config, git
 from fusebench.atomic import write_atomic
-from fusebench.axes import BACKENDS
+from fusebench.axes import BACKENDS, shape_label
 from fusebench.errors import UsageError
+from fusebench.machine import is_cpu
 from fusebench.paths import PROJECT_ROOT
 from fusebench.record import Sweep
-from fusebench.report import summary
+from fusebench.report import marks, summary
 from fusebench.storage import runrecord
 
 
@@ -44,16 +47,22 @@ def newest_per_op(machine: str, root: Path = PROJECT_ROOT) -> list[Path]:
     paths = runrecord.record_files(root / "records" / machine)
     if not paths:
         raise UsageError(f"no run record under records/{machine}/: make bench stores one per run")
+    return [p for p, _ in _newest(paths, machine, root).values()]
+
+
+def _newest(paths: list[Path], machine: str, root: Path) -> dict[str, tuple[Path, Sweep]]:
+    """op -> the first of ``paths`` on HEAD's first-parent line (newest first) that timed it, read."""
     log = git.first_parent(root, "HEAD")
     if log is None:
         raise UsageError("no git history to order the records by: name them, "
                          f"fusebench table --doc {machine} records/{machine}/<sha8>.json.xz ...") from None
     rank = {sha[:8]: i for i, sha in reversed(list(enumerate(log)))}
-    chosen: dict[str, Path] = {}
+    chosen: dict[str, tuple[Path, Sweep]] = {}
     for path in sorted(paths, key=lambda p: rank.get(runrecord.sha8(p), len(log))):
-        for op in _timed_ops(load(path)):
-            chosen.setdefault(op, path)
-    return list(dict.fromkeys(chosen.values()))
+        sweep = load(path)
+        for op in _timed_ops(sweep):
+            chosen.setdefault(op, (path, sweep))
+    return chosen
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -115,3 +124,85 @@ def render(machine: str, paths: list[Path], root: Path = PROJECT_ROOT) -> str:
 def write(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` (:func:`fusebench.atomic.write_atomic`)."""
     write_atomic(path, text)
+
+
+#: The lines between which README.md holds the table :func:`readme_block` writes.
+README_BEGIN = "<!-- the answer: fusebench table --readme writes it from the committed run records -->"
+README_END = "<!-- end of the answer -->"
+#: The op whose speedup chart (``plots/<machine>/<op>-speedup.png``) follows each machine's table.
+README_PLOT = "gelu"
+
+
+def committed_records(root: Path = PROJECT_ROOT) -> dict[str, list[Path]]:
+    """The run records git tracks, per GPU machine (a CPU's host-clock figures are not kept).
+
+    Raises:
+        UsageError: no git history here.
+    """
+    out = git.answer(root, "ls-files", "-z", "--", ":(glob)records/*/*.json.xz")
+    if out is None:
+        raise UsageError(f"{root} has no git history: the README's table is of the committed records")
+    found: dict[str, list[Path]] = defaultdict(list)
+    for name in filter(None, out.split("\0")):
+        path = root / name
+        if path.is_file() and not is_cpu(path.parent.name):
+            found[path.parent.name].append(path)
+    return dict(sorted(found.items()))
+
+
+def readme_block(root: Path = PROJECT_ROOT) -> str:
+    """README.md's table, :data:`README_BEGIN` to :data:`README_END`: per GPU machine, each
+    memory-bound op at its headline shape (``fusebench.yaml``) from its newest committed record,
+    every backend timed there as effective bandwidth, % of the copy ceiling and speedup over eager
+    (``make bench``'s cells), then the machine's :data:`README_PLOT` speedup chart."""
+    cfg = config.load()
+    headline = {name: cfg.cases(name).headline for name in cfg.ops}
+    out = [README_BEGIN]
+    for machine, paths in committed_records(root).items():
+        chosen = _newest(paths, machine, root)
+        rows: list[tuple[str, dict]] = []
+        sources: dict[Path, Sweep] = {}
+        for op, shape in headline.items():
+            path, sweep = chosen.get(op, (None, None))
+            recs = [r for r in sweep.records if r.op == op and r.shape == shape_label(shape)] if sweep else []
+            if not recs or any(r.roofline != "memory" for r in recs):
+                continue
+            sources[path] = sweep
+            for dtype in dict.fromkeys(r.dtype for r in recs):
+                rows.append((f"{op} {shape_label(shape)} {dtype}",
+                             {r.backend: r for r in recs if r.dtype == dtype}))
+        if not rows:
+            continue
+        cols = [b for b in BACKENDS if any(b in cases and cases[b].status == "ok" for _, cases in rows)]
+        kinds = {k for _, cases in rows for r in cases.values() if r.status == "ok" for k in marks.doubts(r)}
+        sweep = next(iter(sources.values()))
+        gpu = sweep.environment.get("gpu") or machine
+        out += ["", f"**{machine}** ({gpu}): effective bandwidth GB/s, % of the copy ceiling, speedup over "
+                "eager; hot device time at each op's headline shape, from "
+                + ", ".join(f"`{_shown(p, root)}` (copy ceiling {s.ceiling_gbps:.0f} GB/s)"
+                            for p, s in sources.items()), ""]
+        out += summary.markdown_table(["op shape dtype", *cols], [
+            [label, *(summary.cell(cases[b], cases.get("eager")) if b in cases and cases[b].status == "ok"
+                      else "—" for b in cols)] for label, cases in rows])
+        if legend := marks.legend(kinds):
+            out += ["", legend]
+        plot = root / "plots" / machine / f"{README_PLOT}-speedup.png"
+        if plot.is_file():
+            out += ["", f"![{README_PLOT} speedup over eager on {machine}]({_shown(plot, root)})"]
+    return "\n".join([*out, "", README_END])
+
+
+def with_readme_block(text: str, block: str, name: str = "README.md") -> str:
+    """``text`` (README.md) with its lines from :data:`README_BEGIN` to :data:`README_END` replaced
+    by ``block``.
+
+    Raises:
+        UsageError: the text lacks either line, or has them out of order.
+    """
+    lines = text.split("\n")
+    if README_BEGIN not in lines or README_END not in lines or \
+            lines.index(README_END) < lines.index(README_BEGIN):
+        raise UsageError(f"{name} has no line {README_BEGIN!r} followed by {README_END!r}: put them where "
+                         "the table goes")
+    start, end = lines.index(README_BEGIN), lines.index(README_END)
+    return "\n".join([*lines[:start], block, *lines[end + 1:]])
