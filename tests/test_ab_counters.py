@@ -14,6 +14,7 @@ import pytest
 from test_ab import CASES, A, B, Fake, both
 
 from fusebench.commands import ab as ab_cmd
+from fusebench.errors import markdown_cell
 from fusebench.gate import ab, ab_counters, compare
 from fusebench.nsys import ncu_tool
 
@@ -168,7 +169,7 @@ def test_each_side_s_driver_runs_under_ncu_in_its_tree_and_the_note_says_why(tmp
     assert code == 1 and said in text
     assert lines[0] == ("ab: counters: 1 flagged case(s) profiled once on each side with ncu in 12 s "
                         "(--no-counters, NO_COUNTERS=1 through make, skips it)")
-    assert said in ab_cmd.verdict(out, "markdown", "h100", [], None, counters)[0]
+    assert markdown_cell(said) in ab_cmd.verdict(out, "markdown", "h100", [], None, counters)[0]  # escaped
     data = json.loads(ab_cmd.verdict(out, "json", "h100", [], None, counters)[0])
     assert any(r["note"].endswith(said) for r in data["rows"] if r["status"] == compare.REGRESSION)
     assert data["counters"]["cases"][SLOW]["base"]["kernels"] == 1.0 and data["phases"]["counters"] == 12.5
