@@ -425,7 +425,8 @@ def run_lines(sweep: Sweep) -> list[str]:
         + (f" ({causes[id(r)]})" if causes[id(r)] else "") for r in noisy[:10])
         + (" ..." if len(noisy) > 10 else "") if noisy else "")
         + ("; round 1 alone: round 1 apart from the other rounds, which agree within "
-           f"{100 * ROUND1_AGREE:.0f} %: the round-1 state of a GPU (docs/gate.md), not the case's code"
+           f"{100 * ROUND1_AGREE:.0f} %" + (": the round-1 state of a GPU (docs/gate.md), not the case's code"
+                                           if env.get("gpu") else "")
            if any(causes.values()) else ""))
     watts = [r for r in ok if getattr(r, "energy_mj_per_call", None) is not None]
     if watts:
