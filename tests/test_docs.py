@@ -182,3 +182,29 @@ def test_the_readme_names_the_folder_each_run_is_stored_in(argv, folder, said):
     args = parser("bench").parse_args(["bench", *argv])
     assert bench.results_folder(args.quick, bench.selected(args)[-1]) == folder
     assert said in " ".join((PROJECT_ROOT / "README.md").read_text().split())
+
+
+@pytest.mark.slow
+def test_table_without_a_record_shows_the_newest_commits_even_in_a_fresh_clone(tmp_path):
+    """A new user's trial: in a fresh clone every record has the clone's file time, and `fusebench
+    table` showed an old H200 record (ed95daeb) by file time. It shows the record of the newest
+    commit on HEAD's first-parent line."""
+    import os
+    import subprocess
+    import sys
+
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(PROJECT_ROOT), str(clone)], check=True)
+    records = sorted((clone / "records").glob("*/*.json.xz"))
+    log = subprocess.run(["git", "log", "--first-parent", "--format=%H"], cwd=clone, capture_output=True,
+                         text=True, check=True).stdout.split()
+    stored = {p.name.split(".")[0] for p in records}
+    newest = next(sha for sha in log if sha[:8] in stored)
+    for path in records:
+        os.utime(path, (1_000_000_000, 1_000_000_000))
+    older = next(p for p in records if not p.name.startswith(newest[:8]))
+    os.utime(older, (2_000_000_000, 2_000_000_000))  # the newest file is not the newest commit's
+    out = subprocess.run([sys.executable, "-m", "fusebench", "table"], cwd=clone, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"commit {newest[:12]}" in out.stdout.splitlines()[0], out.stdout[:300]

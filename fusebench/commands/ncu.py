@@ -48,9 +48,9 @@ def stem_of(args) -> str:
 
 def cmd_check(args) -> int:
     _, cases = nsys_cmd._plan(args, "cuda")
+    nsys_cmd._require_gpu("make ncu")  # first: without a GPU, installing ncu would not help
     path, version = ncu_tool.check(args.ncu)
     nsys_cmd._require_nvtx()
-    nsys_cmd._require_gpu("make ncu")
     print(f"{PROG}: ncu {'.'.join(map(str, version))} ({path}); {len(cases)} case(s) of {args.op}, "
           f"{args.calls} calls per range; application replay runs the program once per pass",
           file=sys.stderr)

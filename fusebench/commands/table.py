@@ -4,7 +4,8 @@
     fusebench table --doc MACHINE [RECORD ...]
     fusebench table --readme
 
-RECORD: a run record, ``records/<machine>/<sha8>.json.xz`` (default: the newest one under ``records/``).
+RECORD: a run record, ``records/<machine>/<sha8>.json.xz`` (default: the one of the newest commit on
+HEAD's first-parent line under ``records/``).
 Prints, per memory-bound op of the record (or ``--op``), the Markdown table that ``make bench`` prints
 at the end of its summary and the site's Runs tab shows (``fusebench.report.summary.ceiling_table``).
 ``--doc`` writes ``docs/results/<machine>.md`` from the records (default: each op's newest;
@@ -21,6 +22,7 @@ import argparse
 import re
 from pathlib import Path
 
+from fusebench import git
 from fusebench.errors import UsageError
 from fusebench.machine import is_cpu as machine_is_cpu
 from fusebench.paths import PROJECT_ROOT, real_folder
@@ -31,7 +33,7 @@ from fusebench.storage import runrecord
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The options of ``fusebench table``."""
     ap.add_argument("record", nargs="*", type=Path,
-                    help="a run record (default: the newest in records/; with --doc: each op's newest)")
+                    help="a run record (default: the newest commit's in records/; --doc: each op's newest)")
     ap.add_argument("--op", help="one op (default: every memory-bound op of the record)")
     ap.add_argument("--doc", metavar="MACHINE",
                     help="write docs/results/MACHINE.md from the machine's records instead of printing")
@@ -57,7 +59,12 @@ def run(args: argparse.Namespace) -> int:
         stored = runrecord.all_records(PROJECT_ROOT / "records")
         if not stored:
             raise UsageError("no run record under records/: make bench stores one per run")
-        path = max((p for _, p in stored), key=lambda p: p.stat().st_mtime)
+        # the newest commit on HEAD's first-parent line (a clone gives every file one time), then
+        # the newest file among a commit's records (two GPUs) or off the line
+        log = git.first_parent(PROJECT_ROOT, "HEAD") or []
+        rank = {sha[:8]: i for i, sha in reversed(list(enumerate(log)))}
+        path = min((p for _, p in stored),
+                   key=lambda p: (rank.get(runrecord.sha8(p), len(log)), -p.stat().st_mtime))
     sweep = runrecord.read(path, named=False)  # checked as collect checks it: one line if refused
     ops = [args.op] if args.op else list(dict.fromkeys(r.op for r in sweep.records))
     if args.op:
