@@ -44,7 +44,7 @@ def test_quick_bench_end_to_end(tmp_path):
     """A real quick run on this machine into a temporary results folder: sweep, asv, summary."""
     out = subprocess.run(
         [sys.executable, "-m", "fusebench", "bench", "--quick", "--ops", "gelu", "--dtypes", "float32",
-         "--backends", "eager,torch", "--results", str(tmp_path / "results"), "--no-publish",
+         "--backends", "eager,torch", "--results", str(tmp_path / "results"),
          "--json", str(tmp_path / "run.json"), "--csv", str(tmp_path / "run.csv")],
         cwd=PROJECT_ROOT, capture_output=True, text=True, timeout=600,
         env={**__import__("os").environ, "HOME": str(tmp_path)})
@@ -70,6 +70,9 @@ def test_quick_bench_end_to_end(tmp_path):
     rows = (tmp_path / "run.csv").read_text().splitlines()
     assert rows[0].startswith("op,backend,shape,dtype,status,") and len(rows) == 1 + n
     assert "bench: run record written to" in out.stderr
+    # a new user's trial: make bench QUICK=1 published nothing and said nothing of it
+    assert (f"bench: no site published: this run's results are in {tmp_path / 'results'}/, apart from "
+            "results/ (make publish builds html/ from results/)") in out.stderr
 
 
 def test_only_a_full_default_run_stores_into_results():

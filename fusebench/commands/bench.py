@@ -378,6 +378,9 @@ def _measure_and_store(args, ops, backends, dtypes, rounds, commit, slots, check
         print(f"bench: {len(written)} plots refreshed in {args.plots}/{', '.join(stored)}/", file=sys.stderr)
         for _, result in measured:
             result.phases["publish"] = round(time.perf_counter() - t, 1)
+    elif not args.no_publish:  # a quick, partial or dirty run, or another --results: kept apart
+        print(f"bench: no site published: this run's results are in {results}/, apart from results/ "
+              "(make publish builds html/ from results/)", file=sys.stderr)
     total = time.perf_counter() - started
     for machine, result in measured:
         for line in workers.gpu_lines(result):
