@@ -102,9 +102,9 @@ def test_bench_refuses_a_dtype_of_no_chosen_op_before_measuring(tmp_path):
 @pytest.mark.parametrize("args, skipped", [
     (("--backends", "cuda"), "36 skipped (18 cuda: needs a CUDA GPU; 18 cuda: the op has no such backend)"),
     # matmul's 4 cpu shapes: torch's 4 skipped for the dtype, every other backend of the axis for the op
-    (("--dtypes", "tf32"), f"{4 * len(BACKENDS)} skipped (4 torch: tf32 is a tensor-core mode of NVIDIA GPUs "
-                           f"(sm_80+); on the CPU it is float32; {4 * (len(BACKENDS) - 1)} of several backends: "
-                           "the op has no such backend)"),
+    (("--dtypes", "tf32"), f"{4 * len(BACKENDS)} skipped (4 torch: tf32 is a tensor-core mode of NVIDIA "
+                           f"GPUs (sm_80+); on the CPU it is float32; {4 * (len(BACKENDS) - 1)} of several "
+                           "backends: the op has no such backend)"),
 ])
 def test_bench_that_list_knows_measures_nothing_says_so_before_measuring(args, skipped, tmp_path):
     """Issue 54, item 7: make bench BACKENDS=cuda on the CPU printed 24 lines (a matrix peak measured,
