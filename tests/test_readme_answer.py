@@ -35,9 +35,10 @@ def test_the_answer_comes_first_with_its_plot():
     block = _block(text)
     assert "**h200** (NVIDIA H200)" in block and "(copy ceiling 4250 GB/s)" in block
     # each memory-bound op at its headline shape (fusebench.yaml), eager's speedup 1.0x
-    for row in ("| gelu 16384x16384 bfloat16 | 407 9.6% 1.0x |", "| softmax 8192x16384 float32 |",
-                "| rmsnorm 16384x4096 float16 |"):
+    for row in ("| gelu 16384x16384 bfloat16 | 407 9.6% 1.0x |", "| softmax 8192x16384 bfloat16 |",
+                "| rmsnorm 16384x4096 bfloat16 |"):
         assert row in block
+    assert " float32 |" not in block and " float16 |" not in block  # one dtype: the rest in docs/results/
     assert "matmul" not in block  # compute-bound: no % of the copy ceiling
     assert "![gelu speedup over eager on h200](plots/h200/gelu-speedup.png)" in block
 
@@ -64,7 +65,7 @@ def test_every_gpu_gets_its_table_and_a_cpu_none(tmp_path):
     heads = re.findall(r"^\*\*(\S+)\*\* ", block, re.M)
     assert heads == ["h100-80gb-hbm3", "h200"]  # a CPU's host-clock figures are not kept
     first, second = block.split("**h200**")
-    assert first.count("| gelu 16384x16384 float32 |") == second.count("| gelu 16384x16384 float32 |") == 1
+    assert first.count("| gelu 16384x16384 bfloat16 |") == second.count("| gelu 16384x16384 bfloat16 |") == 1
     assert "plots/h100-80gb-hbm3" not in block and "](plots/h200/gelu-speedup.png)" in second
 
 

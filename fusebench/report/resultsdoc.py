@@ -131,6 +131,9 @@ README_BEGIN = "<!-- the answer: fusebench table --readme writes it from the com
 README_END = "<!-- end of the answer -->"
 #: The op whose speedup chart (``plots/<machine>/<op>-speedup.png``) follows each machine's table.
 README_PLOT = "gelu"
+#: The one dtype README.md's table shows (the one mixed-precision training stores activations in);
+#: every dtype is in docs/results/<machine>.md.
+README_DTYPE = "bfloat16"
 
 
 def committed_records(root: Path = PROJECT_ROOT) -> dict[str, list[Path]]:
@@ -152,7 +155,8 @@ def committed_records(root: Path = PROJECT_ROOT) -> dict[str, list[Path]]:
 
 def readme_block(root: Path = PROJECT_ROOT) -> str:
     """README.md's table, :data:`README_BEGIN` to :data:`README_END`: per GPU machine, each
-    memory-bound op at its headline shape (``fusebench.yaml``) from its newest committed record,
+    memory-bound op at its headline shape (``fusebench.yaml``) in :data:`README_DTYPE` from its newest
+    committed record,
     every backend timed there as effective bandwidth, % of the copy ceiling and speedup over eager
     (``make bench``'s cells), then the machine's :data:`README_PLOT` speedup chart."""
     cfg = config.load()
@@ -164,7 +168,8 @@ def readme_block(root: Path = PROJECT_ROOT) -> str:
         sources: dict[Path, Sweep] = {}
         for op, shape in headline.items():
             path, sweep = chosen.get(op, (None, None))
-            recs = [r for r in sweep.records if r.op == op and r.shape == shape_label(shape)] if sweep else []
+            recs = [r for r in sweep.records if r.op == op and r.shape == shape_label(shape)
+                    and r.dtype == README_DTYPE] if sweep else []
             if not recs or any(r.roofline != "memory" for r in recs):
                 continue
             sources[path] = sweep
