@@ -146,12 +146,11 @@ def test_the_counter_comes_from_nvml_on_a_gpu_only(monkeypatch):
     assert energy.counter(torch.device("cuda", 0)) is None
 
 
-def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypatch):
-    """The sweep on the CPU, with the fake counter standing in for NVML's (and 1 us steps, so that
-    the top-up window a CPU case gets, having no graph replays, needs microseconds: a loaded host
-    cannot cut it short of a figure)."""
-    from fusebench.ops import OPS
-
+@pytest.fixture
+def counted(monkeypatch):
+    """The fake counter standing in for NVML's, 2 mJ a call in a window of calls (and 1 us steps, so
+    that the top-up window a CPU case gets, having no graph replays, needs microseconds: a loaded
+    host cannot cut it short of a figure)."""
     c = FakeCounter(0.0)
     monkeypatch.setattr(energy, "counter", lambda dev: c.read)
     monkeypatch.setattr(energy, "COUNTER_STEP_S", 1e-6)
@@ -162,6 +161,13 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
         return real(lambda: (fn(), c.call()), dev, read, call_ms, window_s=window_s)
 
     monkeypatch.setattr(energy, "per_call", per_call)
+    return c
+
+
+def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(counted):
+    """The sweep on the CPU, with the fake counter standing in for NVML's."""
+    from fusebench.ops import OPS
+
     todo = [(OPS["gelu"], b, (4096,), "float32") for b in ("eager", "torch")]
     result = sweep.measure(enumerate(todo), 2, "cpu", CPU, rounds=1, peak=False, out=io.StringIO(),
                            energy_scope="all")
@@ -178,21 +184,11 @@ def test_a_sweep_with_a_counter_records_energy_and_the_summary_shows_it(monkeypa
     assert loaded.records[0].energy_mj_per_call == pytest.approx(2.0)
 
 
-def test_by_default_only_each_ops_headline_and_largest_shapes_get_a_top_up_window(monkeypatch):
+def test_by_default_only_each_ops_headline_and_largest_shapes_get_a_top_up_window(counted, monkeypatch):
     """Issue 55: the top-up window (80-93 s of a full default grid) goes to the headline and the
     largest shape of the grid; the other cases keep no figure and say why; the record says which."""
     from fusebench.ops import OPS
 
-    c = FakeCounter(0.0)
-    monkeypatch.setattr(energy, "counter", lambda dev: c.read)
-    monkeypatch.setattr(energy, "COUNTER_STEP_S", 1e-6)
-    real_call = energy.per_call
-
-    def per_call(fn, dev, read, call_ms, window_s=energy.WINDOW_S):
-        c.mj_per_call = 2.0
-        return real_call(lambda: (fn(), c.call()), dev, read, call_ms, window_s=window_s)
-
-    monkeypatch.setattr(energy, "per_call", per_call)
     topped = []
     real = energy.top_up
     monkeypatch.setattr(energy, "top_up", lambda rec, *a: (topped.append(rec.shape), real(rec, *a))[1])

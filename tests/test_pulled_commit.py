@@ -111,7 +111,7 @@ def test_a_committed_journal_is_refused_and_nothing_is_moved_or_deleted(clones, 
             values[0] = [v * 10 if isinstance(v, float) else v for v in values[0]]
     (staging / "1-1.part").write_text(json.dumps(doctored))
     journal = {"moves": [[f"results/{transaction.STAGING}/1-1.part", RESULT]],
-               "deletes": [RECORD, CPU_RESULT, CPU_RECORD]}  # what e930cac followed
+               "deletes": [RECORD, CPU_RESULT, CPU_RECORD]}  # what the journal of issue 56 names
     (staging / transaction.JOURNAL).write_text(json.dumps(journal))
     pull(upstream, mine, "a journal")
     before = tree(mine / "results") | tree(mine / "records")

@@ -436,8 +436,8 @@ def test_the_benchmark_list_colours_a_change_by_the_metrics_direction(published,
             worse = rise if metric.better == metrictable.LOWER else not rise
             assert cls == ("positive-change" if worse else "negative-change"), (name, change, cls)
             seen[(metric.better, rise, cls)] += 1
-    # the list shows one machine's newest change (with two GPUs committed, the H100's e930cac ->
-    # 567b5eb): a few of each kind, every one coloured by its metric's direction
+    # the list shows one machine's newest change (with two GPUs committed, the H100's two runs): a
+    # few of each kind, every one coloured by its metric's direction
     assert seen[("higher", True, "negative-change")] >= 3  # bandwidth gains, green
     assert seen[("lower", True, "positive-change")] >= 3  # slower device times, red
 

@@ -317,7 +317,7 @@ _ABSENT_FN = """\
 #: a benchmark's absent values (:func:`mark_absent`) are never selected, and their buttons hidden;
 #: against a category axis (x-axis shape, backend, dtype) the categories are the parameter's values
 #: in order and the axis spans them (flot counted a point with no value by its label, and GELU's
-#: shapes, numbers as text, stretched the axis to 67108864: every bar in the leftmost pixels);
+#: shapes, numbers as text, stretched the axis to the largest shape: every bar in the leftmost pixels);
 #: the commit picker is sorted by revision, not as text; the y range leaves headroom above the
 #: top series and below the lowest (asv set it to the data's own range: a series on the frame).
 GRAPH_JS = (
